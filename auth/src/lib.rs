@@ -1,0 +1,1 @@
+//! SASL/PLAIN authentication and Fluss ACL authorization.
