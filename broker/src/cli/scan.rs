@@ -1,0 +1,1 @@
+//! `kafluss scan`: TODO
