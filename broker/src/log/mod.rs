@@ -1,1 +1,194 @@
-//! TODO
+//! Durable Arrow bucket logs: one append-only log per (table, bucket), owned by one core.
+//!
+//! Layout (interface.md "Storage"): `data.dir/<db>/<table>-<table_id>/bucket-<n>/` holds
+//! segments `<base offset, 20 digits>.arrow`, each a valid Arrow IPC stream; row offset =
+//! segment base offset + row index. See `docs/storage.md` for the whole story: rolling,
+//! retention, recovery, fsync policy and the acks mapping.
+//!
+//! - [`appender::BucketLog`]: open (recovery), append, group-commit `sync_to`, retention, close.
+//! - [`file`]: the file-system seam (`SegmentFile`, `SegmentStore`) and the glommio store.
+//! - [`segment`]: segment names and the IPC framing walk.
+//! - [`registry`]: `(table_id, bucket) → BucketStats` for readers on other threads.
+//! - [`sim`]: an in-memory, fault-injecting store for simulation tests.
+
+pub mod appender;
+pub mod error;
+pub mod file;
+mod group_commit;
+pub mod registry;
+pub mod segment;
+pub mod sim;
+
+use std::path::{Path, PathBuf};
+use std::rc::Weak;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime};
+
+pub use appender::BucketLog;
+pub use error::LogError;
+pub use file::{GlommioStore, SegmentFile, SegmentStore};
+pub use registry::LogRegistry;
+
+/// Default `log.segment.size`: segments roll once they reach 256 MiB.
+pub const DEFAULT_SEGMENT_SIZE: u64 = 256 << 20;
+/// How often [`run_retention`] looks for expired segments.
+pub const RETENTION_CHECK_INTERVAL: Duration = Duration::from_secs(60);
+
+/// When the log calls `fdatasync` (server key `log.flush.policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlushPolicy {
+    /// Default: fsync only for callers that wait for durability (acks=-1 via `sync_to`),
+    /// batched by group commit. acks=0/1 rows reach the page cache and the OS flushes them.
+    #[default]
+    Ack,
+    /// Every append waits for a (group) fsync, whatever the acks.
+    Always,
+    /// Never fsync from the write path (`sync_to` returns once written); rolls and shutdown
+    /// still fsync. For benchmarks and throwaway data.
+    Never,
+}
+
+impl FlushPolicy {
+    /// Parses the `log.flush.policy` value (`ack`, `always`, `never`; case-insensitive).
+    pub fn parse(value: &str) -> Option<FlushPolicy> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "ack" => Some(FlushPolicy::Ack),
+            "always" => Some(FlushPolicy::Always),
+            "never" => Some(FlushPolicy::Never),
+            _ => None,
+        }
+    }
+}
+
+/// Per-bucket log settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// Roll to a new segment once the active one holds this many bytes (`log.segment.size`).
+    pub segment_size: u64,
+    pub flush_policy: FlushPolicy,
+    /// `table.log.ttl`: closed segments whose newest row is older are deleted. None keeps all.
+    pub retention: Option<Duration>,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_size: DEFAULT_SEGMENT_SIZE,
+            flush_policy: FlushPolicy::Ack,
+            retention: Some(DEFAULT_TABLE_LOG_TTL),
+        }
+    }
+}
+
+/// Fluss's default `table.log.ttl`: 7 days.
+pub const DEFAULT_TABLE_LOG_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Parses a `table.log.ttl` value the way Fluss writes durations: a number and a unit
+/// (`ms`, `s`, `min`, `h`, `d`, or the long forms `seconds`, `minutes`, `hours`, `days`; no unit
+/// means milliseconds). Zero, negative numbers and unknown units are refused (None).
+pub fn parse_ttl(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    let split = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let number: u64 = number.parse().ok()?;
+    let unit_ms: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        "d" | "day" | "days" => 86_400_000,
+        _ => return None,
+    };
+    let ms = number.checked_mul(unit_ms)?;
+    (ms > 0).then(|| Duration::from_millis(ms))
+}
+
+/// What an append did: rows got offsets `[base_offset, next_offset)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    pub base_offset: u64,
+    pub next_offset: u64,
+}
+
+/// Read-side state of one bucket, shared with other threads (HTTP scans and row counts).
+#[derive(Debug, Default)]
+pub struct BucketStats {
+    /// High watermark: rows `[log_start_offset, next_offset)` are fully written. Published with
+    /// `Release` after the write returns; readers load with `Acquire`.
+    pub next_offset: AtomicU64,
+    /// The first retained offset (moves when retention deletes segments).
+    pub log_start_offset: AtomicU64,
+}
+
+/// `data.dir/<db>/<table>-<table_id>`.
+pub fn table_dir(data_dir: &Path, database: &str, table: &str, table_id: u64) -> PathBuf {
+    data_dir.join(database).join(format!("{table}-{table_id}"))
+}
+
+/// `<table_dir>/bucket-<n>`.
+pub fn bucket_dir(table_dir: &Path, bucket: u32) -> PathBuf {
+    table_dir.join(format!("bucket-{bucket}"))
+}
+
+/// Deletes a dropped table's directory with every bucket in it. Call it after the owner cores
+/// dropped their `BucketLog`s (open files would keep the space until closed). Missing is fine.
+/// Plain std::fs, so any thread may call it.
+pub fn remove_table_dir(table_dir: &Path) -> Result<(), LogError> {
+    match std::fs::remove_dir_all(table_dir) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(LogError::io(table_dir, "remove table directory", err)),
+    }
+}
+
+/// The periodic retention task of one bucket: every `interval`, delete expired segments.
+/// Spawn it on the owner core (`glommio::spawn_local(run_retention(Rc::downgrade(&log), ..))`);
+/// it ends when the log is dropped. Errors are logged, not fatal.
+pub async fn run_retention<S: SegmentStore>(log: Weak<BucketLog<S>>, interval: Duration) {
+    loop {
+        glommio::timer::sleep(interval).await;
+        let Some(log) = log.upgrade() else {
+            return;
+        };
+        if let Err(err) = log.enforce_retention(SystemTime::now()).await {
+            tracing::warn!(dir = %log.dir().display(), %err, "log retention failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_values_parse_like_fluss_durations() {
+        assert_eq!(parse_ttl("7d"), Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_ttl("7 days"), Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_ttl("2h"), Some(Duration::from_secs(7_200)));
+        assert_eq!(parse_ttl("30 min"), Some(Duration::from_secs(1_800)));
+        assert_eq!(parse_ttl("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_ttl("1500"), Some(Duration::from_millis(1_500)));
+        assert_eq!(parse_ttl("0s"), None);
+        assert_eq!(parse_ttl("-1"), None);
+        assert_eq!(parse_ttl("7 weeks"), None);
+        assert_eq!(parse_ttl("99999999999999999999d"), None);
+    }
+
+    #[test]
+    fn flush_policy_parses_case_insensitively() {
+        assert_eq!(FlushPolicy::parse("ACK"), Some(FlushPolicy::Ack));
+        assert_eq!(FlushPolicy::parse("always"), Some(FlushPolicy::Always));
+        assert_eq!(FlushPolicy::parse("never"), Some(FlushPolicy::Never));
+        assert_eq!(FlushPolicy::parse("sometimes"), None);
+    }
+
+    #[test]
+    fn paths_follow_the_storage_layout() {
+        let dir = table_dir(Path::new("/data"), "sales", "orders", 7);
+        assert_eq!(dir, PathBuf::from("/data/sales/orders-7"));
+        assert_eq!(
+            bucket_dir(&dir, 3),
+            PathBuf::from("/data/sales/orders-7/bucket-3")
+        );
+    }
+}

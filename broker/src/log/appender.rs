@@ -1,0 +1,607 @@
+//! `BucketLog`: the append-only Arrow log of one bucket, owned by one glommio core.
+//!
+//! Invariants:
+//! - Offsets are contiguous: segment `k+1` starts where segment `k` ends, and row `o` of the
+//!   bucket is row `o - base` of the segment named `base`.
+//! - `next_offset` (here and in the shared [`BucketStats`]) moves only after a batch's bytes all
+//!   reached the file, so no reader ever sees part of a batch; a failed write is truncated away.
+//! - Appends are serialized by a one-permit semaphore (a batch is one `write_at`, plus a roll
+//!   now and then); encoding happens under it too, so file order is offset order.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use arrow_array::RecordBatch;
+use arrow_ipc::writer::StreamWriter;
+use arrow_schema::SchemaRef;
+use glommio::sync::Semaphore;
+
+use super::error::LogError;
+use super::file::{GlommioStore, SegmentFile, SegmentStore};
+use super::group_commit::CommitState;
+use super::segment::{parse_segment_file_name, scan_segment, segment_path, END_OF_STREAM, SEGMENT_SUFFIX};
+use super::{AppendOutcome, BucketStats, FlushPolicy, LogConfig};
+
+/// A segment that is no longer appended to (or the active one, for its bookkeeping).
+#[derive(Debug, Clone)]
+struct SegmentInfo {
+    base_offset: u64,
+    /// Exclusive end: base_offset + rows.
+    end_offset: u64,
+    /// When its newest row was appended (recovered segments: the file's mtime).
+    last_append: SystemTime,
+}
+
+/// The segment being appended to.
+struct ActiveSegment<F> {
+    file: Rc<F>,
+    path: PathBuf,
+    base_offset: u64,
+    /// Bytes in the file = the position of the next write.
+    len: u64,
+    schema: SchemaRef,
+    /// Encodes batches as IPC messages into its Vec, which is drained after every batch.
+    encoder: StreamWriter<Vec<u8>>,
+}
+
+struct State<F> {
+    /// Closed segments, oldest first (the active one is not in here).
+    closed: VecDeque<SegmentInfo>,
+    active: Option<ActiveSegment<F>>,
+    /// Newest append time of the active segment.
+    active_last_append: SystemTime,
+    next_offset: u64,
+    log_start_offset: u64,
+    failed: bool,
+}
+
+/// The durable Arrow log of one bucket. `!Send`: it lives on the core that owns the bucket.
+/// Share it on that core as `Rc<BucketLog>`; every method takes `&self`.
+pub struct BucketLog<S: SegmentStore = GlommioStore> {
+    store: S,
+    dir: PathBuf,
+    config: LogConfig,
+    stats: Arc<BucketStats>,
+    state: RefCell<State<S::File>>,
+    append_permit: Semaphore,
+    commit: CommitState,
+}
+
+impl BucketLog<GlommioStore> {
+    /// Opens (creating if needed) the bucket directory with glommio files and recovers it.
+    pub async fn open(dir: &Path, config: LogConfig, stats: Arc<BucketStats>) -> Result<Self, LogError> {
+        Self::open_with_store(GlommioStore, dir, config, stats).await
+    }
+}
+
+fn encoder_for(schema: &SchemaRef) -> Result<StreamWriter<Vec<u8>>, LogError> {
+    StreamWriter::try_new(Vec::new(), schema).map_err(LogError::Encode)
+}
+
+impl<S: SegmentStore> BucketLog<S> {
+    /// Recovery: reads every segment's framing, truncates a torn tail of the last segment,
+    /// refuses a damaged or non-contiguous earlier one (naming the file), restores
+    /// `next_offset` and publishes it and the log start offset in `stats`.
+    pub async fn open_with_store(
+        store: S,
+        dir: &Path,
+        config: LogConfig,
+        stats: Arc<BucketStats>,
+    ) -> Result<Self, LogError> {
+        store
+            .create_dir_all(dir)
+            .await
+            .map_err(|e| LogError::io(dir, "create directory", e))?;
+        let bases = list_segments(&store, dir).await?;
+        let mut closed = VecDeque::new();
+        let mut active = None;
+        let mut active_last_append = SystemTime::now();
+        let mut next_offset = bases.first().copied().unwrap_or(0);
+        let log_start_offset = next_offset;
+        for (index, &base_offset) in bases.iter().enumerate() {
+            let path = segment_path(dir, base_offset);
+            if base_offset != next_offset {
+                return Err(LogError::corrupt(
+                    &path,
+                    format!(
+                        "segment starts at offset {base_offset}, but the previous one ends at {next_offset}"
+                    ),
+                ));
+            }
+            let is_last = index + 1 == bases.len();
+            let file = store
+                .open(&path)
+                .await
+                .map_err(|e| LogError::io(&path, "open", e))?;
+            let scan = scan_segment(&file)
+                .await
+                .map_err(|e| LogError::io(&path, "read", e))?;
+            let last_append = store
+                .modified(&path)
+                .await
+                .map_err(|e| LogError::io(&path, "stat", e))?;
+            if !is_last {
+                if let Some(reason) = scan.torn {
+                    return Err(LogError::corrupt(&path, reason));
+                }
+                if scan.schema.is_none() {
+                    return Err(LogError::corrupt(&path, "no schema message"));
+                }
+                next_offset = checked_end(dir, base_offset, scan.rows)?;
+                closed.push_back(SegmentInfo {
+                    base_offset,
+                    end_offset: next_offset,
+                    last_append,
+                });
+                continue;
+            }
+            if let Some(reason) = &scan.torn {
+                tracing::warn!(
+                    path = %path.display(), %reason, kept_bytes = scan.valid_len, file_bytes = scan.file_len,
+                    "truncating torn tail of the last log segment"
+                );
+                file.truncate(scan.valid_len)
+                    .await
+                    .map_err(|e| LogError::io(&path, "truncate", e))?;
+                file.sync().await.map_err(|e| LogError::io(&path, "fsync", e))?;
+            }
+            let Some(schema) = scan.schema else {
+                // Torn before its schema was complete: it holds no rows. Remove it; the next
+                // append recreates it under the same name.
+                drop(file);
+                store
+                    .remove(&path)
+                    .await
+                    .map_err(|e| LogError::io(&path, "remove", e))?;
+                store
+                    .sync_dir(dir)
+                    .await
+                    .map_err(|e| LogError::io(dir, "fsync directory", e))?;
+                continue;
+            };
+            next_offset = checked_end(dir, base_offset, scan.rows)?;
+            if scan.closed {
+                closed.push_back(SegmentInfo {
+                    base_offset,
+                    end_offset: next_offset,
+                    last_append,
+                });
+            } else {
+                let mut encoder = encoder_for(&schema)?;
+                encoder.get_mut().clear(); // the file already holds the schema message
+                active_last_append = last_append;
+                active = Some(ActiveSegment {
+                    file: Rc::new(file),
+                    path,
+                    base_offset,
+                    len: scan.valid_len,
+                    schema,
+                    encoder,
+                });
+            }
+        }
+        stats.log_start_offset.store(log_start_offset, Ordering::Release);
+        stats.next_offset.store(next_offset, Ordering::Release);
+        let commit = CommitState::default();
+        // Everything recovery kept was read back from the file; after the truncation fsync it
+        // is as durable as the file system makes it.
+        commit.durable.set(next_offset);
+        Ok(Self {
+            store,
+            dir: dir.to_path_buf(),
+            config,
+            stats,
+            state: RefCell::new(State {
+                closed,
+                active,
+                active_last_append,
+                next_offset,
+                log_start_offset,
+                failed: false,
+            }),
+            append_permit: Semaphore::new(1),
+            commit,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// The offset the next appended row gets (= rows fully written so far).
+    pub fn next_offset(&self) -> u64 {
+        self.state.borrow().next_offset
+    }
+
+    /// The first offset still retained.
+    pub fn log_start_offset(&self) -> u64 {
+        self.state.borrow().log_start_offset
+    }
+
+    /// Rows `[0, durable_offset)` are fsync'd.
+    pub fn durable_offset(&self) -> u64 {
+        self.commit.durable.get()
+    }
+
+    /// How many fsyncs group commit has issued (rolls and `close` not counted).
+    pub fn group_syncs(&self) -> u64 {
+        self.commit.syncs.get()
+    }
+
+    /// Number of segment files (closed + active).
+    pub fn segment_count(&self) -> usize {
+        let state = self.state.borrow();
+        state.closed.len() + usize::from(state.active.is_some())
+    }
+
+    pub fn stats(&self) -> &Arc<BucketStats> {
+        &self.stats
+    }
+
+    fn check_not_failed(&self) -> Result<(), LogError> {
+        if self.state.borrow().failed {
+            return Err(LogError::Failed {
+                dir: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn fail(&self) {
+        self.state.borrow_mut().failed = true;
+        self.commit.completions.notify_all();
+    }
+
+    /// Appends `batch` as the next contiguous rows. When it returns Ok, the whole batch is in
+    /// the segment file (page cache): what acks=1 waits for. With `log.flush.policy=always` it
+    /// is also fsync'd. On error nothing of the batch is visible.
+    pub async fn append(&self, batch: &RecordBatch) -> Result<AppendOutcome, LogError> {
+        let outcome = {
+            let _permit = self
+                .append_permit
+                .acquire_permit(1)
+                .await
+                .map_err(|_| LogError::Failed {
+                    dir: self.dir.clone(),
+                })?;
+            self.append_locked(batch).await?
+        };
+        if self.config.flush_policy == FlushPolicy::Always {
+            self.sync_to(outcome.next_offset).await?;
+        }
+        Ok(outcome)
+    }
+
+    async fn append_locked(&self, batch: &RecordBatch) -> Result<AppendOutcome, LogError> {
+        self.check_not_failed()?;
+        let base_offset = self.state.borrow().next_offset;
+        let rows = batch.num_rows() as u64;
+        if rows == 0 {
+            return Ok(AppendOutcome {
+                base_offset,
+                next_offset: base_offset,
+            });
+        }
+        let next_offset = base_offset
+            .checked_add(rows)
+            .ok_or_else(|| LogError::OffsetOverflow {
+                dir: self.dir.clone(),
+            })?;
+
+        let needs_roll = match &self.state.borrow().active {
+            None => false,
+            Some(active) => {
+                let schema_changed = !Arc::ptr_eq(&active.schema, batch.schema_ref())
+                    && *active.schema != **batch.schema_ref();
+                schema_changed || active.len >= self.config.segment_size
+            }
+        };
+        if needs_roll {
+            self.roll().await?;
+        }
+        let creating = self.state.borrow().active.is_none();
+        if creating {
+            self.create_segment(base_offset, batch.schema_ref()).await?;
+        }
+
+        // Encode under a short borrow; never hold a RefCell borrow across an await.
+        let (file, path, pos, bytes) = {
+            let mut state = self.state.borrow_mut();
+            let active = state
+                .active
+                .as_mut()
+                .expect("an active segment exists after create_segment");
+            let encoded = active.encoder.write(batch).map_err(LogError::Encode);
+            let bytes = std::mem::take(active.encoder.get_mut());
+            if let Err(err) = encoded {
+                // The encoder writes into its own Vec only; dropping those bytes undoes it.
+                return Err(err);
+            }
+            (active.file.clone(), active.path.clone(), active.len, bytes)
+        };
+        let written = bytes.len() as u64;
+        if let Err(err) = write_all(&*file, bytes, pos).await {
+            // Remove whatever part of the message landed so the stream stays well-formed.
+            if file.truncate(pos).await.is_err() {
+                self.fail();
+            }
+            return Err(LogError::io(&path, "write", err));
+        }
+        let now = SystemTime::now();
+        {
+            let mut state = self.state.borrow_mut();
+            if let Some(active) = state.active.as_mut() {
+                active.len = pos + written;
+            }
+            state.next_offset = next_offset;
+            state.active_last_append = now;
+        }
+        // Publish only after the bytes are in the file: readers on other threads never pass it.
+        self.stats.next_offset.store(next_offset, Ordering::Release);
+        Ok(AppendOutcome {
+            base_offset,
+            next_offset,
+        })
+    }
+
+    /// Creates segment `base_offset`, writes its schema message and makes the new directory
+    /// entry durable (a later acks=-1 fsync of the file alone would not cover the entry).
+    async fn create_segment(&self, base_offset: u64, schema: &SchemaRef) -> Result<(), LogError> {
+        let path = segment_path(&self.dir, base_offset);
+        let mut encoder = encoder_for(schema)?;
+        let header = std::mem::take(encoder.get_mut());
+        let file = self
+            .store
+            .create(&path)
+            .await
+            .map_err(|e| LogError::io(&path, "create", e))?;
+        let header_len = header.len() as u64;
+        if let Err(err) = write_all(&file, header, 0).await {
+            // Nothing references the file yet; remove it so recovery does not see a stray.
+            drop(file);
+            let _ = self.store.remove(&path).await;
+            return Err(LogError::io(&path, "write schema", err));
+        }
+        self.store
+            .sync_dir(&self.dir)
+            .await
+            .map_err(|e| LogError::io(&self.dir, "fsync directory", e))?;
+        let mut state = self.state.borrow_mut();
+        state.active = Some(ActiveSegment {
+            file: Rc::new(file),
+            path,
+            base_offset,
+            len: header_len,
+            schema: schema.clone(),
+            encoder,
+        });
+        Ok(())
+    }
+
+    /// Closes the active segment: end-of-stream marker, fsync (so every segment but the last is
+    /// complete and durable on disk), and moves it to the closed list. The next append creates
+    /// the new segment.
+    async fn roll(&self) -> Result<(), LogError> {
+        let (file, path, len) = {
+            let state = self.state.borrow();
+            let Some(active) = state.active.as_ref() else {
+                return Ok(());
+            };
+            (active.file.clone(), active.path.clone(), active.len)
+        };
+        if let Err(err) = write_all(&*file, END_OF_STREAM.to_vec(), len).await {
+            if file.truncate(len).await.is_err() {
+                self.fail();
+            }
+            return Err(LogError::io(&path, "write end-of-stream", err));
+        }
+        if let Err(err) = file.sync().await {
+            // After a failed fsync the page cache state is unknown: stop until reopened.
+            self.fail();
+            return Err(LogError::io(&path, "fsync", err));
+        }
+        let mut state = self.state.borrow_mut();
+        let active = state.active.take().expect("checked above");
+        let info = SegmentInfo {
+            base_offset: active.base_offset,
+            end_offset: state.next_offset,
+            last_append: state.active_last_append,
+        };
+        state.closed.push_back(info);
+        let end = state.next_offset;
+        drop(state);
+        if self.commit.durable.get() < end {
+            self.commit.durable.set(end);
+            self.commit.completions.notify_all();
+        }
+        Ok(())
+    }
+
+    /// Resolves once rows `[0, offset)` are durable (fsync'd): what acks=-1 waits for. Pass the
+    /// `next_offset` of an `AppendOutcome`. Concurrent callers share fsyncs (group commit).
+    /// With `log.flush.policy=never` it resolves at once (the OS flushes when it likes).
+    pub async fn sync_to(&self, offset: u64) -> Result<(), LogError> {
+        if self.config.flush_policy == FlushPolicy::Never {
+            return self.check_not_failed();
+        }
+        loop {
+            self.check_not_failed()?;
+            let written = self.state.borrow().next_offset;
+            // Rows that are not written cannot be synced; callers pass an appended offset.
+            let wanted = offset.min(written);
+            if self.commit.durable.get() >= wanted {
+                return Ok(());
+            }
+            if self.commit.in_flight.get() {
+                let seen = self.commit.completions.generation();
+                self.commit.completions.changed(seen).await;
+                continue;
+            }
+            self.lead_sync(written).await?;
+        }
+    }
+
+    /// One group fsync covering every row written before it started.
+    async fn lead_sync(&self, target: u64) -> Result<(), LogError> {
+        let active = {
+            let state = self.state.borrow();
+            state.active.as_ref().map(|a| (a.file.clone(), a.path.clone()))
+        };
+        let Some((file, path)) = active else {
+            // No active segment: the last roll fsync'd everything written.
+            self.commit.durable.set(self.commit.durable.get().max(target));
+            return Ok(());
+        };
+        self.commit.in_flight.set(true);
+        self.commit.syncs.set(self.commit.syncs.get() + 1);
+        let result = file.sync().await;
+        self.commit.in_flight.set(false);
+        match result {
+            Ok(()) => {
+                if self.commit.durable.get() < target {
+                    self.commit.durable.set(target);
+                }
+                self.commit.completions.notify_all();
+                Ok(())
+            }
+            Err(err) => {
+                self.fail();
+                Err(LogError::io(&path, "fsync", err))
+            }
+        }
+    }
+
+    /// Deletes closed segments, oldest first, whose newest row was appended more than
+    /// `table.log.ttl` before `now`. The last segment file is never deleted (it carries the next
+    /// offset across restarts). Returns how many segments were deleted.
+    pub async fn enforce_retention(&self, now: SystemTime) -> Result<usize, LogError> {
+        let Some(ttl) = self.config.retention else {
+            return Ok(0);
+        };
+        let _permit = self
+            .append_permit
+            .acquire_permit(1)
+            .await
+            .map_err(|_| LogError::Failed {
+                dir: self.dir.clone(),
+            })?;
+        let mut deleted = 0;
+        loop {
+            let expired = {
+                let state = self.state.borrow();
+                let keeps_a_later_file = state.closed.len() > 1 || state.active.is_some();
+                match state.closed.front() {
+                    Some(oldest) if keeps_a_later_file => oldest
+                        .last_append
+                        .checked_add(ttl)
+                        .is_some_and(|expiry| expiry <= now)
+                        .then_some((oldest.base_offset, oldest.end_offset)),
+                    _ => None,
+                }
+            };
+            let Some((base_offset, end_offset)) = expired else {
+                break;
+            };
+            // Move the start first: scans stop looking at the segment before it disappears.
+            {
+                let mut state = self.state.borrow_mut();
+                state.closed.pop_front();
+                state.log_start_offset = end_offset;
+            }
+            self.stats.log_start_offset.store(end_offset, Ordering::Release);
+            let path = segment_path(&self.dir, base_offset);
+            self.store
+                .remove(&path)
+                .await
+                .map_err(|e| LogError::io(&path, "remove", e))?;
+            deleted += 1;
+        }
+        if deleted > 0 {
+            self.store
+                .sync_dir(&self.dir)
+                .await
+                .map_err(|e| LogError::io(&self.dir, "fsync directory", e))?;
+            tracing::info!(dir = %self.dir.display(), deleted, "retention deleted log segments");
+        }
+        Ok(deleted)
+    }
+
+    /// Makes everything written durable (graceful shutdown). The active segment stays open (no
+    /// end-of-stream marker): a restart keeps appending to it.
+    pub async fn close(&self) -> Result<(), LogError> {
+        let _permit = self
+            .append_permit
+            .acquire_permit(1)
+            .await
+            .map_err(|_| LogError::Failed {
+                dir: self.dir.clone(),
+            })?;
+        self.check_not_failed()?;
+        let written = self.state.borrow().next_offset;
+        if self.commit.durable.get() >= written {
+            return Ok(());
+        }
+        let active = self
+            .state
+            .borrow()
+            .active
+            .as_ref()
+            .map(|a| (a.file.clone(), a.path.clone()));
+        if let Some((file, path)) = active {
+            file.sync().await.map_err(|e| LogError::io(&path, "fsync", e))?;
+        }
+        self.commit.durable.set(written);
+        self.commit.completions.notify_all();
+        Ok(())
+    }
+}
+
+fn checked_end(dir: &Path, base_offset: u64, rows: u64) -> Result<u64, LogError> {
+    base_offset
+        .checked_add(rows)
+        .ok_or_else(|| LogError::OffsetOverflow {
+            dir: dir.to_path_buf(),
+        })
+}
+
+/// Segment base offsets in `dir`, ascending. Other files are ignored with a warning, except
+/// `*.arrow` files whose name is not a segment name, which are refused.
+async fn list_segments<S: SegmentStore>(store: &S, dir: &Path) -> Result<Vec<u64>, LogError> {
+    let names = store.list(dir).await.map_err(|e| LogError::io(dir, "list", e))?;
+    let mut bases = Vec::with_capacity(names.len());
+    for name in names {
+        match parse_segment_file_name(&name) {
+            Some(base) => bases.push(base),
+            None if name.ends_with(SEGMENT_SUFFIX) => {
+                return Err(LogError::UnexpectedFile { path: dir.join(name) });
+            }
+            None => tracing::warn!(dir = %dir.display(), file = %name, "ignoring non-segment file"),
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Writes all of `bytes` at `pos` in one call. A short write (only seen when the disk is full
+/// or a quota is hit) is an error: the caller truncates the partial message away, which is
+/// cheaper than keeping a copy of every batch around to retry the remainder.
+async fn write_all<F: SegmentFile>(file: &F, bytes: Vec<u8>, pos: u64) -> std::io::Result<()> {
+    let len = bytes.len();
+    let written = file.write_at(bytes, pos).await?;
+    if written != len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            format!("short write: {written} of {len} bytes"),
+        ));
+    }
+    Ok(())
+}

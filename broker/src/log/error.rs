@@ -1,0 +1,53 @@
+//! Storage errors. The broker maps every `LogError` to KAFKA_STORAGE_ERROR (in `errors.rs`).
+
+use std::io;
+use std::path::PathBuf;
+
+use arrow_schema::ArrowError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A file-system call failed; `path` names the file or directory it was about.
+    #[error("storage I/O error on {path}: {op}: {source}")]
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// A closed (non-last) segment does not parse as an Arrow IPC stream. Recovery refuses to
+    /// guess which rows are missing, so the bucket cannot open until an operator looks at it.
+    #[error("corrupt log segment {path}: {reason}")]
+    CorruptSegment { path: PathBuf, reason: String },
+    /// A file name in a bucket directory looks like a segment but is not one we wrote.
+    #[error("unexpected file in bucket directory: {path}")]
+    UnexpectedFile { path: PathBuf },
+    /// Encoding a batch as Arrow IPC failed (nothing was written).
+    #[error("cannot encode batch as Arrow IPC: {0}")]
+    Encode(#[source] ArrowError),
+    /// An earlier fsync or a failed write that could not be rolled back left the file in an
+    /// unknown state; every later append and sync fails until the bucket is reopened
+    /// (recovery then keeps only what reached the file intact).
+    #[error("bucket log {dir} is failed after an earlier storage error; reopen it to recover")]
+    Failed { dir: PathBuf },
+    /// Offsets are u64 row counts; a batch that would overflow them is refused.
+    #[error("offset overflow in bucket log {dir}")]
+    OffsetOverflow { dir: PathBuf },
+}
+
+impl LogError {
+    pub(crate) fn io(path: impl Into<PathBuf>, op: &'static str, source: io::Error) -> Self {
+        LogError::Io {
+            path: path.into(),
+            op,
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
+        LogError::CorruptSegment {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}

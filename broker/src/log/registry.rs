@@ -1,0 +1,93 @@
+//! `(table_id, bucket) → Arc<BucketStats>`: how threads other than the owner core (the admin
+//! HTTP thread) learn high watermarks and log start offsets.
+//!
+//! The map is only touched when a bucket is opened or a table dropped, and by HTTP reads; the
+//! append path holds its own `Arc<BucketStats>` and never looks here, so a plain `RwLock`
+//! stays off the hot path.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+
+use super::BucketStats;
+
+#[derive(Debug, Default)]
+pub struct LogRegistry {
+    buckets: RwLock<BTreeMap<(u64, u32), Arc<BucketStats>>>,
+}
+
+impl LogRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The stats of a bucket, created empty on first use; pass them to `BucketLog::open`.
+    pub fn register(&self, table_id: u64, bucket: u32) -> Arc<BucketStats> {
+        let mut buckets = self
+            .buckets
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        buckets.entry((table_id, bucket)).or_default().clone()
+    }
+
+    pub fn get(&self, table_id: u64, bucket: u32) -> Option<Arc<BucketStats>> {
+        let buckets = self
+            .buckets
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        buckets.get(&(table_id, bucket)).cloned()
+    }
+
+    /// The published high watermark (`next_offset`) of a bucket, if it was opened.
+    pub fn high_watermark(&self, table_id: u64, bucket: u32) -> Option<u64> {
+        self.get(table_id, bucket)
+            .map(|stats| stats.next_offset.load(Ordering::Acquire))
+    }
+
+    /// Rows currently retained per opened bucket of a table: `(bucket, next - start)`.
+    pub fn row_counts(&self, table_id: u64) -> Vec<(u32, u64)> {
+        let buckets = self
+            .buckets
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        buckets
+            .range((table_id, 0)..=(table_id, u32::MAX))
+            .map(|(&(_, bucket), stats)| {
+                let next = stats.next_offset.load(Ordering::Acquire);
+                let start = stats.log_start_offset.load(Ordering::Acquire);
+                (bucket, next.saturating_sub(start))
+            })
+            .collect()
+    }
+
+    /// Forgets every bucket of a dropped table.
+    pub fn remove_table(&self, table_id: u64) {
+        let mut buckets = self
+            .buckets
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        buckets.retain(|&(id, _), _| id != table_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn register_shares_one_stats_per_bucket_and_remove_forgets_a_table() {
+        let registry = LogRegistry::new();
+        let a = registry.register(1, 0);
+        let b = registry.register(1, 0);
+        assert!(Arc::ptr_eq(&a, &b));
+        a.next_offset.store(10, Ordering::Release);
+        a.log_start_offset.store(4, Ordering::Release);
+        registry.register(1, 1).next_offset.store(3, Ordering::Release);
+        registry.register(2, 0).next_offset.store(99, Ordering::Release);
+        assert_eq!(registry.high_watermark(1, 0), Some(10));
+        assert_eq!(registry.row_counts(1), vec![(0, 6), (1, 3)]);
+        registry.remove_table(1);
+        assert_eq!(registry.high_watermark(1, 0), None);
+        assert_eq!(registry.high_watermark(2, 0), Some(99));
+    }
+}

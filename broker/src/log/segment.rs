@@ -1,0 +1,174 @@
+//! Segment files: names, and the Arrow IPC stream framing walk used by recovery and tests.
+//!
+//! A segment is an Arrow IPC *stream*: a schema message, then one record-batch message per
+//! appended batch, then (only once the segment is closed) the end-of-stream marker. Every
+//! message is `0xFFFFFFFF`, a little-endian u32 metadata length, the flatbuffer metadata
+//! (padded to 8 bytes) and the body whose length the metadata declares. The walk below reads
+//! only those headers, so it costs a few small reads per batch, not the batch bytes.
+
+use std::path::Path;
+
+use arrow_ipc::MessageHeader;
+use arrow_schema::SchemaRef;
+
+use super::file::SegmentFile;
+
+/// Segment files are `<base offset, 20 digits>.arrow`.
+pub const SEGMENT_SUFFIX: &str = ".arrow";
+const OFFSET_DIGITS: usize = 20;
+
+/// The IPC continuation marker that starts every message.
+pub(crate) const CONTINUATION: [u8; 4] = [0xFF; 4];
+/// The end-of-stream marker written when a segment is closed.
+pub(crate) const END_OF_STREAM: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0];
+/// Flatbuffer metadata of one message is a few KiB even for wide nested schemas; anything
+/// larger is garbage, and refusing it keeps recovery from allocating on a corrupt length.
+const MAX_METADATA_LEN: u64 = 16 << 20;
+
+pub fn segment_file_name(base_offset: u64) -> String {
+    format!("{base_offset:0width$}{SEGMENT_SUFFIX}", width = OFFSET_DIGITS)
+}
+
+/// The base offset a segment file name encodes, or None for any other name.
+pub fn parse_segment_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(SEGMENT_SUFFIX)?;
+    if digits.len() != OFFSET_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// What the framing walk found in one segment file.
+#[derive(Debug, Clone)]
+pub struct SegmentScan {
+    /// The stream's schema; None when not even the schema message is complete.
+    pub schema: Option<SchemaRef>,
+    /// Rows in complete record-batch messages.
+    pub rows: u64,
+    /// Bytes up to the end of the last complete message (including an end-of-stream marker).
+    pub valid_len: u64,
+    pub file_len: u64,
+    /// The end-of-stream marker was found: the segment was closed.
+    pub closed: bool,
+    /// Why the bytes after `valid_len` are not a complete message, if there are any.
+    pub torn: Option<String>,
+}
+
+impl SegmentScan {
+    fn torn(mut self, reason: impl Into<String>) -> Self {
+        self.torn = Some(reason.into());
+        self
+    }
+}
+
+/// Walks the IPC framing of a whole segment file. I/O errors are returned; malformed bytes are
+/// not errors here but a `torn` reason, and the caller decides (truncate a last segment, refuse
+/// a middle one).
+pub async fn scan_segment<F: SegmentFile>(file: &F) -> std::io::Result<SegmentScan> {
+    let file_len = file.len().await?;
+    let mut scan = SegmentScan {
+        schema: None,
+        rows: 0,
+        valid_len: 0,
+        file_len,
+        closed: false,
+        torn: None,
+    };
+    let mut pos = 0u64;
+    loop {
+        if pos == file_len {
+            return Ok(scan);
+        }
+        let remaining = file_len - pos;
+        if remaining < 8 {
+            return Ok(scan.torn(format!("partial message header at byte {pos}")));
+        }
+        let header = file.read_at(pos, 8).await?;
+        if header.len() < 8 {
+            return Ok(scan.torn(format!("short read of message header at byte {pos}")));
+        }
+        if header[..4] != CONTINUATION {
+            return Ok(scan.torn(format!("no IPC continuation marker at byte {pos}")));
+        }
+        let metadata_len = u64::from(u32::from_le_bytes([header[4], header[5], header[6], header[7]]));
+        if metadata_len == 0 {
+            scan.closed = true;
+            scan.valid_len = pos + 8;
+            if scan.valid_len != file_len {
+                return Ok(scan.torn(format!(
+                    "bytes after the end-of-stream marker at byte {}",
+                    pos + 8
+                )));
+            }
+            return Ok(scan);
+        }
+        if metadata_len > MAX_METADATA_LEN || metadata_len > remaining - 8 {
+            return Ok(scan.torn(format!("partial message metadata at byte {pos}")));
+        }
+        // Bounded by MAX_METADATA_LEN and by the file length checked just above.
+        let metadata = file.read_at(pos + 8, metadata_len as usize).await?;
+        if (metadata.len() as u64) < metadata_len {
+            return Ok(scan.torn(format!("short read of message metadata at byte {pos}")));
+        }
+        let message = match arrow_ipc::root_as_message(&metadata) {
+            Ok(message) => message,
+            Err(err) => return Ok(scan.torn(format!("invalid message metadata at byte {pos}: {err}"))),
+        };
+        let body_len = message.bodyLength();
+        let Ok(body_len) = u64::try_from(body_len) else {
+            return Ok(scan.torn(format!("negative body length at byte {pos}")));
+        };
+        let end = pos + 8 + metadata_len;
+        if body_len > file_len - end {
+            return Ok(scan.torn(format!("partial message body at byte {pos}")));
+        }
+        match message.header_type() {
+            MessageHeader::Schema if scan.schema.is_none() => {
+                let Some(fb_schema) = message.header_as_schema() else {
+                    return Ok(scan.torn(format!("unreadable schema message at byte {pos}")));
+                };
+                match arrow_ipc::convert::try_fb_to_schema(fb_schema) {
+                    Ok(schema) => scan.schema = Some(std::sync::Arc::new(schema)),
+                    Err(err) => return Ok(scan.torn(format!("invalid schema at byte {pos}: {err}"))),
+                }
+            }
+            MessageHeader::RecordBatch if scan.schema.is_some() => {
+                let rows = message.header_as_record_batch().map(|batch| batch.length());
+                match rows.and_then(|rows| u64::try_from(rows).ok()) {
+                    Some(rows) => scan.rows += rows,
+                    None => return Ok(scan.torn(format!("invalid record batch length at byte {pos}"))),
+                }
+            }
+            other => {
+                return Ok(scan.torn(format!("unexpected {other:?} message at byte {pos}")));
+            }
+        }
+        pos = end + body_len;
+        scan.valid_len = pos;
+    }
+}
+
+/// The path of segment `base_offset` in `bucket_dir`.
+pub fn segment_path(bucket_dir: &Path, base_offset: u64) -> std::path::PathBuf {
+    bucket_dir.join(segment_file_name(base_offset))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_reject_others() {
+        assert_eq!(segment_file_name(0), "00000000000000000000.arrow");
+        assert_eq!(segment_file_name(1234), "00000000000000001234.arrow");
+        assert_eq!(parse_segment_file_name("00000000000000001234.arrow"), Some(1234));
+        assert_eq!(
+            parse_segment_file_name(&segment_file_name(u64::MAX)),
+            Some(u64::MAX)
+        );
+        assert_eq!(parse_segment_file_name("1234.arrow"), None);
+        assert_eq!(parse_segment_file_name("0000000000000000123a.arrow"), None);
+        assert_eq!(parse_segment_file_name("00000000000000001234.tmp"), None);
+        assert_eq!(parse_segment_file_name("99999999999999999999.arrow"), None);
+    }
+}

@@ -1,0 +1,329 @@
+//! An in-memory, fault-injecting [`SegmentStore`] for deterministic simulation tests.
+//!
+//! Each file keeps two images: `volatile` (what reads see, the page cache) and `durable` (what
+//! survives a crash, updated by a successful `sync`). [`SimStore::crash`] replaces every file by
+//! its durable image plus a random part of the unsynced tail, which is how a torn tail looks
+//! after power loss on an append-only file. Faults (failed writes, short writes, failed fsyncs)
+//! are drawn from a seeded PRNG, so a seed replays a run exactly.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+use super::file::{SegmentFile, SegmentStore};
+
+/// splitmix64: tiny, seedable, good enough to pick faults and tear points.
+#[derive(Debug, Clone)]
+pub struct SimRng(u64);
+
+impl SimRng {
+    pub fn new(seed: u64) -> Self {
+        SimRng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[low, high]` (inclusive); `low` when the range is empty.
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        if high <= low {
+            return low;
+        }
+        low + self.next_u64() % (high - low + 1)
+    }
+
+    /// True with probability `per_million / 1_000_000`.
+    pub fn chance(&mut self, per_million: u32) -> bool {
+        self.next_u64() % 1_000_000 < u64::from(per_million)
+    }
+}
+
+/// Fault probabilities, in parts per million per call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SimFaults {
+    pub fail_write: u32,
+    pub short_write: u32,
+    pub fail_sync: u32,
+}
+
+#[derive(Debug, Clone)]
+struct SimFileData {
+    volatile: Vec<u8>,
+    durable: Vec<u8>,
+    /// The directory entry survives a crash (created before the last `sync_dir`).
+    entry_durable: bool,
+    modified: SystemTime,
+}
+
+#[derive(Debug)]
+struct SimDisk {
+    files: BTreeMap<PathBuf, SimFileData>,
+    dirs: BTreeSet<PathBuf>,
+    faults: SimFaults,
+    rng: SimRng,
+    syncs: u64,
+    clock: SystemTime,
+}
+
+/// The shared simulated disk; clones see the same files.
+#[derive(Debug, Clone)]
+pub struct SimStore {
+    disk: Rc<RefCell<SimDisk>>,
+}
+
+/// A handle to one simulated file.
+#[derive(Debug)]
+pub struct SimFile {
+    disk: Rc<RefCell<SimDisk>>,
+    path: PathBuf,
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{} does not exist", path.display()),
+    )
+}
+
+fn injected(what: &str) -> io::Error {
+    io::Error::other(format!("injected {what} failure"))
+}
+
+impl SimStore {
+    pub fn new(seed: u64) -> Self {
+        SimStore {
+            disk: Rc::new(RefCell::new(SimDisk {
+                files: BTreeMap::new(),
+                dirs: BTreeSet::new(),
+                faults: SimFaults::default(),
+                rng: SimRng::new(seed),
+                syncs: 0,
+                clock: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+            })),
+        }
+    }
+
+    pub fn set_faults(&self, faults: SimFaults) {
+        self.disk.borrow_mut().faults = faults;
+    }
+
+    /// File fsyncs that succeeded or failed so far (directory syncs not counted).
+    pub fn sync_count(&self) -> u64 {
+        self.disk.borrow().syncs
+    }
+
+    /// Moves the simulated clock (file modification times) forward.
+    pub fn advance_clock(&self, by: Duration) {
+        let mut disk = self.disk.borrow_mut();
+        disk.clock += by;
+    }
+
+    pub fn now(&self) -> SystemTime {
+        self.disk.borrow().clock
+    }
+
+    /// Power loss: each file keeps its durable image plus a random prefix of the bytes written
+    /// after its last sync; files whose directory entry was never synced may vanish.
+    pub fn crash(&self) {
+        let mut disk = self.disk.borrow_mut();
+        let disk = &mut *disk;
+        let mut vanished = Vec::new();
+        for (path, data) in disk.files.iter_mut() {
+            if !data.entry_durable && disk.rng.chance(500_000) {
+                vanished.push(path.clone());
+                continue;
+            }
+            let common = data
+                .volatile
+                .iter()
+                .zip(&data.durable)
+                .take_while(|(a, b)| a == b)
+                .count();
+            let keep = disk.rng.range(common as u64, data.volatile.len() as u64) as usize;
+            data.volatile.truncate(keep);
+            data.durable = data.volatile.clone();
+        }
+        for path in vanished {
+            disk.files.remove(&path);
+        }
+    }
+
+    /// The bytes reads would see now.
+    pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        self.disk.borrow().files.get(path).map(|f| f.volatile.clone())
+    }
+
+    /// Replaces a file's content (volatile and durable), e.g. to corrupt or tear it by hand.
+    pub fn set_file_bytes(&self, path: &Path, bytes: Vec<u8>) {
+        let mut disk = self.disk.borrow_mut();
+        let clock = disk.clock;
+        disk.files.insert(
+            path.to_path_buf(),
+            SimFileData {
+                durable: bytes.clone(),
+                volatile: bytes,
+                entry_durable: true,
+                modified: clock,
+            },
+        );
+    }
+
+    /// Paths of all files, sorted.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.disk.borrow().files.keys().cloned().collect()
+    }
+}
+
+impl SegmentFile for SimFile {
+    async fn write_at(&self, buf: Vec<u8>, pos: u64) -> io::Result<usize> {
+        let mut disk = self.disk.borrow_mut();
+        let disk = &mut *disk;
+        if disk.rng.chance(disk.faults.fail_write) {
+            return Err(injected("write"));
+        }
+        let mut len = buf.len();
+        if len > 1 && disk.rng.chance(disk.faults.short_write) {
+            len = disk.rng.range(1, len as u64 - 1) as usize;
+        }
+        let clock = disk.clock;
+        let file = disk
+            .files
+            .get_mut(&self.path)
+            .ok_or_else(|| not_found(&self.path))?;
+        let start = usize::try_from(pos).map_err(|_| io::Error::other("position too large"))?;
+        let end = start + len;
+        if file.volatile.len() < end {
+            file.volatile.resize(end, 0);
+        }
+        file.volatile[start..end].copy_from_slice(&buf[..len]);
+        file.modified = clock;
+        Ok(len)
+    }
+
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        let disk = self.disk.borrow();
+        let file = disk.files.get(&self.path).ok_or_else(|| not_found(&self.path))?;
+        let start = usize::try_from(pos)
+            .unwrap_or(usize::MAX)
+            .min(file.volatile.len());
+        let end = start.saturating_add(len).min(file.volatile.len());
+        Ok(file.volatile[start..end].to_vec())
+    }
+
+    async fn sync(&self) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        let disk = &mut *disk;
+        disk.syncs += 1;
+        if disk.rng.chance(disk.faults.fail_sync) {
+            return Err(injected("fsync"));
+        }
+        let file = disk
+            .files
+            .get_mut(&self.path)
+            .ok_or_else(|| not_found(&self.path))?;
+        file.durable = file.volatile.clone();
+        Ok(())
+    }
+
+    async fn truncate(&self, len: u64) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        let file = disk
+            .files
+            .get_mut(&self.path)
+            .ok_or_else(|| not_found(&self.path))?;
+        let len = usize::try_from(len).map_err(|_| io::Error::other("length too large"))?;
+        file.volatile.resize(len, 0);
+        Ok(())
+    }
+
+    async fn len(&self) -> io::Result<u64> {
+        let disk = self.disk.borrow();
+        let file = disk.files.get(&self.path).ok_or_else(|| not_found(&self.path))?;
+        Ok(file.volatile.len() as u64)
+    }
+}
+
+impl SegmentStore for SimStore {
+    type File = SimFile;
+
+    async fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.disk.borrow_mut().dirs.insert(dir.to_path_buf());
+        Ok(())
+    }
+
+    async fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let disk = self.disk.borrow();
+        if !disk.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        Ok(disk
+            .files
+            .keys()
+            .filter(|path| path.parent() == Some(dir))
+            .filter_map(|path| path.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect())
+    }
+
+    async fn open(&self, path: &Path) -> io::Result<SimFile> {
+        if !self.disk.borrow().files.contains_key(path) {
+            return Err(not_found(path));
+        }
+        Ok(SimFile {
+            disk: self.disk.clone(),
+            path: path.to_path_buf(),
+        })
+    }
+
+    async fn create(&self, path: &Path) -> io::Result<SimFile> {
+        let mut disk = self.disk.borrow_mut();
+        let clock = disk.clock;
+        disk.files.insert(
+            path.to_path_buf(),
+            SimFileData {
+                volatile: Vec::new(),
+                durable: Vec::new(),
+                entry_durable: false,
+                modified: clock,
+            },
+        );
+        Ok(SimFile {
+            disk: self.disk.clone(),
+            path: path.to_path_buf(),
+        })
+    }
+
+    async fn remove(&self, path: &Path) -> io::Result<()> {
+        self.disk
+            .borrow_mut()
+            .files
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| not_found(path))
+    }
+
+    async fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        for (path, file) in disk.files.iter_mut() {
+            if path.parent() == Some(dir) {
+                file.entry_durable = true;
+            }
+        }
+        Ok(())
+    }
+
+    async fn modified(&self, path: &Path) -> io::Result<SystemTime> {
+        let disk = self.disk.borrow();
+        disk.files
+            .get(path)
+            .map(|f| f.modified)
+            .ok_or_else(|| not_found(path))
+    }
+}

@@ -1,0 +1,130 @@
+//! Reads one bucket's segments with std::fs from any thread, never past the high watermark.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use arrow_array::RecordBatch;
+use arrow_ipc::reader::StreamReader;
+
+use super::ScanError;
+use crate::log::segment::{parse_segment_file_name, segment_path};
+
+/// Segment base offsets in `bucket_dir`, ascending; a missing directory has none.
+pub fn list_segments(bucket_dir: &Path) -> Result<Vec<u64>, ScanError> {
+    let entries = match std::fs::read_dir(bucket_dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(ScanError::Io {
+                path: bucket_dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut bases = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| ScanError::Io {
+            path: bucket_dir.to_path_buf(),
+            source,
+        })?;
+        if let Some(base) = parse_segment_file_name(&entry.file_name().to_string_lossy()) {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// A batch of rows read back, with the offset of its first row.
+pub struct OffsetBatch {
+    pub first_offset: u64,
+    pub batch: RecordBatch,
+}
+
+/// Calls `visit` for the rows `[from, high_watermark)` of one bucket, batch by batch, already
+/// sliced to that range. `high_watermark` None (bucket not opened since start) reads every
+/// complete message and treats a partial one at a segment's end as its end. `visit` returns
+/// false to stop early (limit reached).
+pub fn read_bucket(
+    bucket_dir: &Path,
+    from: u64,
+    high_watermark: Option<u64>,
+    visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
+) -> Result<(), ScanError> {
+    let bases = list_segments(bucket_dir)?;
+    // Start at the last segment whose base is <= from (earlier ones hold only smaller offsets).
+    let first = bases.iter().rposition(|&base| base <= from).unwrap_or(0);
+    for (index, &base) in bases.iter().enumerate().skip(first) {
+        if high_watermark.is_some_and(|hwm| base >= hwm) {
+            return Ok(());
+        }
+        let path = segment_path(bucket_dir, base);
+        let next_base = bases.get(index + 1).copied();
+        if !read_segment(&path, base, from, high_watermark, next_base, visit)? {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Returns false when `visit` asked to stop or the high watermark was reached.
+fn read_segment(
+    path: &PathBuf,
+    base: u64,
+    from: u64,
+    high_watermark: Option<u64>,
+    next_base: Option<u64>,
+    visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
+) -> Result<bool, ScanError> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        // Retention removed it after we listed it: its rows are gone, go on with the next.
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(source) => {
+            return Err(ScanError::Io {
+                path: path.clone(),
+                source,
+            })
+        }
+    };
+    let reader = match StreamReader::try_new(BufReader::new(file), None) {
+        Ok(reader) => reader,
+        // A segment whose schema is not complete yet holds no rows.
+        Err(_) if high_watermark.is_none_or(|hwm| hwm <= base) => return Ok(true),
+        Err(err) => return Err(ScanError::corrupt(path, err)),
+    };
+    let mut offset = base;
+    for batch in reader {
+        // Never ask the reader for a message that starts at or past the high watermark: it may
+        // be half written.
+        if high_watermark.is_some_and(|hwm| offset >= hwm) {
+            return Ok(false);
+        }
+        let batch = match batch {
+            Ok(batch) => batch,
+            // No watermark: a partial message at the end is an unrecovered torn tail.
+            Err(_) if high_watermark.is_none() && next_base.is_none() => return Ok(true),
+            Err(err) => return Err(ScanError::corrupt(path, err)),
+        };
+        let rows = batch.num_rows() as u64;
+        let end = offset + rows;
+        let wanted_start = from.max(offset);
+        let wanted_end = high_watermark.map_or(end, |hwm| hwm.min(end));
+        if wanted_start < wanted_end {
+            let slice = batch.slice(
+                (wanted_start - offset) as usize,
+                (wanted_end - wanted_start) as usize,
+            );
+            let keep_going = visit(OffsetBatch {
+                first_offset: wanted_start,
+                batch: slice,
+            })?;
+            if !keep_going {
+                return Ok(false);
+            }
+        }
+        offset = end;
+    }
+    Ok(true)
+}

@@ -1,0 +1,316 @@
+//! Bucket log on real files through glommio: append, read back, offsets across segments and
+//! restarts, schema-change rolls, retention, torn tails and corrupt segments.
+
+mod log_support;
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arrow_schema::{DataType, Field, Schema};
+use kafluss_broker::log::segment::{segment_file_name, SEGMENT_SUFFIX};
+use kafluss_broker::log::{BucketLog, BucketStats, FlushPolicy, LogConfig, LogError};
+use log_support::{batch, batch_with, ids_in_stream, run_local};
+
+fn config(segment_size: u64) -> LogConfig {
+    LogConfig {
+        segment_size,
+        flush_policy: FlushPolicy::Ack,
+        retention: None,
+    }
+}
+
+fn segment_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(SEGMENT_SUFFIX))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Every id in every segment of `dir`, in offset order; also checks that each segment's name
+/// is the offset of its first row (ids equal offsets in these tests).
+fn read_all_ids(dir: &Path) -> Vec<i64> {
+    let mut all = Vec::new();
+    for name in segment_names(dir) {
+        let ids = ids_in_stream(&std::fs::read(dir.join(&name)).unwrap());
+        if let Some(first) = ids.first() {
+            assert_eq!(
+                name,
+                segment_file_name(*first as u64),
+                "segment named by its base offset"
+            );
+        }
+        all.extend(ids);
+    }
+    all
+}
+
+#[test]
+fn appends_get_contiguous_offsets_and_read_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bucket-0");
+    let stats = Arc::new(BucketStats::default());
+    let seen = stats.clone();
+    let d = dir.clone();
+    run_local(async move {
+        let log = BucketLog::open(&d, config(1 << 20), stats).await.unwrap();
+        assert_eq!(log.next_offset(), 0);
+        let first = log.append(&batch(0, 3)).await.unwrap();
+        assert_eq!((first.base_offset, first.next_offset), (0, 3));
+        let second = log.append(&batch(3, 5)).await.unwrap();
+        assert_eq!((second.base_offset, second.next_offset), (3, 8));
+        log.sync_to(8).await.unwrap();
+        assert_eq!(log.durable_offset(), 8);
+    });
+    assert_eq!(seen.next_offset.load(Ordering::Acquire), 8);
+    assert_eq!(segment_names(&dir), vec![segment_file_name(0)]);
+    assert_eq!(read_all_ids(&dir), (0..8).collect::<Vec<_>>());
+}
+
+#[test]
+fn offsets_stay_contiguous_across_size_rolls_and_restarts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bucket-1");
+    // ~1 KiB segments: every couple of batches rolls.
+    for round in 0..3i64 {
+        let d = dir.clone();
+        run_local(async move {
+            let log = BucketLog::open(&d, config(1024), Arc::new(BucketStats::default()))
+                .await
+                .unwrap();
+            let mut next = round * 40;
+            assert_eq!(log.next_offset(), next as u64, "restart restores next offset");
+            for _ in 0..8 {
+                let outcome = log.append(&batch(next, 5)).await.unwrap();
+                assert_eq!(outcome.base_offset, next as u64);
+                next += 5;
+            }
+            log.close().await.unwrap();
+        });
+    }
+    let names = segment_names(&dir);
+    assert!(names.len() > 3, "size rolls made several segments: {names:?}");
+    assert_eq!(read_all_ids(&dir), (0..120).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_schema_change_rolls_to_a_new_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bucket-0");
+    let d = dir.clone();
+    run_local(async move {
+        let log = BucketLog::open(&d, config(1 << 20), Arc::new(BucketStats::default()))
+            .await
+            .unwrap();
+        log.append(&batch(0, 2)).await.unwrap();
+        let wider = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("label", DataType::Utf8, true),
+        ]));
+        let outcome = log.append(&batch_with(wider, 2, 3)).await.unwrap();
+        assert_eq!(outcome.base_offset, 2);
+        assert_eq!(log.segment_count(), 2);
+        // Back to the first schema: another roll.
+        log.append(&batch(5, 1)).await.unwrap();
+        assert_eq!(log.segment_count(), 3);
+    });
+    assert_eq!(
+        segment_names(&dir),
+        vec![segment_file_name(0), segment_file_name(2), segment_file_name(5)]
+    );
+    assert_eq!(read_all_ids(&dir), (0..6).collect::<Vec<_>>());
+    let second = std::fs::read(dir.join(segment_file_name(2))).unwrap();
+    let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(second), None).unwrap();
+    assert_eq!(reader.schema().field(1).name(), "label");
+}
+
+#[test]
+fn retention_deletes_old_closed_segments_but_never_the_last() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bucket-0");
+    let stats = Arc::new(BucketStats::default());
+    let seen = stats.clone();
+    let d = dir.clone();
+    run_local(async move {
+        let config = LogConfig {
+            segment_size: 512,
+            flush_policy: FlushPolicy::Ack,
+            retention: Some(Duration::from_secs(3600)),
+        };
+        let log = BucketLog::open(&d, config, stats).await.unwrap();
+        for i in 0..6 {
+            log.append(&batch(i * 10, 10)).await.unwrap();
+        }
+        let before = log.segment_count();
+        assert!(before >= 3, "needs several segments, got {before}");
+        // Nothing is old yet.
+        assert_eq!(log.enforce_retention(SystemTime::now()).await.unwrap(), 0);
+        // Two hours later every closed segment is expired; the active one stays.
+        let later = SystemTime::now() + Duration::from_secs(7200);
+        let deleted = log.enforce_retention(later).await.unwrap();
+        assert_eq!(deleted, before - 1);
+        assert_eq!(log.segment_count(), 1);
+        assert!(log.log_start_offset() > 0);
+        // Appends continue at the right offset.
+        assert_eq!(log.append(&batch(60, 1)).await.unwrap().base_offset, 60);
+        log.log_start_offset()
+    });
+    let start = seen.log_start_offset.load(Ordering::Acquire);
+    assert!(start > 0);
+    let names = segment_names(&dir);
+    assert_eq!(names.first().unwrap(), &segment_file_name(start));
+    assert_eq!(read_all_ids(&dir), (start as i64..61).collect::<Vec<_>>());
+    // Recovery starts the log where retention left it.
+    let d = dir.clone();
+    let reopened_start = run_local(async move {
+        let log = BucketLog::open(&d, config(512), Arc::new(BucketStats::default()))
+            .await
+            .unwrap();
+        assert_eq!(log.next_offset(), 61);
+        log.log_start_offset()
+    });
+    assert_eq!(reopened_start, start);
+}
+
+/// Tears the last segment at seeded random byte positions and checks recovery keeps exactly
+/// the batches that were completely written, then continues at the right offset.
+#[test]
+fn torn_tails_at_random_points_keep_exactly_the_complete_batches() {
+    let seed: u64 = std::env::var("KAFLUSS_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_1e55);
+    let mut rng = kafluss_broker::log::sim::SimRng::new(seed);
+    for case in 0..12 {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("bucket-0");
+        // Write batches of random sizes; remember the file length after each one.
+        let sizes: Vec<usize> = (0..6).map(|_| rng.range(1, 50) as usize).collect();
+        let d = dir.clone();
+        let batch_sizes = sizes.clone();
+        let ends: Vec<u64> = run_local(async move {
+            let log = BucketLog::open(&d, config(1 << 30), Arc::new(BucketStats::default()))
+                .await
+                .unwrap();
+            let mut ends = Vec::new();
+            let mut next = 0i64;
+            for rows in batch_sizes {
+                log.append(&batch(next, rows)).await.unwrap();
+                next += rows as i64;
+                ends.push(std::fs::metadata(d.join(segment_file_name(0))).unwrap().len());
+            }
+            ends
+        });
+        let path = dir.join(segment_file_name(0));
+        let full = std::fs::metadata(&path).unwrap().len();
+        let cut = rng.range(0, full);
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(cut).unwrap();
+        drop(file);
+        let complete = ends.iter().filter(|&&end| end <= cut).count();
+        let expected_rows: usize = sizes[..complete].iter().sum();
+
+        let d = dir.clone();
+        let next = run_local(async move {
+            let log = BucketLog::open(&d, config(1 << 30), Arc::new(BucketStats::default()))
+                .await
+                .unwrap();
+            let next = log.next_offset();
+            log.append(&batch(next as i64, 2)).await.unwrap();
+            next
+        });
+        assert_eq!(
+            next, expected_rows as u64,
+            "seed {seed:#x} case {case}: cut at {cut} of {full}, batch ends {ends:?}"
+        );
+        assert_eq!(
+            read_all_ids(&dir),
+            (0..expected_rows as i64 + 2).collect::<Vec<_>>(),
+            "seed {seed:#x} case {case}"
+        );
+    }
+}
+
+#[test]
+fn a_corrupt_middle_segment_is_an_error_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bucket-0");
+    let d = dir.clone();
+    run_local(async move {
+        let log = BucketLog::open(&d, config(256), Arc::new(BucketStats::default()))
+            .await
+            .unwrap();
+        for i in 0..4 {
+            log.append(&batch(i * 4, 4)).await.unwrap();
+        }
+        assert!(log.segment_count() >= 3);
+    });
+    let first = dir.join(segment_file_name(0));
+    let len = std::fs::metadata(&first).unwrap().len();
+    let file = std::fs::OpenOptions::new().write(true).open(&first).unwrap();
+    file.set_len(len - 3).unwrap();
+    drop(file);
+    let d = dir.clone();
+    let err = run_local(async move {
+        BucketLog::open(&d, config(256), Arc::new(BucketStats::default()))
+            .await
+            .err()
+            .expect("recovery must refuse a torn middle segment")
+    });
+    match &err {
+        LogError::CorruptSegment { path, .. } => assert_eq!(path, &first),
+        other => panic!("expected CorruptSegment, got {other:?}"),
+    }
+    assert!(err.to_string().contains(&segment_file_name(0)), "{err}");
+}
+
+#[test]
+fn a_missing_offset_range_between_segments_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bucket-0");
+    let d = dir.clone();
+    run_local(async move {
+        let log = BucketLog::open(&d, config(256), Arc::new(BucketStats::default()))
+            .await
+            .unwrap();
+        for i in 0..4 {
+            log.append(&batch(i * 4, 4)).await.unwrap();
+        }
+    });
+    let names = segment_names(&dir);
+    assert!(names.len() >= 3);
+    std::fs::remove_file(dir.join(&names[1])).unwrap();
+    let d = dir.clone();
+    let err = run_local(async move {
+        BucketLog::open(&d, config(256), Arc::new(BucketStats::default()))
+            .await
+            .err()
+            .expect("a gap must be refused")
+    });
+    assert!(
+        err.to_string().contains(&names[2]),
+        "names the segment after the gap: {err}"
+    );
+}
+
+#[test]
+fn flush_policy_always_makes_every_append_durable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bucket-0");
+    run_local(async move {
+        let config = LogConfig {
+            flush_policy: FlushPolicy::Always,
+            ..config(1 << 20)
+        };
+        let log = BucketLog::open(&dir, config, Arc::new(BucketStats::default()))
+            .await
+            .unwrap();
+        log.append(&batch(0, 3)).await.unwrap();
+        assert_eq!(log.durable_offset(), 3);
+        assert_eq!(log.group_syncs(), 1);
+    });
+}

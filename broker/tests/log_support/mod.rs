@@ -1,0 +1,55 @@
+//! Shared helpers of the `log_*` and `scan_*` tests.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::io::Cursor;
+use std::sync::Arc;
+
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow_ipc::reader::StreamReader;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use glommio::{LocalExecutorBuilder, Placement};
+
+/// Runs `future` on a fresh single-threaded glommio executor (small io memory: the test
+/// machine's memlock limit is 8 MiB).
+pub fn run_local<T: 'static>(future: impl Future<Output = T> + 'static) -> T {
+    LocalExecutorBuilder::new(Placement::Unbound)
+        .io_memory(1 << 20)
+        .make()
+        .expect("start glommio executor")
+        .run(future)
+}
+
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("name", DataType::Utf8, true),
+    ]))
+}
+
+/// A batch whose `id` column holds `first..first+rows` (so offsets can be checked by value).
+pub fn batch(first: i64, rows: usize) -> RecordBatch {
+    batch_with(schema(), first, rows)
+}
+
+pub fn batch_with(schema: SchemaRef, first: i64, rows: usize) -> RecordBatch {
+    let ids = Int64Array::from_iter_values(first..first + rows as i64);
+    let names = StringArray::from_iter_values((0..rows).map(|i| format!("row-{}", first + i as i64)));
+    RecordBatch::try_new(schema, vec![Arc::new(ids), Arc::new(names)]).expect("valid batch")
+}
+
+/// Every `id` value in an IPC stream, in order (panics on a malformed stream).
+pub fn ids_in_stream(bytes: &[u8]) -> Vec<i64> {
+    let reader = StreamReader::try_new(Cursor::new(bytes), None).expect("stream header");
+    let mut ids = Vec::new();
+    for batch in reader {
+        let batch = batch.expect("complete batch");
+        let column = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("id column");
+        ids.extend(column.values().iter().copied());
+    }
+    ids
+}
