@@ -1,0 +1,357 @@
+//! Arrow builders for JSON-converted values: one `Column` tree per partition batch, made from
+//! the plan's shapes. Builders cannot un-append, so a batch that fails is dropped whole.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder,
+    Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder, StringBuilder,
+};
+use arrow_array::{
+    ArrayRef, ListArray, MapArray, StructArray, Time32MillisecondArray, Time64MicrosecondArray,
+    Time64NanosecondArray, TimestampMicrosecondArray, TimestampMillisecondArray, TimestampNanosecondArray,
+};
+use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{ArrowError, DataType as ArrowType, FieldRef, TimeUnit};
+
+use crate::plan::{FieldShape, RowShape, Shape};
+use crate::schema::{time_unit, LTZ_TIME_ZONE};
+
+/// Which temporal rule a `Data::Temporal` column applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TemporalKind {
+    Time,
+    Timestamp,
+    TimestampLtz,
+}
+
+/// The builder of one value column (or ROW field, ARRAY element, MAP value).
+pub(crate) struct Column<'p> {
+    /// Fluss type name for messages (`INT`, `DECIMAL(18, 2)`, `ROW`, ...).
+    pub type_name: &'p str,
+    pub data: Data<'p>,
+}
+
+pub(crate) enum Data<'p> {
+    Boolean(BooleanBuilder),
+    Int8(Int8Builder),
+    Int16(Int16Builder),
+    Int32(Int32Builder),
+    Int64(Int64Builder),
+    Float32(Float32Builder),
+    Float64(Float64Builder),
+    Decimal {
+        builder: Decimal128Builder,
+        precision: u8,
+        scale: u8,
+    },
+    Utf8 {
+        builder: StringBuilder,
+        max_chars: Option<u32>,
+    },
+    Binary(BinaryBuilder),
+    FixedBinary {
+        builder: FixedSizeBinaryBuilder,
+        width: u32,
+    },
+    Date32(Date32Builder),
+    /// TIME, TIMESTAMP and TIMESTAMP_LTZ: values in `unit`, typed at `finish`.
+    Temporal {
+        values: Vec<i64>,
+        nulls: NullBufferBuilder,
+        kind: TemporalKind,
+        precision: u8,
+        unit: TimeUnit,
+    },
+    List {
+        offsets: Vec<i32>,
+        nulls: NullBufferBuilder,
+        element: Box<Column<'p>>,
+        field: &'p FieldRef,
+    },
+    Map {
+        offsets: Vec<i32>,
+        nulls: NullBufferBuilder,
+        keys: StringBuilder,
+        values: Box<Column<'p>>,
+        entries: &'p FieldRef,
+    },
+    Row {
+        nulls: NullBufferBuilder,
+        children: Vec<Column<'p>>,
+        shape: &'p RowShape,
+    },
+}
+
+impl<'p> Column<'p> {
+    pub(crate) fn new(field: &'p FieldShape, capacity: usize) -> Self {
+        let data = match &field.shape {
+            Shape::Boolean => Data::Boolean(BooleanBuilder::with_capacity(capacity)),
+            Shape::Int8 => Data::Int8(Int8Builder::with_capacity(capacity)),
+            Shape::Int16 => Data::Int16(Int16Builder::with_capacity(capacity)),
+            Shape::Int32 => Data::Int32(Int32Builder::with_capacity(capacity)),
+            Shape::Int64 => Data::Int64(Int64Builder::with_capacity(capacity)),
+            Shape::Float32 => Data::Float32(Float32Builder::with_capacity(capacity)),
+            Shape::Float64 => Data::Float64(Float64Builder::with_capacity(capacity)),
+            Shape::Decimal { precision, scale } => Data::Decimal {
+                builder: Decimal128Builder::with_capacity(capacity)
+                    .with_data_type(ArrowType::Decimal128(*precision, *scale as i8)),
+                precision: *precision,
+                scale: *scale,
+            },
+            Shape::Utf8 { max_chars } => Data::Utf8 {
+                builder: StringBuilder::with_capacity(capacity, capacity * 8),
+                max_chars: *max_chars,
+            },
+            Shape::Binary => Data::Binary(BinaryBuilder::with_capacity(capacity, capacity * 8)),
+            Shape::FixedBinary(width) => Data::FixedBinary {
+                // The plan admits only widths that fit i32.
+                builder: FixedSizeBinaryBuilder::with_capacity(capacity, *width as i32),
+                width: *width,
+            },
+            Shape::Date32 => Data::Date32(Date32Builder::with_capacity(capacity)),
+            Shape::Time { precision } => temporal(TemporalKind::Time, *precision, capacity),
+            Shape::Timestamp { precision, utc } => {
+                let kind = if *utc {
+                    TemporalKind::TimestampLtz
+                } else {
+                    TemporalKind::Timestamp
+                };
+                temporal(kind, *precision, capacity)
+            }
+            Shape::List { element, field } => Data::List {
+                offsets: offsets_with_capacity(capacity),
+                nulls: NullBufferBuilder::new(capacity),
+                element: Box::new(Column::new(element, capacity)),
+                field,
+            },
+            Shape::Map { value, entries } => Data::Map {
+                offsets: offsets_with_capacity(capacity),
+                nulls: NullBufferBuilder::new(capacity),
+                keys: StringBuilder::new(),
+                values: Box::new(Column::new(value, capacity)),
+                entries,
+            },
+            Shape::Row(shape) => Data::Row {
+                nulls: NullBufferBuilder::new(capacity),
+                children: row_columns(shape, capacity),
+                shape,
+            },
+        };
+        Column {
+            type_name: &field.type_name,
+            data,
+        }
+    }
+
+    /// The `_kafka_value` ROW of the nested JSON layout.
+    pub(crate) fn new_row(shape: &'p RowShape, capacity: usize) -> Self {
+        Column {
+            type_name: "ROW",
+            data: Data::Row {
+                nulls: NullBufferBuilder::new(capacity),
+                children: row_columns(shape, capacity),
+                shape,
+            },
+        }
+    }
+
+    /// Values appended so far (nulls included).
+    pub(crate) fn len(&self) -> usize {
+        use arrow_array::builder::ArrayBuilder;
+        match &self.data {
+            Data::Boolean(b) => b.len(),
+            Data::Int8(b) => b.len(),
+            Data::Int16(b) => b.len(),
+            Data::Int32(b) => b.len(),
+            Data::Int64(b) => b.len(),
+            Data::Float32(b) => b.len(),
+            Data::Float64(b) => b.len(),
+            Data::Decimal { builder, .. } => builder.len(),
+            Data::Utf8 { builder, .. } => builder.len(),
+            Data::Binary(b) => b.len(),
+            Data::FixedBinary { builder, .. } => builder.len(),
+            Data::Date32(b) => b.len(),
+            Data::Temporal { values, .. } => values.len(),
+            Data::List { nulls, .. } | Data::Map { nulls, .. } | Data::Row { nulls, .. } => nulls.len(),
+        }
+    }
+
+    pub(crate) fn append_null(&mut self) {
+        match &mut self.data {
+            Data::Boolean(b) => b.append_null(),
+            Data::Int8(b) => b.append_null(),
+            Data::Int16(b) => b.append_null(),
+            Data::Int32(b) => b.append_null(),
+            Data::Int64(b) => b.append_null(),
+            Data::Float32(b) => b.append_null(),
+            Data::Float64(b) => b.append_null(),
+            Data::Decimal { builder, .. } => builder.append_null(),
+            Data::Utf8 { builder, .. } => builder.append_null(),
+            Data::Binary(b) => b.append_null(),
+            Data::FixedBinary { builder, .. } => builder.append_null(),
+            Data::Date32(b) => b.append_null(),
+            Data::Temporal { values, nulls, .. } => {
+                values.push(0);
+                nulls.append_null();
+            }
+            Data::List {
+                offsets,
+                nulls,
+                element,
+                ..
+            } => {
+                offsets.push(offset(element.len()));
+                nulls.append_null();
+            }
+            Data::Map {
+                offsets,
+                nulls,
+                values,
+                ..
+            } => {
+                offsets.push(offset(values.len()));
+                nulls.append_null();
+            }
+            Data::Row { nulls, children, .. } => {
+                nulls.append_null();
+                for child in children {
+                    child.append_null();
+                }
+            }
+        }
+    }
+
+    pub(crate) fn finish(self) -> Result<ArrayRef, ArrowError> {
+        Ok(match self.data {
+            Data::Boolean(mut b) => Arc::new(b.finish()),
+            Data::Int8(mut b) => Arc::new(b.finish()),
+            Data::Int16(mut b) => Arc::new(b.finish()),
+            Data::Int32(mut b) => Arc::new(b.finish()),
+            Data::Int64(mut b) => Arc::new(b.finish()),
+            Data::Float32(mut b) => Arc::new(b.finish()),
+            Data::Float64(mut b) => Arc::new(b.finish()),
+            Data::Decimal { mut builder, .. } => Arc::new(builder.finish()),
+            Data::Utf8 { mut builder, .. } => Arc::new(builder.finish()),
+            Data::Binary(mut b) => Arc::new(b.finish()),
+            Data::FixedBinary { mut builder, .. } => Arc::new(builder.finish()),
+            Data::Date32(mut b) => Arc::new(b.finish()),
+            Data::Temporal {
+                values,
+                mut nulls,
+                kind,
+                unit,
+                ..
+            } => finish_temporal(values, nulls.finish(), kind, unit),
+            Data::List {
+                offsets,
+                mut nulls,
+                element,
+                field,
+            } => Arc::new(ListArray::try_new(
+                field.clone(),
+                OffsetBuffer::new(ScalarBuffer::from(offsets)),
+                element.finish()?,
+                nulls.finish(),
+            )?),
+            Data::Map {
+                offsets,
+                mut nulls,
+                mut keys,
+                values,
+                entries,
+            } => {
+                let ArrowType::Struct(fields) = entries.data_type() else {
+                    return Err(ArrowError::SchemaError("map entries must be a struct".into()));
+                };
+                let entry_array = StructArray::try_new(
+                    fields.clone(),
+                    vec![Arc::new(keys.finish()), values.finish()?],
+                    None,
+                )?;
+                Arc::new(MapArray::try_new(
+                    entries.clone(),
+                    OffsetBuffer::new(ScalarBuffer::from(offsets)),
+                    entry_array,
+                    nulls.finish(),
+                    false,
+                )?)
+            }
+            Data::Row {
+                mut nulls,
+                children,
+                shape,
+            } => {
+                let len = nulls.len();
+                let arrays = children
+                    .into_iter()
+                    .map(Column::finish)
+                    .collect::<Result<Vec<_>, _>>()?;
+                Arc::new(StructArray::try_new_with_length(
+                    shape.arrow_fields.clone(),
+                    arrays,
+                    nulls.finish(),
+                    len,
+                )?)
+            }
+        })
+    }
+}
+
+/// One builder per field of `shape`, in field order.
+pub(crate) fn row_columns(shape: &RowShape, capacity: usize) -> Vec<Column<'_>> {
+    shape.fields.iter().map(|f| Column::new(f, capacity)).collect()
+}
+
+fn temporal<'p>(kind: TemporalKind, precision: u8, capacity: usize) -> Data<'p> {
+    Data::Temporal {
+        values: Vec::with_capacity(capacity),
+        nulls: NullBufferBuilder::new(capacity),
+        kind,
+        precision,
+        unit: time_unit(precision),
+    }
+}
+
+fn finish_temporal(
+    values: Vec<i64>,
+    nulls: Option<arrow_buffer::NullBuffer>,
+    kind: TemporalKind,
+    unit: TimeUnit,
+) -> ArrayRef {
+    let zone = (kind == TemporalKind::TimestampLtz).then_some(LTZ_TIME_ZONE);
+    match (kind, unit) {
+        (TemporalKind::Time, TimeUnit::Millisecond | TimeUnit::Second) => {
+            // Milliseconds of a day always fit i32.
+            let millis: Vec<i32> = values.iter().map(|&v| v as i32).collect();
+            Arc::new(Time32MillisecondArray::new(millis.into(), nulls))
+        }
+        (TemporalKind::Time, TimeUnit::Microsecond) => {
+            Arc::new(Time64MicrosecondArray::new(values.into(), nulls))
+        }
+        (TemporalKind::Time, TimeUnit::Nanosecond) => {
+            Arc::new(Time64NanosecondArray::new(values.into(), nulls))
+        }
+        (_, TimeUnit::Millisecond | TimeUnit::Second) => {
+            Arc::new(TimestampMillisecondArray::new(values.into(), nulls).with_timezone_opt(zone))
+        }
+        (_, TimeUnit::Microsecond) => {
+            Arc::new(TimestampMicrosecondArray::new(values.into(), nulls).with_timezone_opt(zone))
+        }
+        (_, TimeUnit::Nanosecond) => {
+            Arc::new(TimestampNanosecondArray::new(values.into(), nulls).with_timezone_opt(zone))
+        }
+    }
+}
+
+pub(crate) fn offsets_with_capacity(capacity: usize) -> Vec<i32> {
+    let mut offsets = Vec::with_capacity(capacity + 1);
+    offsets.push(0);
+    offsets
+}
+
+/// An Arrow offset. The batch payload limit keeps every child far below `i32::MAX`; were it
+/// ever exceeded, the saturated offset makes Arrow refuse the array instead of wrapping.
+pub(crate) fn offset(len: usize) -> i32 {
+    i32::try_from(len).unwrap_or(i32::MAX)
+}

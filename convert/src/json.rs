@@ -1,0 +1,394 @@
+//! One record value parsed as strict JSON: simd-json's tape plus the exact source text of
+//! every number (see `scan`), after the document-wide checks of behaviour.md (root object,
+//! ≤ 10,000 members per container, no duplicate keys).
+
+use std::collections::HashSet;
+
+use simd_json::{Buffers, Node, StaticNode, Tape};
+
+use crate::error::quote_truncated;
+use crate::scan::{self, Span, MAX_JSON_DEPTH};
+
+/// Most members (object) or elements (array) in one JSON container.
+pub const MAX_CONTAINER_MEMBERS: usize = 10_000;
+/// Objects up to this size look for duplicate keys pairwise; larger ones hash.
+const PAIRWISE_DUPLICATE_CHECK: usize = 16;
+/// Marks a tape node that is not a number in `JsonScratch::node_numbers`.
+const NOT_A_NUMBER: u32 = u32::MAX;
+
+/// Reusable buffers for parsing record values; one per converter, never shared.
+pub struct JsonScratch {
+    padded: Vec<u8>,
+    numbers: Vec<Span>,
+    node_numbers: Vec<u32>,
+    buffers: Buffers,
+    /// The tape's allocation, kept between documents.
+    tape: Tape<'static>,
+}
+
+impl Default for JsonScratch {
+    fn default() -> Self {
+        Self {
+            padded: Vec::new(),
+            numbers: Vec::new(),
+            node_numbers: Vec::new(),
+            buffers: Buffers::with_max_depth(1024, MAX_JSON_DEPTH + 2),
+            tape: Tape(Vec::new()),
+        }
+    }
+}
+
+/// A parsed, validated JSON object. Node indices address `tape`; the root is node 0.
+pub(crate) struct Doc<'s> {
+    tape: Tape<'s>,
+    input: &'s [u8],
+    numbers: &'s [Span],
+    node_numbers: &'s [u32],
+    tape_slot: &'s mut Tape<'static>,
+}
+
+impl Drop for Doc<'_> {
+    fn drop(&mut self) {
+        // Hand the tape's allocation back for the next document.
+        let tape = std::mem::replace(&mut self.tape, Tape(Vec::new()));
+        *self.tape_slot = tape.reset();
+    }
+}
+
+impl JsonScratch {
+    /// Parses `input` as a strict JSON object. The error is the reason text, starting with
+    /// "invalid JSON" or naming the non-object root.
+    pub(crate) fn parse<'s>(&'s mut self, input: &'s [u8]) -> Result<Doc<'s>, String> {
+        scan::prepare(input, &mut self.padded, &mut self.numbers)
+            .map_err(|e| format!("invalid JSON: {e}"))?;
+        let mut tape = std::mem::replace(&mut self.tape, Tape(Vec::new())).reset();
+        let parsed = simd_json::fill_tape_padded(&mut self.padded, input.len(), &mut self.buffers, &mut tape);
+        if let Err(e) = parsed {
+            self.tape = tape.reset();
+            return Err(format!("invalid JSON: {e}"));
+        }
+        match tape.0.first() {
+            Some(Node::Object { .. }) => {}
+            Some(other) => {
+                let kind = describe_kind(other);
+                self.tape = tape.reset();
+                return Err(format!("the JSON value must be an object, got {kind}"));
+            }
+            None => {
+                self.tape = tape.reset();
+                return Err("invalid JSON: empty document".into());
+            }
+        }
+        if let Err(reason) = check_document(&tape, &self.numbers, &mut self.node_numbers) {
+            self.tape = tape.reset();
+            return Err(reason);
+        }
+        Ok(Doc {
+            tape,
+            input,
+            numbers: &self.numbers,
+            node_numbers: &self.node_numbers,
+            tape_slot: &mut self.tape,
+        })
+    }
+}
+
+fn describe_kind(node: &Node<'_>) -> &'static str {
+    match node {
+        Node::String(_) => "a string",
+        Node::Array { .. } => "an array",
+        Node::Object { .. } => "an object",
+        Node::Static(StaticNode::Null) => "null",
+        Node::Static(StaticNode::Bool(_)) => "a boolean",
+        Node::Static(_) => "a number",
+    }
+}
+
+/// Container sizes, duplicate keys, and the pairing of number nodes with their spans.
+fn check_document(tape: &Tape<'_>, numbers: &[Span], node_numbers: &mut Vec<u32>) -> Result<(), String> {
+    let nodes = &tape.0;
+    node_numbers.clear();
+    node_numbers.resize(nodes.len(), NOT_A_NUMBER);
+    let mut next_number = 0u32;
+    for (i, node) in nodes.iter().enumerate() {
+        match node {
+            Node::Object { len, .. } => {
+                check_members(*len)?;
+                check_duplicate_keys(nodes, i, *len)?;
+            }
+            Node::Array { len, .. } => check_members(*len)?,
+            Node::Static(StaticNode::Null | StaticNode::Bool(_)) | Node::String(_) => {}
+            Node::Static(_) => {
+                node_numbers[i] = next_number;
+                next_number += 1;
+            }
+        }
+    }
+    // Every number token was replaced by `0`, so the counts agree for any valid document.
+    if next_number as usize != numbers.len() {
+        return Err("invalid JSON: number tokens out of place".into());
+    }
+    Ok(())
+}
+
+fn check_members(len: usize) -> Result<(), String> {
+    if len > MAX_CONTAINER_MEMBERS {
+        return Err(format!(
+            "invalid JSON: a container has {len} members, more than {MAX_CONTAINER_MEMBERS}"
+        ));
+    }
+    Ok(())
+}
+
+fn check_duplicate_keys(nodes: &[Node<'_>], object: usize, len: usize) -> Result<(), String> {
+    let duplicate = |key: &str| format!("invalid JSON: duplicate key {}", quote_truncated(key));
+    if len < 2 {
+        return Ok(());
+    }
+    let keys = ObjectKeys {
+        nodes,
+        at: object + 1,
+        left: len,
+    };
+    if len <= PAIRWISE_DUPLICATE_CHECK {
+        let mut seen: [&str; PAIRWISE_DUPLICATE_CHECK] = [""; PAIRWISE_DUPLICATE_CHECK];
+        for (n, key) in keys.enumerate() {
+            if seen[..n].contains(&key) {
+                return Err(duplicate(key));
+            }
+            seen[n] = key;
+        }
+    } else {
+        let mut seen = HashSet::with_capacity(len);
+        for key in keys {
+            if !seen.insert(key) {
+                return Err(duplicate(key));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Index of the node after the value starting at `i`.
+fn skip(nodes: &[Node<'_>], i: usize) -> usize {
+    match nodes[i] {
+        Node::Object { count, .. } | Node::Array { count, .. } => i + 1 + count,
+        _ => i + 1,
+    }
+}
+
+struct ObjectKeys<'t, 'i> {
+    nodes: &'t [Node<'i>],
+    at: usize,
+    left: usize,
+}
+
+impl<'t, 'i> Iterator for ObjectKeys<'t, 'i> {
+    type Item = &'i str;
+    fn next(&mut self) -> Option<&'i str> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let Node::String(key) = self.nodes.get(self.at)? else {
+            return None;
+        };
+        self.at = skip(self.nodes, self.at + 1);
+        Some(key)
+    }
+}
+
+/// A JSON value of a document, as the converter sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum JsonValue<'d> {
+    Null,
+    Bool(bool),
+    /// The number's exact source text.
+    Number(&'d str),
+    String(&'d str),
+    Array(Members),
+    Object(Members),
+}
+
+/// A container: its node index and member count.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Members {
+    pub node: usize,
+    pub len: usize,
+}
+
+impl<'s> Doc<'s> {
+    pub(crate) fn root(&self) -> Members {
+        let len = match self.tape.0[0] {
+            Node::Object { len, .. } => len,
+            _ => 0,
+        };
+        Members { node: 0, len }
+    }
+
+    /// The value starting at node `i`.
+    pub(crate) fn value(&self, i: usize) -> JsonValue<'_> {
+        match self.tape.0[i] {
+            Node::String(s) => JsonValue::String(s),
+            Node::Object { len, .. } => JsonValue::Object(Members { node: i, len }),
+            Node::Array { len, .. } => JsonValue::Array(Members { node: i, len }),
+            Node::Static(StaticNode::Null) => JsonValue::Null,
+            Node::Static(StaticNode::Bool(b)) => JsonValue::Bool(b),
+            Node::Static(_) => JsonValue::Number(self.number_text(i)),
+        }
+    }
+
+    fn number_text(&self, i: usize) -> &str {
+        let span = self
+            .node_numbers
+            .get(i)
+            .and_then(|&n| self.numbers.get(n as usize));
+        match span {
+            // Number tokens are ASCII, so the slice is valid UTF-8.
+            Some(s) => std::str::from_utf8(&self.input[s.start as usize..s.end as usize]).unwrap_or("0"),
+            None => "0",
+        }
+    }
+
+    /// `(key, value node)` of each member of an object, in input order.
+    pub(crate) fn members(&self, object: Members) -> impl Iterator<Item = (&str, usize)> + '_ {
+        let nodes = &self.tape.0;
+        let mut at = object.node + 1;
+        (0..object.len).map_while(move |_| {
+            let Node::String(key) = nodes.get(at)? else {
+                return None;
+            };
+            let value = at + 1;
+            at = skip(nodes, value);
+            Some((*key, value))
+        })
+    }
+
+    /// Node index of each element of an array, in order.
+    pub(crate) fn elements(&self, array: Members) -> impl Iterator<Item = usize> + '_ {
+        let nodes = &self.tape.0;
+        let mut at = array.node + 1;
+        (0..array.len).map(move |_| {
+            let element = at;
+            at = skip(nodes, at);
+            element
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_err(input: &str) -> String {
+        let mut scratch = JsonScratch::default();
+        let result = scratch.parse(input.as_bytes()).err();
+        result.unwrap_or_else(|| panic!("{input} parsed"))
+    }
+
+    #[test]
+    fn walks_members_and_number_texts() {
+        let mut scratch = JsonScratch::default();
+        let input = br#"{"a": 1.50, "b": [true, null, -0, "x\n"], "c": {"d": 1e309}}"#;
+        let doc = scratch.parse(input).unwrap();
+        let members: Vec<_> = doc.members(doc.root()).collect();
+        assert_eq!(members.len(), 3);
+        assert_eq!(members[0].0, "a");
+        assert!(matches!(doc.value(members[0].1), JsonValue::Number("1.50")));
+        let JsonValue::Array(b) = doc.value(members[1].1) else {
+            panic!()
+        };
+        let elems: Vec<_> = doc.elements(b).map(|i| doc.value(i)).collect();
+        assert!(matches!(elems[0], JsonValue::Bool(true)));
+        assert!(matches!(elems[1], JsonValue::Null));
+        assert!(matches!(elems[2], JsonValue::Number("-0")));
+        assert!(matches!(elems[3], JsonValue::String("x\n")));
+        let JsonValue::Object(c) = doc.value(members[2].1) else {
+            panic!()
+        };
+        let (k, v) = doc.members(c).next().unwrap();
+        assert_eq!(k, "d");
+        assert!(matches!(doc.value(v), JsonValue::Number("1e309")));
+    }
+
+    #[test]
+    fn scratch_is_reusable() {
+        let mut scratch = JsonScratch::default();
+        for n in 0..3 {
+            let text = format!(r#"{{"n":{n}}}"#);
+            let doc = scratch.parse(text.as_bytes()).unwrap();
+            let (_, v) = doc.members(doc.root()).next().unwrap();
+            let JsonValue::Number(t) = doc.value(v) else {
+                panic!()
+            };
+            assert_eq!(t, n.to_string());
+        }
+        assert!(scratch.parse(b"{").is_err());
+        assert!(scratch.parse(b"{}").is_ok());
+    }
+
+    #[test]
+    fn strictness() {
+        assert!(parse_err("").starts_with("invalid JSON"));
+        assert!(parse_err("   ").starts_with("invalid JSON"));
+        assert!(parse_err(r#"{"a":1} x"#).starts_with("invalid JSON"));
+        assert!(parse_err(r#"{"a":1}{}"#).starts_with("invalid JSON"));
+        assert!(parse_err(r#"{"a":1,}"#).starts_with("invalid JSON"));
+        assert!(parse_err(r#"{"a":tru}"#).starts_with("invalid JSON"));
+        assert!(parse_err(r#"{'a':1}"#).starts_with("invalid JSON"));
+        assert!(parse_err("{\"a\":\"\u{1}\"}").starts_with("invalid JSON"));
+        assert!(parse_err(r#"{"a":"\ud800"}"#).contains("surrogate"));
+        assert_eq!(
+            parse_err(r#"{"a":1,"b":2,"a":3}"#),
+            r#"invalid JSON: duplicate key "a""#
+        );
+        assert!(parse_err(r#"{"x":{"k":1,"k":2}}"#).contains("duplicate key \"k\""));
+        assert_eq!(parse_err("[1]"), "the JSON value must be an object, got an array");
+        assert_eq!(parse_err("5"), "the JSON value must be an object, got a number");
+        assert_eq!(
+            parse_err("\"s\""),
+            "the JSON value must be an object, got a string"
+        );
+        assert_eq!(parse_err("null"), "the JSON value must be an object, got null");
+    }
+
+    #[test]
+    fn invalid_utf8_is_invalid_json() {
+        let mut scratch = JsonScratch::default();
+        let err = match scratch.parse(b"{\"a\":\"\xff\"}") {
+            Ok(_) => panic!(),
+            Err(e) => e,
+        };
+        assert!(err.starts_with("invalid JSON"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_keys_in_large_objects() {
+        let mut members: Vec<String> = (0..100).map(|i| format!("\"k{i}\":{i}")).collect();
+        let ok = format!("{{{}}}", members.join(","));
+        JsonScratch::default().parse(ok.as_bytes()).unwrap();
+        members.push("\"k7\":0".into());
+        let dup = format!("{{{}}}", members.join(","));
+        assert!(parse_err(&dup).contains("duplicate key \"k7\""));
+    }
+
+    #[test]
+    fn member_limit() {
+        let fits = format!("{{\"a\":[{}]}}", vec!["0"; MAX_CONTAINER_MEMBERS].join(","));
+        JsonScratch::default().parse(fits.as_bytes()).unwrap();
+        let over = format!("{{\"a\":[{}]}}", vec!["0"; MAX_CONTAINER_MEMBERS + 1].join(","));
+        assert!(parse_err(&over).contains("more than 10000"));
+        let keys: Vec<String> = (0..=MAX_CONTAINER_MEMBERS)
+            .map(|i| format!("\"{i}\":0"))
+            .collect();
+        assert!(parse_err(&format!("{{{}}}", keys.join(","))).contains("more than 10000"));
+    }
+
+    #[test]
+    fn depth_limit() {
+        let ok = format!("{{\"a\":{}1{}}}", "[".repeat(64), "]".repeat(64));
+        JsonScratch::default().parse(ok.as_bytes()).unwrap();
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(65), "]".repeat(65));
+        assert!(parse_err(&deep).contains("deeper than 64"));
+    }
+}

@@ -1,0 +1,582 @@
+//! Scalar type rules of behaviour.md "Conversion of one record": text → stored value, exact,
+//! never rounded. Each function returns the refusal reason as text; the caller adds the path.
+
+use arrow_schema::TimeUnit;
+
+const NANOS_PER_SECOND: i64 = 1_000_000_000;
+const NANOS_PER_DAY: i64 = 86_400 * NANOS_PER_SECOND;
+/// Largest DECIMAL precision Fluss allows (and Decimal128 holds).
+pub const MAX_DECIMAL_PRECISION: u8 = 38;
+
+/// An integer JSON number token in `[min, max]`. `1.0`, `1e2` are not integers.
+pub(crate) fn integer(text: &str, min: i64, max: i64, type_name: &str) -> Result<i64, String> {
+    if text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
+        return Err(format!("expected {type_name}, got non-integer number {text}"));
+    }
+    match text.parse::<i64>() {
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(format!("number {text} is out of range for {type_name}")),
+    }
+}
+
+/// A finite DOUBLE, correctly rounded from the token text.
+pub(crate) fn double(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("number {text} is out of range for DOUBLE")),
+    }
+}
+
+/// A finite FLOAT, rounded once from the token text (not through f64).
+pub(crate) fn float(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("number {text} is out of range for FLOAT")),
+    }
+}
+
+/// The unscaled value of `text` at `scale`, if it has at most `precision` digits there.
+/// Accepts JSON numbers and decimal literals `[+-]? (d+ [. d*] | . d+) ([eE] [+-]? d+)?`.
+pub(crate) fn decimal(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
+    let type_name = || format!("DECIMAL({precision}, {scale})");
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let negative = match bytes.first() {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    // Significant digits without leading zeros, and the count of fraction digits.
+    let mut digits: Vec<u8> = Vec::new();
+    let mut seen_digit = false;
+    let mut fraction_digits: i64 = 0;
+    let mut in_fraction = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            d @ b'0'..=b'9' => {
+                seen_digit = true;
+                if in_fraction {
+                    fraction_digits += 1;
+                }
+                // Leading zeros are not significant; the rest is bounded by the record size.
+                if !(digits.is_empty() && d == b'0') {
+                    digits.push(d - b'0');
+                }
+                i += 1;
+            }
+            b'.' if !in_fraction => {
+                in_fraction = true;
+                i += 1;
+            }
+            _ => break,
+        }
+    }
+    if !seen_digit {
+        return Err(format!("expected {}, got {}", type_name(), describe_text(text)));
+    }
+    let mut exponent: i64 = 0;
+    if i < bytes.len() {
+        if !matches!(bytes[i], b'e' | b'E') {
+            return Err(format!("expected {}, got {}", type_name(), describe_text(text)));
+        }
+        i += 1;
+        let exp_negative = match bytes.get(i) {
+            Some(b'-') => {
+                i += 1;
+                true
+            }
+            Some(b'+') => {
+                i += 1;
+                false
+            }
+            _ => false,
+        };
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            // Saturate: any exponent this large fails the precision or scale check below.
+            exponent = exponent
+                .saturating_mul(10)
+                .saturating_add(i64::from(bytes[i] - b'0'));
+            i += 1;
+        }
+        if i == start || i != bytes.len() {
+            return Err(format!("expected {}, got {}", type_name(), describe_text(text)));
+        }
+        if exp_negative {
+            exponent = -exponent;
+        }
+    }
+    // value = digits × 10^(exponent - fraction_digits); drop trailing zeros to the scale.
+    let mut value_scale = i128::from(fraction_digits) - i128::from(exponent);
+    while value_scale > i128::from(scale) && digits.last() == Some(&0) {
+        digits.pop();
+        value_scale -= 1;
+    }
+    if digits.is_empty() {
+        return Ok(0);
+    }
+    if value_scale > i128::from(scale) {
+        return Err(format!(
+            "number {} has more than {scale} fraction digits for {} (never rounded)",
+            truncate_text(text),
+            type_name()
+        ));
+    }
+    let total_digits = digits.len() as i128 + (i128::from(scale) - value_scale);
+    if total_digits > i128::from(precision) {
+        return Err(format!(
+            "number {} has more than {} integer digits for {}",
+            truncate_text(text),
+            precision - scale,
+            type_name()
+        ));
+    }
+    // At most 38 digits: fits i128 without overflow.
+    let mut unscaled: i128 = 0;
+    for d in &digits {
+        unscaled = unscaled * 10 + i128::from(*d);
+    }
+    for _ in 0..(i128::from(scale) - value_scale) {
+        unscaled *= 10;
+    }
+    Ok(if negative { -unscaled } else { unscaled })
+}
+
+fn truncate_text(text: &str) -> &str {
+    match text.char_indices().nth(64) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
+
+fn describe_text(text: &str) -> String {
+    format!("string {}", crate::error::quote_truncated(text))
+}
+
+/// Days since 1970-01-01 of `yyyy-MM-dd`.
+pub(crate) fn date(text: &str) -> Result<i32, String> {
+    let bad = || format!("expected DATE yyyy-MM-dd, got {}", describe_text(text));
+    let b = text.as_bytes();
+    if b.len() != 10 {
+        return Err(bad());
+    }
+    let days = parse_date(b).ok_or_else(bad)?;
+    i32::try_from(days).map_err(|_| bad())
+}
+
+fn parse_date(b: &[u8]) -> Option<i64> {
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let year = digits(&b[0..4])?;
+    let month = digits(&b[5..7])?;
+    let day = digits(&b[8..10])?;
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    Some(days_from_civil(year, month, day))
+}
+
+fn digits(b: &[u8]) -> Option<i64> {
+    let mut v = 0i64;
+    for &c in b {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + i64::from(c - b'0');
+    }
+    Some(v)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Nanoseconds of the day of an ISO local time `HH:mm[:ss[.f{1,9}]]` with at most
+/// `precision` fraction digits.
+pub(crate) fn time(text: &str, precision: u8) -> Result<i64, String> {
+    let type_name = format!("TIME({precision})");
+    parse_time(text.as_bytes(), precision, &type_name).map_err(|why| {
+        format!(
+            "expected {type_name} HH:mm[:ss[.fff]], got {}{why}",
+            describe_text(text)
+        )
+    })
+}
+
+/// Parses a local time; the error is an optional detail appended to the reason.
+fn parse_time(b: &[u8], precision: u8, type_name: &str) -> Result<i64, String> {
+    if b.len() < 5 || b[2] != b':' {
+        return Err(String::new());
+    }
+    let hour = digits(&b[0..2]).ok_or_default()?;
+    let minute = digits(&b[3..5]).ok_or_default()?;
+    let mut second = 0;
+    let mut nanos = 0;
+    if b.len() > 5 {
+        if b[5] != b':' || b.len() < 8 {
+            return Err(String::new());
+        }
+        second = digits(&b[6..8]).ok_or_default()?;
+        if b.len() > 8 {
+            let fraction = &b[9..];
+            if b[8] != b'.' || fraction.is_empty() || fraction.len() > 9 {
+                return Err(String::new());
+            }
+            if fraction.len() > usize::from(precision) {
+                return Err(format!(
+                    " ({} fraction digits, {type_name} keeps {precision})",
+                    fraction.len()
+                ));
+            }
+            nanos = digits(fraction).ok_or_default()? * 10i64.pow(9 - fraction.len() as u32);
+        }
+    }
+    if hour > 23 || minute > 59 || second > 59 {
+        return Err(String::new());
+    }
+    Ok(((hour * 60 + minute) * 60 + second) * NANOS_PER_SECOND + nanos)
+}
+
+trait OkOrDefault<T> {
+    fn ok_or_default(self) -> Result<T, String>;
+}
+
+impl<T> OkOrDefault<T> for Option<T> {
+    fn ok_or_default(self) -> Result<T, String> {
+        self.ok_or_else(String::new)
+    }
+}
+
+/// Nanoseconds since the epoch of an ISO local date-time `yyyy-MM-ddTHH:mm[:ss[.f]]`.
+pub(crate) fn timestamp(text: &str, precision: u8) -> Result<i128, String> {
+    let type_name = format!("TIMESTAMP({precision})");
+    parse_local_date_time(text.as_bytes(), precision, &type_name).map_err(|why| {
+        format!(
+            "expected {type_name} yyyy-MM-ddTHH:mm:ss[.fff] without offset, got {}{why}",
+            describe_text(text)
+        )
+    })
+}
+
+fn parse_local_date_time(b: &[u8], precision: u8, type_name: &str) -> Result<i128, String> {
+    if b.len() < 16 || b[10] != b'T' {
+        return Err(String::new());
+    }
+    let days = parse_date(&b[..10]).ok_or_default()?;
+    let nanos = parse_time(&b[11..], precision, type_name)?;
+    Ok(i128::from(days) * i128::from(NANOS_PER_DAY) + i128::from(nanos))
+}
+
+/// Nanoseconds since the epoch of an ISO date-time with `Z` or a `±HH:MM[:SS]` offset.
+pub(crate) fn timestamp_ltz(text: &str, precision: u8) -> Result<i128, String> {
+    let type_name = format!("TIMESTAMP_LTZ({precision})");
+    let b = text.as_bytes();
+    let bad = |why: String| {
+        format!(
+            "expected {type_name} as ISO date-time with offset or epoch milliseconds, got {}{why}",
+            describe_text(text)
+        )
+    };
+    let (local, offset_seconds) = if let Some(local) = b.strip_suffix(b"Z") {
+        (local, 0)
+    } else {
+        let sign_at = b
+            .iter()
+            .rposition(|&c| c == b'+' || c == b'-')
+            .filter(|&at| at > 10)
+            .ok_or_else(|| bad(String::new()))?;
+        let offset = parse_offset(&b[sign_at..]).ok_or_else(|| bad(String::new()))?;
+        (&b[..sign_at], offset)
+    };
+    let local_nanos = parse_local_date_time(local, precision, &type_name).map_err(bad)?;
+    Ok(local_nanos - i128::from(offset_seconds) * i128::from(NANOS_PER_SECOND))
+}
+
+/// `±HH:MM` or `±HH:MM:SS` within ±18:00 → seconds east of UTC.
+fn parse_offset(b: &[u8]) -> Option<i64> {
+    if b.len() != 6 && b.len() != 9 {
+        return None;
+    }
+    let sign = match b[0] {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    if b[3] != b':' {
+        return None;
+    }
+    let hours = digits(&b[1..3])?;
+    let minutes = digits(&b[4..6])?;
+    let seconds = if b.len() == 9 {
+        if b[6] != b':' {
+            return None;
+        }
+        digits(&b[7..9])?
+    } else {
+        0
+    };
+    if minutes > 59 || seconds > 59 {
+        return None;
+    }
+    let total = hours * 3600 + minutes * 60 + seconds;
+    (total <= 18 * 3600).then_some(sign * total)
+}
+
+/// Epoch milliseconds as nanoseconds, refusing sub-precision digits (`precision` < 3).
+pub(crate) fn epoch_millis(text: &str, precision: u8) -> Result<i128, String> {
+    let millis = integer(text, i64::MIN, i64::MAX, "epoch milliseconds")?;
+    if precision < 3 && millis % 10i64.pow(3 - u32::from(precision)) != 0 {
+        return Err(format!(
+            "epoch milliseconds {millis} have more fraction digits than TIMESTAMP_LTZ({precision})"
+        ));
+    }
+    Ok(i128::from(millis) * 1_000_000)
+}
+
+/// `nanos` in `unit`, exact (the parsers already limited the fraction digits).
+pub(crate) fn nanos_to_unit(nanos: i128, unit: TimeUnit, type_name: &str) -> Result<i64, String> {
+    let divisor: i128 = match unit {
+        TimeUnit::Second => 1_000_000_000,
+        TimeUnit::Millisecond => 1_000_000,
+        TimeUnit::Microsecond => 1_000,
+        TimeUnit::Nanosecond => 1,
+    };
+    i64::try_from(nanos.div_euclid(divisor))
+        .map_err(|_| format!("value is out of the range {type_name} can store"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_are_range_checked() {
+        let cases: &[(&str, i64, i64, Option<i64>)] = &[
+            ("127", -128, 127, Some(127)),
+            ("128", -128, 127, None),
+            ("-128", -128, 127, Some(-128)),
+            ("-129", -128, 127, None),
+            ("32767", -32768, 32767, Some(32767)),
+            ("-32769", -32768, 32767, None),
+            (
+                "2147483647",
+                i32::MIN as i64,
+                i32::MAX as i64,
+                Some(i32::MAX as i64),
+            ),
+            ("2147483648", i32::MIN as i64, i32::MAX as i64, None),
+            (
+                "-2147483648",
+                i32::MIN as i64,
+                i32::MAX as i64,
+                Some(i32::MIN as i64),
+            ),
+            ("9223372036854775807", i64::MIN, i64::MAX, Some(i64::MAX)),
+            ("9223372036854775808", i64::MIN, i64::MAX, None),
+            ("-9223372036854775808", i64::MIN, i64::MAX, Some(i64::MIN)),
+            ("-9223372036854775809", i64::MIN, i64::MAX, None),
+            ("-0", i64::MIN, i64::MAX, Some(0)),
+            ("1.0", i64::MIN, i64::MAX, None),
+            ("1e2", i64::MIN, i64::MAX, None),
+        ];
+        for (text, min, max, want) in cases {
+            assert_eq!(integer(text, *min, *max, "T").ok(), *want, "{text}");
+        }
+        assert_eq!(
+            integer("1.0", 0, 9, "INT").unwrap_err(),
+            "expected INT, got non-integer number 1.0"
+        );
+    }
+
+    #[test]
+    fn floats_are_finite_and_exact() {
+        assert_eq!(double("0.1").unwrap(), 0.1);
+        assert!(double("-0.0").unwrap().is_sign_negative());
+        assert!(double("-0").unwrap().is_sign_negative());
+        assert_eq!(double("1.7976931348623157e308").unwrap(), f64::MAX);
+        assert!(double("1e309").is_err());
+        assert!(double("-1e309").is_err());
+        assert_eq!(double("1e-400").unwrap(), 0.0);
+        assert_eq!(
+            double("123456789012345678901234567890").unwrap(),
+            1.2345678901234568e29
+        );
+        assert_eq!(float("0.1").unwrap(), 0.1f32);
+        assert_eq!(float("3.4028235e38").unwrap(), f32::MAX);
+        assert!(float("3.5e38").is_err());
+        // Rounded once: 1.00000005960464477539 is exactly halfway between two f32 values
+        // plus a tiny bit; going through f64 first would round to even instead.
+        assert_eq!(float("1.000000059604644775390625001").unwrap(), 1.0000001f32);
+    }
+
+    #[test]
+    fn decimals_are_exact() {
+        let ok: &[(&str, u8, u8, i128)] = &[
+            ("12.30", 18, 2, 1230),
+            ("12.3", 18, 2, 1230),
+            ("12", 18, 2, 1200),
+            ("-0.01", 18, 2, -1),
+            ("-0.00", 18, 2, 0),
+            ("0", 1, 0, 0),
+            ("1.50", 5, 1, 15),
+            ("1.5e2", 5, 0, 150),
+            ("15e-1", 5, 1, 15),
+            ("+7", 3, 0, 7),
+            (".5", 3, 1, 5),
+            ("5.", 3, 0, 5),
+            ("0e1000000000000000000000", 3, 0, 0),
+            ("999.99", 5, 2, 99999),
+            (
+                "99999999999999999999999999999999999999",
+                38,
+                0,
+                10i128.pow(38) - 1,
+            ),
+            (
+                "-9999999999999999999999999999.9999999999",
+                38,
+                10,
+                -(10i128.pow(38) - 1),
+            ),
+            ("0.00000000000000000000000000000000000001", 38, 38, 1),
+            ("000123.4500", 5, 2, 12345),
+        ];
+        for (text, p, s, want) in ok {
+            assert_eq!(decimal(text, *p, *s), Ok(*want), "{text} as DECIMAL({p},{s})");
+        }
+        let refused: &[(&str, u8, u8)] = &[
+            ("1.234", 5, 2),
+            ("1000.00", 5, 2),
+            ("100000000000000000000000000000000000000", 38, 0),
+            ("0.000000000000000000000000000000000000001", 38, 38),
+            ("1e1000000000000000000000", 38, 0),
+            ("1e-1000000000000000000000", 38, 38),
+            ("abc", 5, 2),
+            ("", 5, 2),
+            ("1.2.3", 5, 2),
+            ("1e", 5, 2),
+            ("1 ", 5, 2),
+            ("-", 5, 2),
+            (".", 5, 2),
+            ("NaN", 5, 2),
+        ];
+        for (text, p, s) in refused {
+            assert!(decimal(text, *p, *s).is_err(), "{text} as DECIMAL({p},{s})");
+        }
+    }
+
+    #[test]
+    fn dates_include_leap_days() {
+        assert_eq!(date("1970-01-01"), Ok(0));
+        assert_eq!(date("1969-12-31"), Ok(-1));
+        assert_eq!(date("2000-02-29"), Ok(11016));
+        assert_eq!(date("2024-02-29"), Ok(19782));
+        assert_eq!(date("0000-01-01"), Ok(-719528));
+        assert_eq!(date("9999-12-31"), Ok(2932896));
+        for bad in [
+            "2023-02-29",
+            "1900-02-29",
+            "2024-13-01",
+            "2024-00-10",
+            "2024-04-31",
+            "2024-1-01",
+            "2024-01-01T00:00",
+            "20240101",
+            "2024/01/01",
+            "",
+        ] {
+            assert!(date(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn times_respect_precision() {
+        assert_eq!(time("00:00", 0), Ok(0));
+        assert_eq!(time("23:59:59", 0), Ok(86_399 * NANOS_PER_SECOND));
+        assert_eq!(time("12:34:56.789", 3), Ok(45_296_789_000_000));
+        assert_eq!(time("12:34:56.1", 3), Ok(45_296_100_000_000));
+        assert_eq!(time("00:00:00.123456789", 9), Ok(123_456_789));
+        assert!(time("12:34:56.7891", 3)
+            .unwrap_err()
+            .contains("4 fraction digits"));
+        assert!(time("12:34:56.1", 0).is_err());
+        for bad in [
+            "24:00",
+            "12:60",
+            "12:00:60",
+            "1:00",
+            "12:00:",
+            "12:00:00.",
+            "12:00:00.1234567890",
+            "12-00",
+            "12:00Z",
+        ] {
+            assert!(time(bad, 9).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn timestamps_local_and_with_offset() {
+        let s = i128::from(NANOS_PER_SECOND);
+        assert_eq!(timestamp("1970-01-01T00:00:00", 0), Ok(0));
+        assert_eq!(timestamp("1970-01-01T00:00", 0), Ok(0));
+        assert_eq!(
+            timestamp("2024-02-29T12:00:00.5", 1),
+            Ok((19782 * 86400 + 43200) as i128 * s + 500_000_000)
+        );
+        assert!(timestamp("2024-02-29 12:00:00", 3).is_err());
+        assert!(timestamp("2024-02-29T12:00:00Z", 3).is_err());
+        assert!(timestamp("2024-02-29T12:00:00.1234", 3).is_err());
+        assert_eq!(timestamp_ltz("1970-01-01T00:00:00Z", 3), Ok(0));
+        assert_eq!(timestamp_ltz("1970-01-01T02:00:00+02:00", 3), Ok(0));
+        assert_eq!(timestamp_ltz("1969-12-31T19:00:00-05:00", 3), Ok(0));
+        assert_eq!(timestamp_ltz("1970-01-01T00:00:00+18:00", 3), Ok(-18 * 3600 * s));
+        assert_eq!(timestamp_ltz("1970-01-01T00:00:30+00:00:30", 3), Ok(0));
+        for bad in [
+            "1970-01-01T00:00:00",
+            "1970-01-01T00:00:00+19:00",
+            "1970-01-01T00:00:00+0200",
+            "1970-01-01T00:00:00+02",
+            "1970-01-01T00:00:00.1234Z",
+        ] {
+            assert!(timestamp_ltz(bad, 3).is_err(), "{bad}");
+        }
+        assert_eq!(epoch_millis("1500", 3), Ok(1_500_000_000));
+        assert!(epoch_millis("1500", 0).is_err());
+        assert_eq!(epoch_millis("2000", 0), Ok(2_000_000_000));
+        assert!(epoch_millis("1.5", 3).is_err());
+    }
+
+    #[test]
+    fn units_are_checked() {
+        assert_eq!(nanos_to_unit(1_500_000, TimeUnit::Millisecond, "T"), Ok(1));
+        assert_eq!(nanos_to_unit(-1_000_000, TimeUnit::Millisecond, "T"), Ok(-1));
+        assert!(nanos_to_unit(i128::from(i64::MAX) + 1, TimeUnit::Nanosecond, "T").is_err());
+        let year_3000 = timestamp("3000-01-01T00:00:00", 9).unwrap();
+        assert!(nanos_to_unit(year_3000, TimeUnit::Nanosecond, "TIMESTAMP(9)").is_err());
+        assert!(nanos_to_unit(year_3000, TimeUnit::Microsecond, "TIMESTAMP(6)").is_ok());
+    }
+}
