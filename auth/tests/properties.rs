@@ -122,7 +122,7 @@ proptest! {
         for text in [
             format!("{user}:{password},{junk}"),
             format!("{user}:{password},{user}:{password}"),
-            format!("{password}"),
+            password.clone(),
             format!("{user}:{password},{password}"),
             format!("{user}:{password}{}", "X".repeat(300)),
         ] {
