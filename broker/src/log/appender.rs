@@ -148,8 +148,10 @@ impl<S: SegmentStore> BucketLog<S> {
                 file.truncate(scan.valid_len)
                     .await
                     .map_err(|e| LogError::io(&path, "truncate", e))?;
-                file.sync().await.map_err(|e| LogError::io(&path, "fsync", e))?;
             }
+            // After a process crash the tail may still sit unsynced in the page cache; fsync it
+            // so that everything recovery reports as present is durable.
+            file.sync().await.map_err(|e| LogError::io(&path, "fsync", e))?;
             let Some(schema) = scan.schema else {
                 // Torn before its schema was complete: it holds no rows. Remove it; the next
                 // append recreates it under the same name.
@@ -188,8 +190,7 @@ impl<S: SegmentStore> BucketLog<S> {
         stats.log_start_offset.store(log_start_offset, Ordering::Release);
         stats.next_offset.store(next_offset, Ordering::Release);
         let commit = CommitState::default();
-        // Everything recovery kept was read back from the file; after the truncation fsync it
-        // is as durable as the file system makes it.
+        // Every closed segment was fsync'd when it was rolled, the last one just above.
         commit.durable.set(next_offset);
         Ok(Self {
             store,
@@ -322,10 +323,8 @@ impl<S: SegmentStore> BucketLog<S> {
                 .expect("an active segment exists after create_segment");
             let encoded = active.encoder.write(batch).map_err(LogError::Encode);
             let bytes = std::mem::take(active.encoder.get_mut());
-            if let Err(err) = encoded {
-                // The encoder writes into its own Vec only; dropping those bytes undoes it.
-                return Err(err);
-            }
+            // The encoder writes into its own Vec only; dropping those bytes undoes a failure.
+            encoded?;
             (active.file.clone(), active.path.clone(), active.len, bytes)
         };
         let written = bytes.len() as u64;

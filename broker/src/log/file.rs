@@ -29,7 +29,7 @@ pub trait SegmentFile {
     /// `fdatasync`: every write completed before the call is durable when it returns.
     async fn sync(&self) -> io::Result<()>;
     async fn truncate(&self, len: u64) -> io::Result<()>;
-    async fn len(&self) -> io::Result<u64>;
+    async fn size(&self) -> io::Result<u64>;
 }
 
 /// The directory operations the log needs: list, create, open, remove, sync.
@@ -81,7 +81,7 @@ impl SegmentFile for GlommioFile {
         self.file.truncate(len).await.map_err(to_io)
     }
 
-    async fn len(&self) -> io::Result<u64> {
+    async fn size(&self) -> io::Result<u64> {
         self.file.file_size().await.map_err(to_io)
     }
 }

@@ -65,7 +65,7 @@ impl SegmentScan {
 /// not errors here but a `torn` reason, and the caller decides (truncate a last segment, refuse
 /// a middle one).
 pub async fn scan_segment<F: SegmentFile>(file: &F) -> std::io::Result<SegmentScan> {
-    let file_len = file.len().await?;
+    let file_len = file.size().await?;
     let mut scan = SegmentScan {
         schema: None,
         rows: 0,

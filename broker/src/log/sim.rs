@@ -15,6 +15,22 @@ use std::time::{Duration, SystemTime};
 
 use super::file::{SegmentFile, SegmentStore};
 
+/// Returns Pending once (waking itself), then Ready.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
 /// splitmix64: tiny, seedable, good enough to pick faults and tear points.
 #[derive(Debug, Clone)]
 pub struct SimRng(u64);
@@ -219,6 +235,9 @@ impl SegmentFile for SimFile {
     }
 
     async fn sync(&self) -> io::Result<()> {
+        // A real fsync suspends the caller; yielding once lets other tasks pile up behind it,
+        // which is what group commit is about.
+        YieldOnce(false).await;
         let mut disk = self.disk.borrow_mut();
         let disk = &mut *disk;
         disk.syncs += 1;
@@ -244,7 +263,7 @@ impl SegmentFile for SimFile {
         Ok(())
     }
 
-    async fn len(&self) -> io::Result<u64> {
+    async fn size(&self) -> io::Result<u64> {
         let disk = self.disk.borrow();
         let file = disk.files.get(&self.path).ok_or_else(|| not_found(&self.path))?;
         Ok(file.volatile.len() as u64)
