@@ -1,1 +1,20 @@
-//! TODO
+//! The Fluss catalog: databases and log tables, their Kafka mappings, ACLs and dynamic
+//! cluster configs, persisted in `data.dir`, changed with SQL (`sql.rs` parses, `ddl.rs` and
+//! `procedures.rs` execute) and read lock-free by the cores through `CatalogSnapshot`s
+//! (`resolve.rs` maps Kafka topics to tables).
+
+pub mod ddl;
+pub mod error;
+pub mod model;
+pub mod output;
+pub mod procedures;
+pub mod resolve;
+pub mod sql;
+pub mod store;
+
+pub use ddl::{Catalog, CatalogConfig, Session, TableDroppedHook, DEFAULT_DATABASE};
+pub use error::{CatalogError, SqlError};
+pub use model::{topic_id, CatalogSnapshot, DatabaseInfo, KafkaTopic, TableInfo};
+pub use output::StatementResult;
+pub use resolve::{resolve_topic, TopicError};
+pub use sql::{parse_script, parse_statement, parse_type, Statement, SyntaxError};

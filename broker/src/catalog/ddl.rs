@@ -1,0 +1,856 @@
+//! The catalog: opening it, publishing snapshots, and executing SQL statements.
+//!
+//! Concurrency: the cores only ever `load` the published `Arc<CatalogSnapshot>` (and the
+//! authorizer snapshot) from `ArcSwap`s, which never block. Statements that change anything
+//! run under one `Mutex` on the admin side: they copy the stored catalog, change the copy,
+//! save it crash-safely, and only then publish it, so what the cores see is always on disk.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arc_swap::ArcSwap;
+use kafluss_auth::{
+    Authorizer, CredentialStore, Operation, PlainCredentials, Principal, Resource, PLAIN_CREDENTIALS_KEY,
+};
+use kafluss_convert::mapping::{validate_kafka_mapping, TableShape};
+use kafluss_convert::types::{DataType, Field, FieldType, Schema};
+
+use super::error::{CatalogError, SqlError};
+use super::model::{
+    topic_id, CatalogSnapshot, DatabaseInfo, KafkaTopic, TableInfo, BUCKET_NUM_OPTION, DEFAULT_LOG_FORMAT,
+    LOG_FORMAT_OPTION, MAX_TABLE_ID,
+};
+use super::output::{describe, show_create_table, StatementResult};
+use super::resolve::check_fluss_name;
+use super::sql::{parse_script, CreateTable, ObjectName, Statement};
+use super::store::{CatalogStore, StoredCatalog, StoredTable};
+
+/// The database created when the catalog has none.
+pub const DEFAULT_DATABASE: &str = "fluss";
+/// Upper bound of `bucket.num`: each bucket is a directory and a log on some core.
+pub const MAX_BUCKETS: u32 = 1024;
+/// Log formats Fluss knows; only `arrow` can be mapped to Kafka.
+pub const LOG_FORMATS: [&str; 3] = ["arrow", "indexed", "compacted"];
+
+/// What the catalog needs from the server configuration.
+#[derive(Debug, Clone)]
+pub struct CatalogConfig {
+    /// `data.dir`: holds `catalog.json` and the table directories.
+    pub data_dir: PathBuf,
+    /// `default.bucket.number`, for tables without `bucket.num`.
+    pub default_bucket_number: u32,
+    /// `kafka.enabled`: then `kafka_default_database` is created when missing.
+    pub kafka_enabled: bool,
+    /// `kafka.default.database`.
+    pub kafka_default_database: String,
+    /// `authorizer.enabled`.
+    pub authorizer_enabled: bool,
+    /// `super.users`.
+    pub super_users: Vec<Principal>,
+    /// `security.sasl.plain.credentials` from the configuration; a dynamic value set with
+    /// `CALL sys.set_cluster_configs` overrides it until reset.
+    pub plain_credentials: Option<String>,
+}
+
+impl CatalogConfig {
+    /// Defaults of interface.md for a data directory (tests start from this).
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            default_bucket_number: 1,
+            kafka_enabled: true,
+            kafka_default_database: DEFAULT_DATABASE.to_string(),
+            authorizer_enabled: false,
+            super_users: Vec::new(),
+            plain_credentials: None,
+        }
+    }
+}
+
+/// Who runs statements, and from where (for ACL checks); `current_db` changes with `USE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub current_db: String,
+    pub principal: Principal,
+    pub host: IpAddr,
+}
+
+impl Session {
+    pub fn new(current_db: impl Into<String>, principal: Principal, host: IpAddr) -> Self {
+        Self {
+            current_db: current_db.into(),
+            principal,
+            host,
+        }
+    }
+}
+
+/// Called with each dropped table after the drop is stored: the storage deletes
+/// `data.dir/<db>/<table>-<id>/`. Runs on the thread that executed the statement.
+pub type TableDroppedHook = Arc<dyn Fn(&TableInfo) + Send + Sync>;
+
+struct DdlState {
+    stored: StoredCatalog,
+    store: CatalogStore,
+    on_table_dropped: Option<TableDroppedHook>,
+}
+
+/// Databases and tables, ACLs and dynamic configs; see the module documentation.
+pub struct Catalog {
+    config: CatalogConfig,
+    snapshot: ArcSwap<CatalogSnapshot>,
+    authorizer: ArcSwap<Authorizer>,
+    credentials: Arc<CredentialStore>,
+    state: Mutex<DdlState>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog")
+            .field("data_dir", &self.config.data_dir)
+            .field("revision", &self.snapshot.load().revision)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Catalog {
+    /// Loads the catalog from `data.dir` (creating it on first start, with a new cluster id),
+    /// creates the default databases, and publishes the first snapshot.
+    pub fn open(config: CatalogConfig) -> Result<Self, CatalogError> {
+        check_fluss_name(&config.kafka_default_database).map_err(|reason| CatalogError::Config {
+            key: "kafka.default.database",
+            reason: reason.to_string(),
+        })?;
+        if config.default_bucket_number == 0 || config.default_bucket_number > MAX_BUCKETS {
+            return Err(CatalogError::Config {
+                key: "default.bucket.number",
+                reason: format!("must be between 1 and {MAX_BUCKETS}"),
+            });
+        }
+        let store = CatalogStore::open(&config.data_dir)?;
+        let loaded = store.load()?;
+        let first_start = loaded.is_none();
+        let mut stored = match loaded {
+            Some(stored) => stored,
+            None => StoredCatalog {
+                cluster_id: new_cluster_id().map_err(CatalogError::ClusterId)?,
+                next_table_id: 1,
+                ..Default::default()
+            },
+        };
+        let mut changed = first_start;
+        if stored.databases.is_empty() {
+            stored
+                .databases
+                .insert(DEFAULT_DATABASE.to_string(), BTreeMap::new());
+            changed = true;
+        }
+        if config.kafka_enabled && !stored.databases.contains_key(&config.kafka_default_database) {
+            stored
+                .databases
+                .insert(config.kafka_default_database.clone(), BTreeMap::new());
+            changed = true;
+        }
+        if changed {
+            stored.revision += 1;
+            store.save(&stored)?;
+        }
+
+        let credentials = effective_credentials(&config, &stored.cluster_configs)?;
+        let authorizer = Authorizer::new(
+            config.authorizer_enabled,
+            config.super_users.clone(),
+            stored.acls.clone(),
+        );
+        let snapshot = build_snapshot(&config, &stored);
+        Ok(Self {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            authorizer: ArcSwap::from_pointee(authorizer),
+            credentials: Arc::new(CredentialStore::new(credentials)),
+            state: Mutex::new(DdlState {
+                stored,
+                store,
+                on_table_dropped: None,
+            }),
+            config,
+        })
+    }
+
+    /// The current snapshot (lock-free; keep the `Arc` for a consistent view).
+    pub fn snapshot(&self) -> Arc<CatalogSnapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// The swap cell itself, for readers that want `load()` guards without refcounting.
+    pub fn snapshot_cell(&self) -> &ArcSwap<CatalogSnapshot> {
+        &self.snapshot
+    }
+
+    /// The authorizer in force (ACLs change with `CALL sys.add_acl` / `drop_acl`).
+    pub fn authorizer(&self) -> Arc<Authorizer> {
+        self.authorizer.load_full()
+    }
+
+    pub fn authorizer_cell(&self) -> &ArcSwap<Authorizer> {
+        &self.authorizer
+    }
+
+    /// The PLAIN credentials in force; replaced by `CALL sys.set_cluster_configs`. Share this
+    /// store with the SASL code: replacements apply to new authentications.
+    pub fn credential_store(&self) -> Arc<CredentialStore> {
+        Arc::clone(&self.credentials)
+    }
+
+    pub fn cluster_id(&self) -> String {
+        self.snapshot.load().cluster_id.clone()
+    }
+
+    pub fn config(&self) -> &CatalogConfig {
+        &self.config
+    }
+
+    /// Installs the hook told about dropped tables (see [`TableDroppedHook`]).
+    pub fn set_table_dropped_hook(&self, hook: TableDroppedHook) {
+        self.lock().on_table_dropped = Some(hook);
+    }
+
+    /// The dynamic cluster configs as stored (secrets included: never print them).
+    pub(crate) fn stored_cluster_configs(&self) -> BTreeMap<String, String> {
+        self.lock().stored.cluster_configs.clone()
+    }
+
+    /// A session for `principal` starting in `kafka.default.database`.
+    pub fn session(&self, principal: Principal, host: IpAddr) -> Session {
+        Session::new(self.config.kafka_default_database.clone(), principal, host)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, DdlState> {
+        // A panic while holding the lock cannot leave the stored catalog half-changed
+        // (changes are made on a copy), so a poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Parses and runs a `;`-separated script in order. A syntax error anywhere runs
+    /// nothing; an execution error stops the script there (earlier statements stay done) and
+    /// names the statement when the script has several.
+    pub fn execute(&self, script: &str, session: &mut Session) -> Result<Vec<StatementResult>, SqlError> {
+        let statements = parse_script(script)?;
+        let several = statements.len() > 1;
+        let mut results = Vec::with_capacity(statements.len());
+        for (index, parsed) in statements.into_iter().enumerate() {
+            match self.execute_statement(parsed.statement, session) {
+                Ok(result) => results.push(result),
+                Err(error) if several => {
+                    return Err(SqlError::InStatement {
+                        index: index + 1,
+                        line: parsed.line,
+                        source: Box::new(error),
+                    })
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(results)
+    }
+
+    /// Runs one parsed statement.
+    pub fn execute_statement(
+        &self,
+        statement: Statement,
+        session: &mut Session,
+    ) -> Result<StatementResult, SqlError> {
+        match statement {
+            Statement::CreateDatabase { name, if_not_exists } => {
+                self.create_database(&name, if_not_exists, session)
+            }
+            Statement::DropDatabase {
+                name,
+                if_exists,
+                cascade,
+            } => self.drop_database(&name, if_exists, cascade, session),
+            Statement::ShowDatabases => Ok(self.show_databases(session)),
+            Statement::CreateTable(create) => self.create_table(create, session),
+            Statement::AlterTableSet { table, options } => {
+                self.alter_table(&table, AlterOptions::Set(options), session)
+            }
+            Statement::AlterTableReset { table, keys } => {
+                self.alter_table(&table, AlterOptions::Reset(keys), session)
+            }
+            Statement::DropTable { table, if_exists } => self.drop_table(&table, if_exists, session),
+            Statement::ShowTables { database } => self.show_tables(database, session),
+            Statement::Describe { table } => {
+                let table = self.describable_table(&table, session)?;
+                Ok(describe(&table))
+            }
+            Statement::ShowCreateTable { table } => {
+                let table = self.describable_table(&table, session)?;
+                Ok(StatementResult::rows(
+                    &["create statement"],
+                    vec![vec![show_create_table(&table)]],
+                ))
+            }
+            Statement::Use { database } => {
+                if !self.snapshot.load().databases.contains_key(&database) {
+                    return Err(SqlError::DatabaseNotFound(database));
+                }
+                session.current_db = database.clone();
+                Ok(StatementResult::done(format!("Using database {database}")))
+            }
+            Statement::Call {
+                namespace,
+                procedure,
+                arguments,
+            } => self.call_procedure(&namespace, &procedure, arguments, session),
+        }
+    }
+
+    pub(crate) fn authorize(
+        &self,
+        session: &Session,
+        operation: Operation,
+        resource: Resource,
+    ) -> Result<(), SqlError> {
+        if self
+            .authorizer
+            .load()
+            .authorize(&session.principal, session.host, operation, &resource)
+        {
+            Ok(())
+        } else {
+            Err(SqlError::Unauthorized {
+                principal: session.principal.to_string(),
+                operation: operation.to_string(),
+                resource: resource.to_string(),
+            })
+        }
+    }
+
+    fn may_describe(&self, session: &Session, resource: &Resource) -> bool {
+        self.authorizer
+            .load()
+            .authorize(&session.principal, session.host, Operation::Describe, resource)
+    }
+
+    /// Applies `change` to a copy of the stored catalog, saves it, then publishes it. The
+    /// change returns the statement result and the tables it dropped (hooked after the save).
+    pub(crate) fn change<T>(
+        &self,
+        change: impl FnOnce(&mut StoredCatalog) -> Result<(T, Vec<TableInfo>), SqlError>,
+    ) -> Result<T, SqlError> {
+        let mut state = self.lock();
+        let mut next = state.stored.clone();
+        let (result, dropped) = change(&mut next)?;
+        let credentials = if next.cluster_configs != state.stored.cluster_configs {
+            let credentials = effective_credentials(&self.config, &next.cluster_configs)
+                .map_err(|error| SqlError::Procedure(error.to_string()))?;
+            Some(credentials)
+        } else {
+            None
+        };
+        next.revision += 1;
+        state.store.save(&next)?;
+        let snapshot = build_snapshot(&self.config, &next);
+        if next.acls != state.stored.acls {
+            let authorizer = self.authorizer.load().with_acls(next.acls.clone());
+            self.authorizer.store(Arc::new(authorizer));
+        }
+        if let Some(credentials) = credentials {
+            self.credentials.replace(credentials);
+        }
+        self.snapshot.store(Arc::new(snapshot));
+        state.stored = next;
+        let hook = state.on_table_dropped.clone();
+        drop(state);
+        if let Some(hook) = hook {
+            for table in &dropped {
+                hook(table);
+            }
+        }
+        Ok(result)
+    }
+
+    fn create_database(
+        &self,
+        name: &str,
+        if_not_exists: bool,
+        session: &Session,
+    ) -> Result<StatementResult, SqlError> {
+        check_name(name)?;
+        self.authorize(session, Operation::Create, Resource::Cluster)?;
+        self.change(|stored| {
+            if stored.databases.contains_key(name) {
+                if if_not_exists {
+                    return Ok((
+                        StatementResult::done(format!("Database {name} already exists")),
+                        vec![],
+                    ));
+                }
+                return Err(SqlError::DatabaseAlreadyExists(name.to_string()));
+            }
+            stored.databases.insert(name.to_string(), BTreeMap::new());
+            Ok((StatementResult::done(format!("Database {name} created")), vec![]))
+        })
+    }
+
+    fn drop_database(
+        &self,
+        name: &str,
+        if_exists: bool,
+        cascade: bool,
+        session: &Session,
+    ) -> Result<StatementResult, SqlError> {
+        self.authorize(session, Operation::Drop, Resource::database(name))?;
+        let snapshot = self.snapshot();
+        self.change(|stored| {
+            let Some(tables) = stored.databases.get(name) else {
+                if if_exists {
+                    return Ok((
+                        StatementResult::done(format!("Database {name} does not exist")),
+                        vec![],
+                    ));
+                }
+                return Err(SqlError::DatabaseNotFound(name.to_string()));
+            };
+            if !tables.is_empty() && !cascade {
+                return Err(SqlError::DatabaseNotEmpty(name.to_string()));
+            }
+            let dropped: Vec<TableInfo> = tables
+                .keys()
+                .filter_map(|table| snapshot.table(name, table))
+                .map(|table| TableInfo::clone(table))
+                .collect();
+            stored.databases.remove(name);
+            Ok((StatementResult::done(format!("Database {name} dropped")), dropped))
+        })
+    }
+
+    fn show_databases(&self, session: &Session) -> StatementResult {
+        let snapshot = self.snapshot();
+        let rows = snapshot
+            .databases
+            .keys()
+            .filter(|db| self.may_describe(session, &Resource::database(db)))
+            .map(|db| vec![db.clone()])
+            .collect();
+        StatementResult::rows(&["database name"], rows)
+    }
+
+    fn show_tables(&self, database: Option<String>, session: &Session) -> Result<StatementResult, SqlError> {
+        let database = database.unwrap_or_else(|| session.current_db.clone());
+        let snapshot = self.snapshot();
+        let Some(db) = snapshot.databases.get(&database) else {
+            return Err(SqlError::DatabaseNotFound(database));
+        };
+        let rows = db
+            .tables
+            .keys()
+            .filter(|table| self.may_describe(session, &Resource::table(&database, table)))
+            .map(|table| vec![table.clone()])
+            .collect();
+        Ok(StatementResult::rows(&["table name"], rows))
+    }
+
+    fn qualify(&self, name: &ObjectName, session: &Session) -> (String, String) {
+        let database = name
+            .database
+            .clone()
+            .unwrap_or_else(|| session.current_db.clone());
+        (database, name.name.clone())
+    }
+
+    fn describable_table(&self, name: &ObjectName, session: &Session) -> Result<Arc<TableInfo>, SqlError> {
+        let (database, table) = self.qualify(name, session);
+        self.authorize(session, Operation::Describe, Resource::table(&database, &table))?;
+        let snapshot = self.snapshot();
+        if !snapshot.databases.contains_key(&database) {
+            return Err(SqlError::DatabaseNotFound(database));
+        }
+        snapshot
+            .table(&database, &table)
+            .cloned()
+            .ok_or_else(|| SqlError::TableNotFound(format!("{database}.{table}")))
+    }
+
+    fn create_table(&self, create: CreateTable, session: &Session) -> Result<StatementResult, SqlError> {
+        let (database, name) = self.qualify(&create.table, session);
+        check_name(&database)?;
+        check_name(&name)?;
+        let path = format!("{database}.{name}");
+        self.authorize(session, Operation::Create, Resource::database(&database))?;
+        let invalid = |reason: String| SqlError::InvalidTable {
+            table: path.clone(),
+            reason,
+        };
+
+        check_unique_fields(&create.columns, "").map_err(invalid)?;
+        let mut columns = create.columns;
+        check_key_columns(&columns, &create.primary_key, "PRIMARY KEY").map_err(invalid)?;
+        check_key_columns(&columns, &create.partition_keys, "PARTITIONED BY").map_err(invalid)?;
+        // Primary key columns are implicitly NOT NULL, as in Flink and Fluss.
+        for column in &mut columns {
+            if create.primary_key.contains(&column.name) {
+                column.field_type.nullable = false;
+            }
+        }
+        let mut options = collect_options(create.options).map_err(invalid)?;
+        let bucket_count = match options.get(BUCKET_NUM_OPTION) {
+            Some(text) => parse_bucket_count(text).map_err(invalid)?,
+            None => self.config.default_bucket_number,
+        };
+        options.insert(BUCKET_NUM_OPTION.to_string(), bucket_count.to_string());
+        let log_format = check_log_format(&options).map_err(invalid)?;
+        let schema = Schema::new(columns);
+        check_kafka(
+            &path,
+            &schema,
+            &options,
+            &create.partition_keys,
+            &create.primary_key,
+            &log_format,
+        )?;
+
+        let if_not_exists = create.if_not_exists;
+        let partition_keys = create.partition_keys;
+        let primary_key = create.primary_key;
+        self.change(|stored| {
+            let revision = stored.revision + 1;
+            let Some(tables) = stored.databases.get_mut(&database) else {
+                return Err(SqlError::DatabaseNotFound(database.clone()));
+            };
+            if tables.contains_key(&name) {
+                if if_not_exists {
+                    return Ok((
+                        StatementResult::done(format!("Table {path} already exists")),
+                        vec![],
+                    ));
+                }
+                return Err(SqlError::TableAlreadyExists(path.clone()));
+            }
+            let id = stored.next_table_id;
+            if id > MAX_TABLE_ID {
+                return Err(invalid("the cluster ran out of table ids".to_string()));
+            }
+            stored.next_table_id += 1;
+            tables.insert(
+                name.clone(),
+                StoredTable {
+                    id,
+                    schema,
+                    options,
+                    partition_keys,
+                    primary_key,
+                    revision,
+                },
+            );
+            Ok((StatementResult::done(format!("Table {path} created")), vec![]))
+        })
+    }
+
+    fn alter_table(
+        &self,
+        name: &ObjectName,
+        alter: AlterOptions,
+        session: &Session,
+    ) -> Result<StatementResult, SqlError> {
+        let (database, table_name) = self.qualify(name, session);
+        let path = format!("{database}.{table_name}");
+        self.authorize(session, Operation::Alter, Resource::table(&database, &table_name))?;
+        let invalid = |reason: String| SqlError::InvalidTable {
+            table: path.clone(),
+            reason,
+        };
+        self.change(|stored| {
+            let revision = stored.revision + 1;
+            let Some(tables) = stored.databases.get_mut(&database) else {
+                return Err(SqlError::DatabaseNotFound(database.clone()));
+            };
+            let Some(table) = tables.get_mut(&table_name) else {
+                return Err(SqlError::TableNotFound(path.clone()));
+            };
+            let mut options = table.options.clone();
+            match alter {
+                AlterOptions::Set(pairs) => {
+                    for (key, value) in collect_options(pairs).map_err(invalid)? {
+                        if FIXED_OPTIONS.contains(&key.as_str()) && options.get(&key) != Some(&value) {
+                            return Err(invalid(format!("option '{key}' cannot be altered")));
+                        }
+                        options.insert(key, value);
+                    }
+                }
+                AlterOptions::Reset(keys) => {
+                    for key in keys {
+                        if FIXED_OPTIONS.contains(&key.as_str()) {
+                            return Err(invalid(format!("option '{key}' cannot be reset")));
+                        }
+                        options.remove(&key);
+                    }
+                }
+            }
+            let log_format = check_log_format(&options).map_err(invalid)?;
+            check_kafka(
+                &path,
+                &table.schema,
+                &options,
+                &table.partition_keys,
+                &table.primary_key,
+                &log_format,
+            )?;
+            table.options = options;
+            table.revision = revision;
+            Ok((StatementResult::done(format!("Table {path} altered")), vec![]))
+        })
+    }
+
+    fn drop_table(
+        &self,
+        name: &ObjectName,
+        if_exists: bool,
+        session: &Session,
+    ) -> Result<StatementResult, SqlError> {
+        let (database, table_name) = self.qualify(name, session);
+        let path = format!("{database}.{table_name}");
+        self.authorize(session, Operation::Drop, Resource::table(&database, &table_name))?;
+        let snapshot = self.snapshot();
+        self.change(|stored| {
+            let Some(tables) = stored.databases.get_mut(&database) else {
+                if if_exists {
+                    return Ok((
+                        StatementResult::done(format!("Table {path} does not exist")),
+                        vec![],
+                    ));
+                }
+                return Err(SqlError::DatabaseNotFound(database.clone()));
+            };
+            if tables.remove(&table_name).is_none() {
+                if if_exists {
+                    return Ok((
+                        StatementResult::done(format!("Table {path} does not exist")),
+                        vec![],
+                    ));
+                }
+                return Err(SqlError::TableNotFound(path.clone()));
+            }
+            let dropped = snapshot
+                .table(&database, &table_name)
+                .map(|table| TableInfo::clone(table))
+                .into_iter()
+                .collect();
+            Ok((StatementResult::done(format!("Table {path} dropped")), dropped))
+        })
+    }
+}
+
+/// Options fixed at CREATE: changing them would reinterpret stored data.
+const FIXED_OPTIONS: [&str; 2] = [BUCKET_NUM_OPTION, LOG_FORMAT_OPTION];
+
+enum AlterOptions {
+    Set(Vec<(String, String)>),
+    Reset(Vec<String>),
+}
+
+fn check_name(name: &str) -> Result<(), SqlError> {
+    check_fluss_name(name).map_err(|reason| SqlError::InvalidName {
+        name: name.to_string(),
+        reason,
+    })
+}
+
+/// Column and ROW field names are unique at each level (recursively).
+fn check_unique_fields(fields: &[Field], prefix: &str) -> Result<(), String> {
+    let mut seen = BTreeSet::new();
+    for field in fields {
+        let path = format!("{prefix}{}", field.name);
+        if !seen.insert(field.name.as_str()) {
+            return Err(format!("duplicate column '{path}'"));
+        }
+        check_unique_nested(&field.field_type, &path)?;
+    }
+    Ok(())
+}
+
+fn check_unique_nested(field_type: &FieldType, path: &str) -> Result<(), String> {
+    match &field_type.data_type {
+        DataType::Row(fields) => check_unique_fields(fields, &format!("{path}.")),
+        DataType::Array(element) => check_unique_nested(element, &format!("{path}[]")),
+        DataType::Map { key, value } => {
+            check_unique_nested(key, &format!("{path}{{key}}"))?;
+            check_unique_nested(value, &format!("{path}{{}}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn check_key_columns(columns: &[Field], keys: &[String], clause: &str) -> Result<(), String> {
+    let mut seen = BTreeSet::new();
+    for key in keys {
+        if !columns.iter().any(|c| &c.name == key) {
+            return Err(format!("{clause} column '{key}' is not a column of the table"));
+        }
+        if !seen.insert(key) {
+            return Err(format!("{clause} names column '{key}' twice"));
+        }
+    }
+    Ok(())
+}
+
+fn collect_options(pairs: Vec<(String, String)>) -> Result<BTreeMap<String, String>, String> {
+    let mut options = BTreeMap::new();
+    for (key, value) in pairs {
+        if key.trim().is_empty() {
+            return Err("option keys cannot be empty".to_string());
+        }
+        if options.insert(key.clone(), value).is_some() {
+            return Err(format!("option '{key}' is given twice"));
+        }
+    }
+    Ok(options)
+}
+
+fn parse_bucket_count(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n @ 1..=MAX_BUCKETS) => Ok(n),
+        _ => Err(format!(
+            "'{BUCKET_NUM_OPTION}' must be an integer between 1 and {MAX_BUCKETS}, got '{text}'"
+        )),
+    }
+}
+
+/// The effective `table.log.format`, lowercase.
+fn check_log_format(options: &BTreeMap<String, String>) -> Result<String, String> {
+    let Some(value) = options.get(LOG_FORMAT_OPTION) else {
+        return Ok(DEFAULT_LOG_FORMAT.to_string());
+    };
+    let format = value.trim().to_ascii_lowercase();
+    if LOG_FORMATS.contains(&format.as_str()) {
+        Ok(format)
+    } else {
+        Err(format!(
+            "'{LOG_FORMAT_OPTION}' must be one of {}, got '{value}'",
+            LOG_FORMATS.join(", ")
+        ))
+    }
+}
+
+fn check_kafka(
+    path: &str,
+    schema: &Schema,
+    options: &BTreeMap<String, String>,
+    partition_keys: &[String],
+    primary_key: &[String],
+    log_format: &str,
+) -> Result<(), SqlError> {
+    let shape = TableShape {
+        partitioned: !partition_keys.is_empty(),
+        has_primary_key: !primary_key.is_empty(),
+        log_format,
+    };
+    validate_kafka_mapping(schema, options, shape)
+        .map(|_| ())
+        .map_err(|source| SqlError::KafkaMapping {
+            table: path.to_string(),
+            source,
+        })
+}
+
+/// The snapshot for a stored catalog.
+fn build_snapshot(config: &CatalogConfig, stored: &StoredCatalog) -> CatalogSnapshot {
+    let mut databases = BTreeMap::new();
+    let mut kafka_topics = Vec::new();
+    for (database, tables) in &stored.databases {
+        let mut infos = BTreeMap::new();
+        for (name, table) in tables {
+            let info = Arc::new(table_info(&stored.cluster_id, database, name, table, config));
+            if info.is_kafka_topic() {
+                kafka_topics.push(KafkaTopic {
+                    name: info.path(),
+                    table: Arc::clone(&info),
+                });
+            }
+            infos.insert(name.clone(), info);
+        }
+        databases.insert(
+            database.clone(),
+            DatabaseInfo {
+                name: database.clone(),
+                tables: infos,
+            },
+        );
+    }
+    kafka_topics.sort_by(|a, b| a.name.cmp(&b.name));
+    CatalogSnapshot {
+        revision: stored.revision,
+        cluster_id: stored.cluster_id.clone(),
+        default_database: config.kafka_default_database.clone(),
+        databases,
+        kafka_topics,
+    }
+}
+
+fn table_info(
+    cluster_id: &str,
+    database: &str,
+    name: &str,
+    table: &StoredTable,
+    config: &CatalogConfig,
+) -> TableInfo {
+    let bucket_count = table
+        .options
+        .get(BUCKET_NUM_OPTION)
+        .and_then(|text| parse_bucket_count(text).ok())
+        .unwrap_or(config.default_bucket_number);
+    let log_format =
+        check_log_format(&table.options).unwrap_or_else(|_| table.options[LOG_FORMAT_OPTION].clone());
+    let shape = TableShape {
+        partitioned: !table.partition_keys.is_empty(),
+        has_primary_key: !table.primary_key.is_empty(),
+        log_format: &log_format,
+    };
+    let (kafka, kafka_error) = match validate_kafka_mapping(&table.schema, &table.options, shape) {
+        Ok(mapping) => (mapping, None),
+        Err(error) => (None, Some(error.to_string())),
+    };
+    TableInfo {
+        id: table.id,
+        database: database.to_string(),
+        name: name.to_string(),
+        schema: table.schema.clone(),
+        options: table.options.clone(),
+        bucket_count,
+        log_format,
+        partition_keys: table.partition_keys.clone(),
+        primary_key: table.primary_key.clone(),
+        kafka,
+        kafka_error,
+        revision: table.revision,
+        topic_id: topic_id(cluster_id, table.id),
+    }
+}
+
+/// The PLAIN credentials in force: the dynamic value when set, else the configured one.
+fn effective_credentials(
+    config: &CatalogConfig,
+    dynamic: &BTreeMap<String, String>,
+) -> Result<PlainCredentials, CatalogError> {
+    let text = dynamic
+        .get(PLAIN_CREDENTIALS_KEY)
+        .or(config.plain_credentials.as_ref());
+    match text {
+        None => Ok(PlainCredentials::empty()),
+        Some(text) => PlainCredentials::parse(text).map_err(|error| CatalogError::Config {
+            key: PLAIN_CREDENTIALS_KEY,
+            reason: error.to_string(),
+        }),
+    }
+}
+
+/// A new cluster id: 16 random bytes as URL-safe base64 without padding (22 characters,
+/// the shape Kafka uses).
+fn new_cluster_id() -> std::io::Result<String> {
+    use base64::Engine;
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
