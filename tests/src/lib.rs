@@ -1,1 +1,18 @@
-//! Helpers for the end-to-end suite: start the real binary on free loopback ports, stop it.
+//! Helpers for the end-to-end suite: start the real `kafluss` binary on free loopback ports,
+//! drive it with real Kafka clients (kcat, confluent-kafka, kafka-python, aiokafka, kafkajs),
+//! read every row back (HTTP scan and pyarrow on the segment files) and compare.
+//!
+//! `server` runs the binary; `http` and `process` are the bounded plumbing; `clients` finds the
+//! client tools and runs plans through the driver scripts in `tests/clients/`; `tables` makes
+//! the records and the rows they must become; `expect` compares; `suite` strings it together per
+//! client; `report` gathers results into the summary line and the compatibility matrix.
+
+pub mod clients;
+pub mod expect;
+pub mod http;
+pub mod process;
+pub mod report;
+pub mod server;
+pub mod suite;
+pub mod tables;
+pub mod timestamp;

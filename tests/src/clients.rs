@@ -1,0 +1,387 @@
+//! The real Kafka clients the suite drives, where to find them, and running a plan through one.
+//!
+//! Tools are found through the variables `./test.sh` exports (`KAFLUSS_PYTHON`, `KAFLUSS_NODE`,
+//! `KAFLUSS_KCAT`, `KAFLUSS_WHEEL_LIBRDKAFKA_DIR`, `KAFLUSS_NODE_MODULES`), else in their usual
+//! places in the checkout (`.venv`, `tests/clients/node_modules`) and on PATH. A missing tool
+//! is an error; the tests turn it into a skip only when `KAFLUSS_REQUIRE_CLIENTS` is unset.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::process::{run_with_timeout, tail, ProcessError};
+use crate::server::workspace_root;
+use crate::tables::{Capabilities, WireRecord};
+
+/// Bound on one driver run (a whole plan of cases); each case inside is bounded too.
+pub const PLAN_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The clients of the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Client {
+    /// Debian's kcat with Debian's librdkafka (2.0.2 on bookworm).
+    KcatDebian,
+    /// The same kcat loading the librdkafka shipped in the confluent-kafka wheel.
+    KcatWheel,
+    ConfluentKafka,
+    KafkaPython,
+    Aiokafka,
+    Kafkajs,
+}
+
+impl Client {
+    pub const ALL: [Client; 6] = [
+        Client::KcatDebian,
+        Client::KcatWheel,
+        Client::ConfluentKafka,
+        Client::KafkaPython,
+        Client::Aiokafka,
+        Client::Kafkajs,
+    ];
+
+    /// Stable identifier: results file name and the database the client's tables live in.
+    pub fn slug(self) -> &'static str {
+        match self {
+            Client::KcatDebian => "kcat_debian",
+            Client::KcatWheel => "kcat_wheel",
+            Client::ConfluentKafka => "confluent_kafka",
+            Client::KafkaPython => "kafka_python",
+            Client::Aiokafka => "aiokafka",
+            Client::Kafkajs => "kafkajs",
+        }
+    }
+
+    /// What each client can express in a record.
+    pub fn capabilities(self) -> Capabilities {
+        match self {
+            Client::KcatDebian | Client::KcatWheel => Capabilities {
+                timestamps: false,
+                null_header_values: false,
+                binary_header_values: false,
+                delimited_stdin: true,
+            },
+            Client::ConfluentKafka => Capabilities {
+                timestamps: true,
+                null_header_values: true,
+                binary_header_values: true,
+                delimited_stdin: false,
+            },
+            Client::KafkaPython | Client::Aiokafka | Client::Kafkajs => Capabilities {
+                timestamps: true,
+                null_header_values: false,
+                binary_header_values: true,
+                delimited_stdin: false,
+            },
+        }
+    }
+
+    /// Compression codecs the client offers (all five, given the codec packages test.sh installs).
+    pub fn codecs(self) -> &'static [&'static str] {
+        &["gzip", "snappy", "lz4", "zstd"]
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{client:?} is not available: {reason} (run ./test.sh --setup-only)")]
+    Missing { client: Client, reason: String },
+    #[error("{client:?} driver: {source}")]
+    Process { client: Client, source: ProcessError },
+    #[error("{client:?} driver exited with {status}; stderr tail:\n{stderr}")]
+    DriverFailed {
+        client: Client,
+        status: String,
+        stderr: String,
+    },
+    #[error("{client:?} driver printed a line that is not a case outcome ({reason}): {line}")]
+    BadOutput {
+        client: Client,
+        reason: String,
+        line: String,
+    },
+    #[error("could not write the plan file: {0}")]
+    PlanFile(std::io::Error),
+}
+
+/// SASL/PLAIN credentials a plan uses.
+#[derive(Debug, Clone, Serialize)]
+pub struct SaslUser {
+    pub username: String,
+    pub password: String,
+}
+
+/// One case for a driver script (see `tests/clients/produce.py` for the format).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CaseSpec {
+    Metadata {
+        name: String,
+        topic: String,
+        partitions: u32,
+    },
+    Produce {
+        name: String,
+        topic: String,
+        compression: String,
+        acks: i32,
+        records: Vec<WireRecord>,
+        expect_error: bool,
+    },
+}
+
+/// What a driver run gets: where to connect, how to authenticate, which cases.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub bootstrap: String,
+    pub sasl: Option<SaslUser>,
+    pub cases: Vec<CaseSpec>,
+}
+
+/// One line of driver output.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CaseOutcome {
+    pub case: String,
+    pub ok: bool,
+    pub detail: String,
+    #[serde(default)]
+    pub offsets: Vec<i64>,
+    pub started_ms: i64,
+    pub finished_ms: i64,
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Whether a missing client must fail the suite (set by `./test.sh`).
+pub fn clients_required() -> bool {
+    std::env::var_os("KAFLUSS_REQUIRE_CLIENTS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+fn clients_dir() -> PathBuf {
+    workspace_root().join("tests").join("clients")
+}
+
+fn python() -> PathBuf {
+    env_path("KAFLUSS_PYTHON").unwrap_or_else(|| workspace_root().join(".venv").join("bin").join("python"))
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+fn kcat() -> Option<PathBuf> {
+    env_path("KAFLUSS_KCAT").or_else(|| on_path("kcat"))
+}
+
+fn wheel_librdkafka_dir() -> PathBuf {
+    env_path("KAFLUSS_WHEEL_LIBRDKAFKA_DIR")
+        .unwrap_or_else(|| workspace_root().join(".venv").join("librdkafka-wheel"))
+}
+
+fn node() -> Option<PathBuf> {
+    env_path("KAFLUSS_NODE").or_else(|| on_path("node"))
+}
+
+fn node_modules() -> PathBuf {
+    env_path("KAFLUSS_NODE_MODULES").unwrap_or_else(|| clients_dir().join("node_modules"))
+}
+
+fn python_module_check(client: Client, module: &str) -> Result<(), ClientError> {
+    let interpreter = python();
+    if !interpreter.is_file() {
+        return Err(ClientError::Missing {
+            client,
+            reason: format!("no Python at {}", interpreter.display()),
+        });
+    }
+    let done = run_with_timeout(
+        Command::new(&interpreter).args(["-c", &format!("import {module}")]),
+        b"",
+        Duration::from_secs(60),
+    )
+    .map_err(|source| ClientError::Process { client, source })?;
+    if done.status.success() {
+        Ok(())
+    } else {
+        Err(ClientError::Missing {
+            client,
+            reason: format!(
+                "{} cannot import {module}: {}",
+                interpreter.display(),
+                tail(&done.stderr_text(), 300)
+            ),
+        })
+    }
+}
+
+/// The command that runs `client`'s driver on a plan file, after checking the tools exist.
+fn driver_command(client: Client, plan_file: &Path) -> Result<Command, ClientError> {
+    let script = clients_dir().join("produce.py");
+    let missing = |reason: String| ClientError::Missing { client, reason };
+    let command = match client {
+        Client::KcatDebian | Client::KcatWheel => {
+            let kcat = kcat().ok_or_else(|| missing("no kcat on PATH or in KAFLUSS_KCAT".into()))?;
+            let mut command = Command::new(python());
+            command
+                .arg(&script)
+                .arg("kcat")
+                .arg(plan_file)
+                .env("KAFLUSS_KCAT", kcat);
+            if client == Client::KcatWheel {
+                let dir = wheel_librdkafka_dir();
+                if !dir.join("librdkafka.so.1").exists() {
+                    return Err(missing(format!("no librdkafka.so.1 in {}", dir.display())));
+                }
+                command.env("LD_LIBRARY_PATH", dir);
+            } else {
+                command.env_remove("LD_LIBRARY_PATH");
+            }
+            command
+        }
+        Client::ConfluentKafka | Client::KafkaPython | Client::Aiokafka => {
+            let name = match client {
+                Client::ConfluentKafka => "confluent-kafka",
+                Client::KafkaPython => "kafka-python",
+                _ => "aiokafka",
+            };
+            let mut command = Command::new(python());
+            command.arg(&script).arg(name).arg(plan_file);
+            command
+        }
+        Client::Kafkajs => {
+            let node = node().ok_or_else(|| missing("no node on PATH or in KAFLUSS_NODE".into()))?;
+            let modules = node_modules();
+            if !modules.join("kafkajs").is_dir() {
+                return Err(missing(format!("no kafkajs in {}", modules.display())));
+            }
+            let mut command = Command::new(node);
+            command
+                .arg(clients_dir().join("produce.mjs"))
+                .arg(plan_file)
+                .env("NODE_PATH", modules);
+            command
+        }
+    };
+    Ok(command)
+}
+
+/// Checks that the client can run here; `Ok` carries its version text for the report.
+pub fn check_available(client: Client) -> Result<String, ClientError> {
+    match client {
+        Client::KcatDebian | Client::KcatWheel => {
+            // The driver for kcat is Python too.
+            python_module_check(client, "json")?;
+            let kcat = kcat().ok_or_else(|| ClientError::Missing {
+                client,
+                reason: "no kcat on PATH or in KAFLUSS_KCAT".into(),
+            })?;
+            let mut command = Command::new(kcat);
+            command.arg("-V");
+            if client == Client::KcatWheel {
+                command.env("LD_LIBRARY_PATH", wheel_librdkafka_dir());
+            } else {
+                command.env_remove("LD_LIBRARY_PATH");
+            }
+            let done = run_with_timeout(&mut command, b"", Duration::from_secs(30))
+                .map_err(|source| ClientError::Process { client, source })?;
+            let text = done.stdout_text() + &done.stderr_text();
+            let librdkafka = text
+                .split_whitespace()
+                .skip_while(|word| *word != "librdkafka")
+                .nth(1)
+                .map(str::to_owned)
+                .ok_or_else(|| ClientError::Missing {
+                    client,
+                    reason: format!("kcat -V does not name its librdkafka: {}", tail(&text, 300)),
+                })?;
+            Ok(format!("kcat, librdkafka {librdkafka}"))
+        }
+        Client::ConfluentKafka => {
+            python_module_check(client, "confluent_kafka")?;
+            python_version(client, "import confluent_kafka as c; print(f'confluent-kafka {c.version()[0]}, librdkafka {c.libversion()[0]}')")
+        }
+        Client::KafkaPython => {
+            python_module_check(client, "kafka")?;
+            python_version(client, "import kafka; print(f'kafka-python {kafka.__version__}')")
+        }
+        Client::Aiokafka => {
+            python_module_check(client, "aiokafka")?;
+            python_version(
+                client,
+                "import aiokafka; print(f'aiokafka {aiokafka.__version__}')",
+            )
+        }
+        Client::Kafkajs => {
+            let node = node().ok_or_else(|| ClientError::Missing {
+                client,
+                reason: "no node on PATH or in KAFLUSS_NODE".into(),
+            })?;
+            let package = node_modules().join("kafkajs").join("package.json");
+            let text = std::fs::read_to_string(&package).map_err(|error| ClientError::Missing {
+                client,
+                reason: format!("{}: {error}", package.display()),
+            })?;
+            let version = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["version"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| "unknown".into());
+            let done = run_with_timeout(Command::new(node).arg("--version"), b"", Duration::from_secs(30))
+                .map_err(|source| ClientError::Process { client, source })?;
+            Ok(format!("kafkajs {version}, node {}", done.stdout_text().trim()))
+        }
+    }
+}
+
+fn python_version(client: Client, code: &str) -> Result<String, ClientError> {
+    let done = run_with_timeout(
+        Command::new(python()).args(["-c", code]),
+        b"",
+        Duration::from_secs(60),
+    )
+    .map_err(|source| ClientError::Process { client, source })?;
+    Ok(done.stdout_text().trim().to_owned())
+}
+
+/// Runs `plan` through `client`'s driver; one outcome per case, in plan order.
+pub fn run_plan(client: Client, plan: &Plan) -> Result<Vec<CaseOutcome>, ClientError> {
+    let dir = tempfile::tempdir().map_err(ClientError::PlanFile)?;
+    let plan_file = dir.path().join("plan.json");
+    let text = serde_json::to_vec(plan).map_err(|error| ClientError::PlanFile(error.into()))?;
+    std::fs::write(&plan_file, text).map_err(ClientError::PlanFile)?;
+    let mut command = driver_command(client, &plan_file)?;
+    let done = run_with_timeout(&mut command, b"", PLAN_TIMEOUT)
+        .map_err(|source| ClientError::Process { client, source })?;
+    let stdout = done.stdout_text();
+    let outcomes = stdout
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| {
+            serde_json::from_str::<CaseOutcome>(line).map_err(|error| ClientError::BadOutput {
+                client,
+                reason: error.to_string(),
+                line: tail(line, 500),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if !done.status.success() || outcomes.len() != plan.cases.len() {
+        return Err(ClientError::DriverFailed {
+            client,
+            status: format!(
+                "{} after {} of {} cases",
+                done.status,
+                outcomes.len(),
+                plan.cases.len()
+            ),
+            stderr: tail(&done.stderr_text(), 3000),
+        });
+    }
+    Ok(outcomes)
+}
