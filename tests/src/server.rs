@@ -37,6 +37,8 @@ const BUILD_TIMEOUT: Duration = Duration::from_secs(1800);
 pub enum ServerError {
     #[error("building kafluss failed: {0}")]
     Build(String),
+    #[error("running the kafluss client: {0}")]
+    Cli(String),
     #[error("kafluss binary {0} does not exist (set KAFLUSS_BIN or build kafluss-broker)")]
     BinaryMissing(PathBuf),
     #[error("could not start {binary}: {source}")]
@@ -123,8 +125,9 @@ pub struct ScanRow {
 pub struct KaflussServer {
     child: Child,
     data_dir: PathBuf,
-    // Held for its Drop: removes the data dir after the server stopped.
-    _temp: tempfile::TempDir,
+    // Removes the data dir when dropped (after the server stopped); moved on restart.
+    temp: Option<tempfile::TempDir>,
+    config: ServerConfig,
     fluss: SocketAddr,
     kafka: SocketAddr,
     http_auth: Option<BasicAuth>,
@@ -134,11 +137,23 @@ pub struct KaflussServer {
 impl KaflussServer {
     /// Starts a server and waits (bounded) until it serves.
     pub fn start(config: ServerConfig) -> Result<Self, ServerError> {
-        let binary = kafluss_binary()?;
         let temp = tempfile::Builder::new()
             .prefix("kafluss-suite-")
             .tempdir()
             .map_err(ServerError::TempDir)?;
+        Self::spawn(config, temp)
+    }
+
+    /// Stops this server (SIGTERM) and starts a new one on the same data dir and settings; the
+    /// listeners get new ports.
+    pub fn restart(mut self) -> Result<Self, ServerError> {
+        self.terminate();
+        let temp = self.temp.take().expect("a running server owns its data dir");
+        Self::spawn(self.config.clone(), temp)
+    }
+
+    fn spawn(config: ServerConfig, temp: tempfile::TempDir) -> Result<Self, ServerError> {
+        let binary = kafluss_binary()?;
         let data_dir = temp.path().join("data");
         let mut command = Command::new(&binary);
         command
@@ -171,10 +186,11 @@ impl KaflussServer {
         let mut server = Self {
             child,
             data_dir,
-            _temp: temp,
+            temp: Some(temp),
             fluss: SocketAddr::from(([127, 0, 0, 1], 0)),
             kafka: SocketAddr::from(([127, 0, 0, 1], 0)),
-            http_auth: config.http_auth,
+            http_auth: config.http_auth.clone(),
+            config,
             log,
         };
         server.wait_until_ready(&ready_rx)?;
@@ -403,6 +419,13 @@ impl Drop for KaflussServer {
             );
         }
     }
+}
+
+/// Runs the `kafluss` binary as a client (`sql`, `scan`), bounded by `timeout`.
+pub fn run_cli(args: &[&str], timeout: Duration) -> Result<process::Finished, ServerError> {
+    let binary = kafluss_binary()?;
+    process::run_with_timeout(Command::new(&binary).args(args), b"", timeout)
+        .map_err(|error| ServerError::Cli(format!("{} {args:?}: {error}", binary.display())))
 }
 
 /// Parses a JSON-lines scan body.

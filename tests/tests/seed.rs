@@ -1,0 +1,323 @@
+//! The product document's own examples, end to end, and the README's quick start.
+//!
+//! - `sales_orders_as_in_the_seed`: the seed's `sales.orders` SQL verbatim, JSON orders with keys
+//!   and headers produced by confluent-kafka, read back; `ALTER TABLE ... SET` off and on again;
+//!   the rows survive a restart; the server exits 0 on SIGTERM.
+//! - `topic_names_map_to_tables`: the seed's topic-to-table mapping table (`orders` and
+//!   `fluss.orders` both land in `fluss.orders`; `warehouse.events` in its own database).
+//! - `readme_quick_start`: the README's `kafluss sql` / kcat / `kafluss scan` commands.
+
+use std::process::Command;
+use std::time::Duration;
+
+use kafluss_tests::clients::{
+    check_available, clients_required, run_plan, CaseOutcome, CaseSpec, Client, Plan,
+};
+use kafluss_tests::process::run_with_timeout;
+use kafluss_tests::server::{run_cli, KaflussServer, ServerConfig};
+use kafluss_tests::tables::Record;
+use serde_json::{json, Value};
+
+/// The seed's "Create or enable a table" example, verbatim.
+const SEED_CREATE: &str = "CREATE DATABASE IF NOT EXISTS sales;
+
+CREATE TABLE sales.orders (
+    order_id BIGINT,
+    amount DECIMAL(18, 2),
+    _kafka_key BYTES,
+    _kafka_headers MAP<STRING, BYTES>
+) WITH (
+    'table.kafka.enabled' = 'true'
+);";
+
+/// The seed's ALTER example, verbatim.
+const SEED_ENABLE: &str = "ALTER TABLE sales.orders SET (
+    'table.kafka.enabled' = 'true'
+);";
+
+const SEED_DISABLE: &str = "ALTER TABLE sales.orders SET ('table.kafka.enabled' = 'false')";
+
+/// Whether `client` can run here; prints why not and returns false when clients are optional.
+fn available(client: Client) -> bool {
+    match check_available(client) {
+        Ok(_) => true,
+        Err(error) if !clients_required() => {
+            eprintln!("not run: {error} (set KAFLUSS_REQUIRE_CLIENTS=1 to make this a failure)");
+            false
+        }
+        Err(error) => panic!("{error}"),
+    }
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn order(id: i64, amount: &str, key: &str) -> Record {
+    Record {
+        key: Some(key.as_bytes().to_vec()),
+        value: Some(format!("{{\"order_id\":{id},\"amount\":{amount}}}").into_bytes()),
+        headers: vec![("source".into(), Some(b"web".to_vec()))],
+        timestamp: Some(1_735_689_600_000 + id),
+        partition: None,
+    }
+}
+
+fn order_row(id: i64, amount: &str, key: &str) -> Value {
+    json!({
+        "order_id": id,
+        "amount": amount,
+        "_kafka_key": b64(key.as_bytes()),
+        "_kafka_headers": {"source": b64(b"web")},
+    })
+}
+
+fn produce(
+    server: &KaflussServer,
+    name: &str,
+    topic: &str,
+    records: &[Record],
+    expect_error: bool,
+) -> CaseOutcome {
+    let plan = Plan {
+        bootstrap: server.kafka_bootstrap(),
+        sasl: None,
+        cases: vec![CaseSpec::Produce {
+            name: name.into(),
+            topic: topic.into(),
+            compression: "none".into(),
+            acks: -1,
+            records: records.iter().map(Record::to_wire).collect(),
+            expect_error,
+        }],
+    };
+    let outcome = run_plan(Client::ConfluentKafka, &plan)
+        .unwrap_or_else(|error| panic!("{error}"))
+        .remove(0);
+    assert!(outcome.ok, "{name}: {}", outcome.detail);
+    outcome
+}
+
+fn scanned_rows(server: &KaflussServer, table: &str, wanted: usize) -> Vec<Value> {
+    let rows = server
+        .scan_until(table, wanted, Duration::from_secs(15))
+        .unwrap_or_else(|error| panic!("{error}"));
+    for (index, row) in rows.iter().enumerate() {
+        assert_eq!(
+            (row.bucket, row.offset),
+            (0, index as i64),
+            "{table}: offsets are contiguous from 0"
+        );
+    }
+    rows.into_iter().map(|row| row.row).collect()
+}
+
+#[test]
+fn sales_orders_as_in_the_seed() {
+    if !available(Client::ConfluentKafka) {
+        return;
+    }
+    let server = KaflussServer::start(ServerConfig::plaintext()).unwrap_or_else(|error| panic!("{error}"));
+    server.sql(SEED_CREATE).unwrap_or_else(|error| panic!("{error}"));
+
+    let first = [order(1, "12.30", "order-1"), order(2, "\"99.99\"", "order-2")];
+    produce(&server, "seed orders", "sales.orders", &first, false);
+    let expected = vec![order_row(1, "12.30", "order-1"), order_row(2, "99.99", "order-2")];
+    assert_eq!(scanned_rows(&server, "sales.orders", 2), expected);
+
+    // Disabled: the topic refuses records and nothing is appended.
+    server.sql(SEED_DISABLE).unwrap_or_else(|error| panic!("{error}"));
+    let refused = produce(
+        &server,
+        "disabled",
+        "sales.orders",
+        &[order(3, "1.00", "order-3")],
+        true,
+    );
+    assert!(!refused.detail.is_empty());
+    assert_eq!(
+        server
+            .scan("sales.orders")
+            .unwrap_or_else(|error| panic!("{error}"))
+            .len(),
+        2
+    );
+
+    // Enabled again with the seed's ALTER: records flow again.
+    server.sql(SEED_ENABLE).unwrap_or_else(|error| panic!("{error}"));
+    produce(
+        &server,
+        "re-enabled",
+        "sales.orders",
+        &[order(4, "0.05", "order-4")],
+        false,
+    );
+    let mut expected = expected;
+    expected.push(order_row(4, "0.05", "order-4"));
+    assert_eq!(scanned_rows(&server, "sales.orders", 3), expected);
+
+    // The rows are durable: a restart on the same data dir shows them, and appends continue.
+    let server = server.restart().unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(scanned_rows(&server, "sales.orders", 3), expected);
+    produce(
+        &server,
+        "after restart",
+        "sales.orders",
+        &[order(5, "5", "order-5")],
+        false,
+    );
+    expected.push(order_row(5, "5.00", "order-5"));
+    assert_eq!(scanned_rows(&server, "sales.orders", 4), expected);
+
+    let status = server.stop();
+    assert!(
+        status.is_some_and(|status| status.success()),
+        "SIGTERM must end kafluss with status 0, got {status:?}"
+    );
+}
+
+#[test]
+fn topic_names_map_to_tables() {
+    if !available(Client::ConfluentKafka) {
+        return;
+    }
+    let server = KaflussServer::start(ServerConfig::plaintext()).unwrap_or_else(|error| panic!("{error}"));
+    let ddl = "CREATE TABLE fluss.orders (order_id BIGINT, amount DECIMAL(18, 2)) WITH ('table.kafka.enabled' = 'true');
+CREATE DATABASE IF NOT EXISTS warehouse;
+CREATE TABLE warehouse.events (kind STRING) WITH ('table.kafka.enabled' = 'true')";
+    server.sql(ddl).unwrap_or_else(|error| panic!("{error}"));
+
+    let record = |value: &str| Record {
+        key: None,
+        value: Some(value.as_bytes().to_vec()),
+        headers: vec![],
+        timestamp: None,
+        partition: None,
+    };
+    produce(
+        &server,
+        "bare name",
+        "orders",
+        &[record("{\"order_id\":1,\"amount\":1.5}")],
+        false,
+    );
+    produce(
+        &server,
+        "default db",
+        "fluss.orders",
+        &[record("{\"order_id\":2,\"amount\":2.5}")],
+        false,
+    );
+    produce(
+        &server,
+        "own db",
+        "warehouse.events",
+        &[record("{\"kind\":\"arrived\"}")],
+        false,
+    );
+
+    assert_eq!(
+        scanned_rows(&server, "fluss.orders", 2),
+        vec![
+            json!({"order_id": 1, "amount": "1.50"}),
+            json!({"order_id": 2, "amount": "2.50"})
+        ]
+    );
+    assert_eq!(
+        scanned_rows(&server, "warehouse.events", 1),
+        vec![json!({"kind": "arrived"})]
+    );
+}
+
+#[test]
+fn readme_quick_start() {
+    if !available(Client::KcatDebian) {
+        return;
+    }
+    let server = KaflussServer::start(ServerConfig::plaintext()).unwrap_or_else(|error| panic!("{error}"));
+    let fluss = server.fluss_addr().to_string();
+
+    // README step 1: create a table with `kafluss sql`.
+    let create = "CREATE TABLE fluss.greetings (_kafka_value STRING, _kafka_key BYTES) WITH ('table.kafka.enabled' = 'true', 'table.kafka.convert.value.type' = 'string')";
+    let done = run_cli(
+        &["sql", "--server", &fluss, "-e", create],
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert!(
+        done.status.success(),
+        "kafluss sql failed: {}{}",
+        done.stdout_text(),
+        done.stderr_text()
+    );
+
+    // README step 2: produce with kcat (key:value lines).
+    let kcat = std::env::var("KAFLUSS_KCAT").unwrap_or_else(|_| "kcat".into());
+    let done = run_with_timeout(
+        Command::new(kcat).args([
+            "-P",
+            "-b",
+            &server.kafka_bootstrap(),
+            "-t",
+            "greetings",
+            "-K",
+            ":",
+            "-X",
+            "enable.idempotence=false",
+        ]),
+        b"alice:hello kafluss\nbob:hello fluss\n",
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert!(done.status.success(), "kcat failed: {}", done.stderr_text());
+
+    // README step 3: scan it back with `kafluss scan`.
+    server
+        .scan_until("fluss.greetings", 2, Duration::from_secs(15))
+        .unwrap_or_else(|error| panic!("{error}"));
+    let done = run_cli(
+        &["scan", "fluss.greetings", "--server", &fluss],
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert!(
+        done.status.success(),
+        "kafluss scan failed: {}",
+        done.stderr_text()
+    );
+    let rows: Vec<Value> = done
+        .stdout_text()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|error| panic!("{error}: {line}")))
+        .map(|line| line["row"].clone())
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            json!({"_kafka_value": "hello kafluss", "_kafka_key": b64(b"alice")}),
+            json!({"_kafka_value": "hello fluss", "_kafka_key": b64(b"bob")}),
+        ]
+    );
+
+    // A rejected statement exits 1 and prints the server's message.
+    let done = run_cli(
+        &[
+            "sql",
+            "--server",
+            &fluss,
+            "-e",
+            "CREATE TABLE fluss.greetings (x INT)",
+        ],
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(done.status.code(), Some(1), "{}", done.stdout_text());
+    assert!(
+        done.stderr_text().to_lowercase().contains("exist")
+            || done.stdout_text().to_lowercase().contains("exist"),
+        "the message should say the table exists: {}{}",
+        done.stdout_text(),
+        done.stderr_text()
+    );
+}
