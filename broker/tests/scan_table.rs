@@ -20,6 +20,7 @@ use arrow_array::{
 use arrow_ipc::reader::StreamReader;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use kafluss_broker::log::{bucket_dir, BucketLog, FlushPolicy, LogConfig, LogRegistry};
+use kafluss_broker::scan::reader::{on_disk_offsets, BucketOffsets};
 use kafluss_broker::scan::{scan_table, ScanError, ScanFormat, ScanParams, ScanTarget};
 use log_support::{batch, run_local, schema};
 
@@ -434,4 +435,26 @@ fn query_strings_parse_and_refuse_typos() {
         let err = ScanParams::from_query(bad).unwrap_err();
         assert!(err.is_client_error(), "{bad}: {err}");
     }
+}
+
+#[test]
+fn on_disk_offsets_match_what_the_log_published() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, registry) = two_bucket_table(tmp.path());
+    for bucket in 0..2 {
+        let offsets = on_disk_offsets(&bucket_dir(tmp.path(), bucket)).unwrap();
+        let stats = registry.get(TABLE_ID, bucket).unwrap();
+        assert_eq!(offsets.next_offset, stats.next_offset.load(Ordering::Acquire));
+        assert_eq!(offsets.log_start_offset, 0);
+    }
+    // A torn tail does not count; a missing bucket is empty.
+    let segment = bucket_dir(tmp.path(), 1).join(kafluss_broker::log::segment::segment_file_name(0));
+    let mut bytes = std::fs::read(&segment).unwrap();
+    bytes.extend_from_slice(&[0xFF, 0xFF, 0xFF]);
+    std::fs::write(&segment, &bytes).unwrap();
+    assert_eq!(on_disk_offsets(&bucket_dir(tmp.path(), 1)).unwrap().rows(), 4);
+    assert_eq!(
+        on_disk_offsets(&bucket_dir(tmp.path(), 9)).unwrap(),
+        BucketOffsets::default()
+    );
 }

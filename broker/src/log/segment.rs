@@ -6,6 +6,7 @@
 //! (padded to 8 bytes) and the body whose length the metadata declares. The walk below reads
 //! only those headers, so it costs a few small reads per batch, not the batch bytes.
 
+use std::future::Future;
 use std::path::Path;
 
 use arrow_ipc::MessageHeader;
@@ -145,6 +146,56 @@ pub async fn scan_segment<F: SegmentFile>(file: &F) -> std::io::Result<SegmentSc
         }
         pos = end + body_len;
         scan.valid_len = pos;
+    }
+}
+
+/// [`scan_segment`] over a std file, for threads without a glommio executor (the admin HTTP
+/// thread). Std reads complete at once, so the future is ready on its first poll.
+pub fn scan_segment_blocking(file: &std::fs::File) -> std::io::Result<SegmentScan> {
+    let segment = StdSegment(file);
+    let mut future = std::pin::pin!(scan_segment(&segment));
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(result) => result,
+        std::task::Poll::Pending => Err(std::io::Error::other(
+            "segment scan did not complete synchronously",
+        )),
+    }
+}
+
+/// A read-only [`SegmentFile`] over a std file whose calls never suspend.
+struct StdSegment<'a>(&'a std::fs::File);
+
+impl SegmentFile for StdSegment<'_> {
+    async fn write_at(&self, _buf: Vec<u8>, _pos: u64) -> std::io::Result<usize> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "read-only segment",
+        ))
+    }
+
+    async fn read_at(&self, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = self.0;
+        file.seek(SeekFrom::Start(pos))?;
+        let mut bytes = Vec::with_capacity(len);
+        file.take(len as u64).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    async fn sync(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    async fn truncate(&self, _len: u64) -> std::io::Result<()> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "read-only segment",
+        ))
+    }
+
+    async fn size(&self) -> std::io::Result<u64> {
+        Ok(self.0.metadata()?.len())
     }
 }
 

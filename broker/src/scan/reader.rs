@@ -128,3 +128,37 @@ fn read_segment(
     }
     Ok(true)
 }
+
+/// Offsets of a bucket read from its files, for buckets no core has opened since start (the
+/// registry has no stats for them yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BucketOffsets {
+    pub log_start_offset: u64,
+    pub next_offset: u64,
+}
+
+impl BucketOffsets {
+    pub fn rows(&self) -> u64 {
+        self.next_offset.saturating_sub(self.log_start_offset)
+    }
+}
+
+/// The first offset and the offset after the last complete batch, from the segment names and
+/// the IPC framing of the last segment (headers only). A missing or empty bucket is `0..0`.
+pub fn on_disk_offsets(bucket_dir: &Path) -> Result<BucketOffsets, ScanError> {
+    let bases = list_segments(bucket_dir)?;
+    let (Some(&first), Some(&last)) = (bases.first(), bases.last()) else {
+        return Ok(BucketOffsets::default());
+    };
+    let path = segment_path(bucket_dir, last);
+    let io_error = |source| ScanError::Io {
+        path: path.clone(),
+        source,
+    };
+    let file = File::open(&path).map_err(io_error)?;
+    let scan = crate::log::segment::scan_segment_blocking(&file).map_err(io_error)?;
+    Ok(BucketOffsets {
+        log_start_offset: first,
+        next_offset: last.saturating_add(scan.rows),
+    })
+}
