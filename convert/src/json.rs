@@ -18,7 +18,10 @@ const NOT_A_NUMBER: u32 = u32::MAX;
 
 /// Reusable buffers for parsing record values; one per converter, never shared.
 pub struct JsonScratch {
+    /// simd-json's padded input for the first attempt: the value as it is.
     padded: Vec<u8>,
+    /// The input of the second attempt, numbers blanked by `scan::prepare`.
+    blanked: Vec<u8>,
     numbers: Vec<Span>,
     node_numbers: Vec<u32>,
     buffers: Buffers,
@@ -30,9 +33,11 @@ impl Default for JsonScratch {
     fn default() -> Self {
         Self {
             padded: Vec::new(),
+            blanked: Vec::new(),
             numbers: Vec::new(),
             node_numbers: Vec::new(),
-            buffers: Buffers::with_max_depth(1024, MAX_JSON_DEPTH + 2),
+            // The root container plus MAX_JSON_DEPTH nested ones.
+            buffers: Buffers::with_max_depth(1024, MAX_JSON_DEPTH + 1),
             tape: Tape(Vec::new()),
         }
     }
@@ -58,39 +63,91 @@ impl Drop for Doc<'_> {
 impl JsonScratch {
     /// Parses `input` as a strict JSON object. The error is the reason text, starting with
     /// "invalid JSON" or naming the non-object root.
+    ///
+    /// simd-json is as strict as behaviour.md asks (number grammar, escapes, surrogates,
+    /// control characters, trailing content, depth), so the first attempt parses the value
+    /// as it is and finds number texts through simd-json's structural indexes. simd-json also
+    /// refuses numbers it cannot hold in 64 bits (`1e309`, long integers), which are valid
+    /// JSON here; so when the first attempt fails, `scan::prepare` checks the value itself,
+    /// blanks every number and simd-json parses again.
     pub(crate) fn parse<'s>(&'s mut self, input: &'s [u8]) -> Result<Doc<'s>, String> {
-        scan::prepare(input, &mut self.padded, &mut self.numbers)
-            .map_err(|e| format!("invalid JSON: {e}"))?;
+        if u32::try_from(input.len()).is_err() {
+            return Err("invalid JSON: value larger than 4 GiB".into());
+        }
+        self.padded.clear();
+        self.padded.extend_from_slice(input);
+        self.padded.resize(input.len() + scan::PADDING, b' ');
         let mut tape = std::mem::replace(&mut self.tape, Tape(Vec::new())).reset();
-        let parsed = simd_json::fill_tape_padded(&mut self.padded, input.len(), &mut self.buffers, &mut tape);
-        if let Err(e) = parsed {
+        let first = simd_json::fill_tape_padded(&mut self.padded, input.len(), &mut self.buffers, &mut tape);
+        if first.is_ok() {
+            number_spans(input, self.buffers.structural_indexes(), &mut self.numbers);
+            return finish(tape, input, &self.numbers, &mut self.node_numbers, &mut self.tape);
+        }
+        let mut tape = tape.reset();
+        if let Err(e) = scan::prepare(input, &mut self.blanked, &mut self.numbers) {
             self.tape = tape.reset();
             return Err(format!("invalid JSON: {e}"));
         }
-        match tape.0.first() {
-            Some(Node::Object { .. }) => {}
-            Some(other) => {
-                let kind = describe_kind(other);
-                self.tape = tape.reset();
-                return Err(format!("the JSON value must be an object, got {kind}"));
-            }
-            None => {
-                self.tape = tape.reset();
-                return Err("invalid JSON: empty document".into());
-            }
-        }
-        if let Err(reason) = check_document(&tape, &self.numbers, &mut self.node_numbers) {
+        let second =
+            simd_json::fill_tape_padded(&mut self.blanked, input.len(), &mut self.buffers, &mut tape);
+        if let Err(e) = second {
             self.tape = tape.reset();
-            return Err(reason);
+            return Err(format!("invalid JSON: {e}"));
         }
-        Ok(Doc {
-            tape,
-            input,
-            numbers: &self.numbers,
-            node_numbers: &self.node_numbers,
-            tape_slot: &mut self.tape,
-        })
+        finish(tape, input, &self.numbers, &mut self.node_numbers, &mut self.tape)
     }
+}
+
+/// The span of each number token, in document order: simd-json's structural indexes hold
+/// the first byte of every value, and only numbers start with `-` or a digit.
+fn number_spans(input: &[u8], structurals: &[u32], numbers: &mut Vec<Span>) {
+    numbers.clear();
+    for &start in structurals {
+        let start = start as usize;
+        if matches!(input.get(start), Some(b'-' | b'0'..=b'9')) {
+            let mut end = start + 1;
+            while matches!(
+                input.get(end),
+                Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+            ) {
+                end += 1;
+            }
+            // Both fit: the input length was checked against u32.
+            numbers.push(Span {
+                start: start as u32,
+                end: end as u32,
+            });
+        }
+    }
+}
+
+/// The document checks on a parsed tape; on failure the tape's allocation goes back.
+fn finish<'s>(
+    tape: Tape<'s>,
+    input: &'s [u8],
+    numbers: &'s [Span],
+    node_numbers: &'s mut Vec<u32>,
+    tape_slot: &'s mut Tape<'static>,
+) -> Result<Doc<'s>, String> {
+    let refusal = match tape.0.first() {
+        Some(Node::Object { .. }) => check_document(&tape, numbers, node_numbers).err(),
+        Some(other) => Some(format!(
+            "the JSON value must be an object, got {}",
+            describe_kind(other)
+        )),
+        None => Some("invalid JSON: empty document".into()),
+    };
+    if let Some(reason) = refusal {
+        *tape_slot = tape.reset();
+        return Err(reason);
+    }
+    Ok(Doc {
+        tape,
+        input,
+        numbers,
+        node_numbers,
+        tape_slot,
+    })
 }
 
 fn describe_kind(node: &Node<'_>) -> &'static str {
@@ -151,12 +208,14 @@ fn check_duplicate_keys(nodes: &[Node<'_>], object: usize, len: usize) -> Result
         left: len,
     };
     if len <= PAIRWISE_DUPLICATE_CHECK {
-        let mut seen: [&str; PAIRWISE_DUPLICATE_CHECK] = [""; PAIRWISE_DUPLICATE_CHECK];
+        // Compare cheap fingerprints first; only equal ones compare bytes.
+        let mut seen: [(u64, &str); PAIRWISE_DUPLICATE_CHECK] = [(0, ""); PAIRWISE_DUPLICATE_CHECK];
         for (n, key) in keys.enumerate() {
-            if seen[..n].contains(&key) {
+            let print = fingerprint(key);
+            if seen[..n].iter().any(|&(p, k)| p == print && k == key) {
                 return Err(duplicate(key));
             }
-            seen[n] = key;
+            seen[n] = (print, key);
         }
     } else {
         let mut seen = HashSet::with_capacity(len);
@@ -167,6 +226,20 @@ fn check_duplicate_keys(nodes: &[Node<'_>], object: usize, len: usize) -> Result
         }
     }
     Ok(())
+}
+
+/// Length and first, middle and last bytes of a key: equal keys have equal prints.
+fn fingerprint(key: &str) -> u64 {
+    let b = key.as_bytes();
+    match b.len() {
+        0 => 0,
+        len => {
+            (len as u64) << 32
+                | u64::from(b[0]) << 24
+                | u64::from(b[len / 2]) << 16
+                | u64::from(b[len - 1]) << 8
+        }
+    }
 }
 
 /// Index of the node after the value starting at `i`.
@@ -309,6 +382,26 @@ mod tests {
         let (k, v) = doc.members(c).next().unwrap();
         assert_eq!(k, "d");
         assert!(matches!(doc.value(v), JsonValue::Number("1e309")));
+    }
+
+    #[test]
+    fn number_texts_without_the_blanking_pass() {
+        // Every number fits simd-json, so spans come from its structural indexes.
+        let mut scratch = JsonScratch::default();
+        let input = br#"{ "a" : 1.50 , "b" : [ -0 ,2E3,{"c":0.1e-2}], "d":"-1" , "e" : 7}"#;
+        let doc = scratch.parse(input).unwrap();
+        let mut texts = Vec::new();
+        collect_numbers(&doc, 0, &mut texts);
+        assert_eq!(texts, ["1.50", "-0", "2E3", "0.1e-2", "7"]);
+    }
+
+    fn collect_numbers(doc: &Doc<'_>, node: usize, out: &mut Vec<String>) {
+        match doc.value(node) {
+            JsonValue::Number(t) => out.push(t.to_string()),
+            JsonValue::Array(m) => doc.elements(m).for_each(|e| collect_numbers(doc, e, out)),
+            JsonValue::Object(m) => doc.members(m).for_each(|(_, v)| collect_numbers(doc, v, out)),
+            _ => {}
+        }
     }
 
     #[test]

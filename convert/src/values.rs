@@ -10,12 +10,30 @@ pub const MAX_DECIMAL_PRECISION: u8 = 38;
 
 /// An integer JSON number token in `[min, max]`. `1.0`, `1e2` are not integers.
 pub(crate) fn integer(text: &str, min: i64, max: i64, type_name: &str) -> Result<i64, String> {
-    if text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) {
-        return Err(format!("expected {type_name}, got non-integer number {text}"));
+    let bytes = text.as_bytes();
+    let (negative, digits) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, bytes),
+    };
+    // Accumulate the magnitude in u64 (so that i64::MIN fits); saturate past it.
+    let mut magnitude: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return Err(format!("expected {type_name}, got non-integer number {text}"));
+        }
+        magnitude = magnitude.saturating_mul(10).saturating_add(u64::from(d - b'0'));
     }
-    match text.parse::<i64>() {
-        Ok(v) if (min..=max).contains(&v) => Ok(v),
-        _ => Err(format!("number {text} is out of range for {type_name}")),
+    let value = if negative {
+        0i64.checked_sub_unsigned(magnitude)
+    } else {
+        i64::try_from(magnitude).ok()
+    };
+    match value {
+        Some(v) if !digits.is_empty() && (min..=max).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "number {} is out of range for {type_name}",
+            truncate_text(text)
+        )),
     }
 }
 
@@ -38,114 +56,143 @@ pub(crate) fn float(text: &str) -> Result<f32, String> {
 /// The unscaled value of `text` at `scale`, if it has at most `precision` digits there.
 /// Accepts JSON numbers and decimal literals `[+-]? (d+ [. d*] | . d+) ([eE] [+-]? d+)?`.
 pub(crate) fn decimal(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
-    let type_name = || format!("DECIMAL({precision}, {scale})");
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    let negative = match bytes.first() {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
+    let refuse = || {
+        format!(
+            "expected DECIMAL({precision}, {scale}), got {}",
+            describe_text(text)
+        )
     };
-    // Significant digits without leading zeros, and the count of fraction digits.
-    let mut digits: Vec<u8> = Vec::new();
-    let mut seen_digit = false;
-    let mut fraction_digits: i64 = 0;
-    let mut in_fraction = false;
-    while i < bytes.len() {
-        match bytes[i] {
-            d @ b'0'..=b'9' => {
-                seen_digit = true;
-                if in_fraction {
-                    fraction_digits += 1;
-                }
-                // Leading zeros are not significant; the rest is bounded by the record size.
-                if !(digits.is_empty() && d == b'0') {
-                    digits.push(d - b'0');
-                }
-                i += 1;
-            }
-            b'.' if !in_fraction => {
-                in_fraction = true;
-                i += 1;
-            }
-            _ => break,
-        }
-    }
-    if !seen_digit {
-        return Err(format!("expected {}, got {}", type_name(), describe_text(text)));
-    }
-    let mut exponent: i64 = 0;
-    if i < bytes.len() {
-        if !matches!(bytes[i], b'e' | b'E') {
-            return Err(format!("expected {}, got {}", type_name(), describe_text(text)));
-        }
-        i += 1;
-        let exp_negative = match bytes.get(i) {
-            Some(b'-') => {
-                i += 1;
-                true
-            }
-            Some(b'+') => {
-                i += 1;
-                false
-            }
-            _ => false,
-        };
-        let start = i;
-        while i < bytes.len() && bytes[i].is_ascii_digit() {
-            // Saturate: any exponent this large fails the precision or scale check below.
-            exponent = exponent
-                .saturating_mul(10)
-                .saturating_add(i64::from(bytes[i] - b'0'));
-            i += 1;
-        }
-        if i == start || i != bytes.len() {
-            return Err(format!("expected {}, got {}", type_name(), describe_text(text)));
-        }
-        if exp_negative {
-            exponent = -exponent;
-        }
-    }
-    // value = digits × 10^(exponent - fraction_digits); drop trailing zeros to the scale.
-    let mut value_scale = i128::from(fraction_digits) - i128::from(exponent);
-    while value_scale > i128::from(scale) && digits.last() == Some(&0) {
-        digits.pop();
+    let literal = DecimalLiteral::parse(text.as_bytes()).ok_or_else(refuse)?;
+    // value = digits × 10^(exponent - fraction digits). Work on the significant digits:
+    // no leading zeros, and trailing zeros dropped as far as the target scale allows.
+    let digits = literal.significant();
+    let mut value_scale = literal.fraction_len as i128 - i128::from(literal.exponent);
+    let mut len = digits.len();
+    while value_scale > i128::from(scale) && len > 0 && digits.at(len - 1) == 0 {
+        len -= 1;
         value_scale -= 1;
     }
-    if digits.is_empty() {
+    if len == 0 {
         return Ok(0);
     }
     if value_scale > i128::from(scale) {
         return Err(format!(
-            "number {} has more than {scale} fraction digits for {} (never rounded)",
-            truncate_text(text),
-            type_name()
+            "number {} has more than {scale} fraction digits for DECIMAL({precision}, {scale}) (never rounded)",
+            truncate_text(text)
         ));
     }
-    let total_digits = digits.len() as i128 + (i128::from(scale) - value_scale);
+    let total_digits = len as i128 + (i128::from(scale) - value_scale);
     if total_digits > i128::from(precision) {
         return Err(format!(
-            "number {} has more than {} integer digits for {}",
+            "number {} has more than {} integer digits for DECIMAL({precision}, {scale})",
             truncate_text(text),
-            precision - scale,
-            type_name()
+            precision - scale
         ));
     }
     // At most 38 digits: fits i128 without overflow.
     let mut unscaled: i128 = 0;
-    for d in &digits {
-        unscaled = unscaled * 10 + i128::from(*d);
+    for i in 0..len {
+        unscaled = unscaled * 10 + i128::from(digits.at(i));
     }
     for _ in 0..(i128::from(scale) - value_scale) {
         unscaled *= 10;
     }
-    Ok(if negative { -unscaled } else { unscaled })
+    Ok(if literal.negative { -unscaled } else { unscaled })
+}
+
+/// The parts of a decimal literal, borrowed from its text.
+struct DecimalLiteral<'a> {
+    negative: bool,
+    integer: &'a [u8],
+    fraction: &'a [u8],
+    fraction_len: usize,
+    exponent: i64,
+}
+
+/// The significant digits of a literal: integer then fraction digits, leading zeros skipped.
+struct Digits<'a> {
+    head: &'a [u8],
+    tail: &'a [u8],
+}
+
+impl Digits<'_> {
+    fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    fn at(&self, i: usize) -> u8 {
+        let d = if i < self.head.len() {
+            self.head[i]
+        } else {
+            self.tail[i - self.head.len()]
+        };
+        d - b'0'
+    }
+}
+
+impl<'a> DecimalLiteral<'a> {
+    fn parse(bytes: &'a [u8]) -> Option<Self> {
+        let (negative, rest) = match bytes.split_first() {
+            Some((b'-', rest)) => (true, rest),
+            Some((b'+', rest)) => (false, rest),
+            _ => (false, bytes),
+        };
+        let integer_len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let (integer, mut rest) = rest.split_at(integer_len);
+        let mut fraction: &[u8] = &[];
+        if let Some((b'.', after)) = rest.split_first() {
+            let len = after.iter().take_while(|b| b.is_ascii_digit()).count();
+            (fraction, rest) = after.split_at(len);
+        }
+        if integer.is_empty() && fraction.is_empty() {
+            return None;
+        }
+        let mut exponent: i64 = 0;
+        if let Some((b'e' | b'E', after)) = rest.split_first() {
+            let (exp_negative, digits) = match after.split_first() {
+                Some((b'-', d)) => (true, d),
+                Some((b'+', d)) => (false, d),
+                _ => (false, after),
+            };
+            if digits.is_empty() {
+                return None;
+            }
+            for &d in digits {
+                if !d.is_ascii_digit() {
+                    return None;
+                }
+                // Saturate: any exponent this large fails the precision or scale check.
+                exponent = exponent.saturating_mul(10).saturating_add(i64::from(d - b'0'));
+            }
+            if exp_negative {
+                exponent = -exponent;
+            }
+        } else if !rest.is_empty() {
+            return None;
+        }
+        Some(Self {
+            negative,
+            integer,
+            fraction,
+            fraction_len: fraction.len(),
+            exponent,
+        })
+    }
+
+    fn significant(&self) -> Digits<'a> {
+        let leading = self.integer.iter().take_while(|&&d| d == b'0').count();
+        if leading < self.integer.len() {
+            return Digits {
+                head: &self.integer[leading..],
+                tail: self.fraction,
+            };
+        }
+        let leading = self.fraction.iter().take_while(|&&d| d == b'0').count();
+        Digits {
+            head: &self.fraction[leading..],
+            tail: &[],
+        }
+    }
 }
 
 fn truncate_text(text: &str) -> &str {
