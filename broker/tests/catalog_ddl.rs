@@ -1,0 +1,437 @@
+//! The catalog executing SQL: the seed's statements, DDL rules, Kafka validation on CREATE
+//! and ALTER, topics, drop hooks, ACL and config procedures.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, Mutex};
+
+use kafluss_auth::Principal;
+use kafluss_broker::catalog::{
+    resolve_topic, Catalog, CatalogConfig, Session, SqlError, StatementResult, TableInfo, TopicError,
+};
+
+const SEED: &str = "CREATE DATABASE IF NOT EXISTS sales;
+
+CREATE TABLE sales.orders (
+    order_id BIGINT,
+    amount DECIMAL(18, 2),
+    _kafka_key BYTES,
+    _kafka_headers MAP<STRING, BYTES>
+) WITH (
+    'table.kafka.enabled' = 'true'
+);
+
+ALTER TABLE sales.orders SET (
+    'table.kafka.enabled' = 'true'
+);";
+
+fn open(dir: &std::path::Path) -> Catalog {
+    Catalog::open(CatalogConfig::new(dir)).expect("catalog opens")
+}
+
+fn anonymous(catalog: &Catalog) -> Session {
+    catalog.session(Principal::anonymous(), IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+fn run(catalog: &Catalog, sql: &str) -> Vec<StatementResult> {
+    let mut session = anonymous(catalog);
+    catalog
+        .execute(sql, &mut session)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+fn fails(catalog: &Catalog, sql: &str) -> SqlError {
+    let mut session = anonymous(catalog);
+    catalog.execute(sql, &mut session).expect_err(sql)
+}
+
+fn rows(result: &StatementResult) -> Vec<Vec<String>> {
+    match result {
+        StatementResult::Rows { rows, .. } => rows.clone(),
+        other => panic!("rows expected, got {other:?}"),
+    }
+}
+
+#[test]
+fn seed_statements_run_and_map_the_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    let results = run(&catalog, SEED);
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[1], StatementResult::done("Table sales.orders created"));
+
+    let snapshot = catalog.snapshot();
+    let table = resolve_topic(&snapshot, "sales.orders", "fluss").unwrap();
+    assert_eq!(table.path(), "sales.orders");
+    assert_eq!(table.bucket_count, 1);
+    assert_eq!(table.log_format, "arrow");
+    let mapping = table.kafka.as_ref().unwrap();
+    assert_eq!(mapping.system.key, Some(2));
+    assert_eq!(mapping.system.headers, Some(3));
+    assert_eq!(
+        snapshot
+            .kafka_topics
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["sales.orders"]
+    );
+    assert_eq!(snapshot.resolve_topic("sales.orders").unwrap().id, table.id);
+    // The seed's mapping table.
+    run(
+        &catalog,
+        "CREATE TABLE fluss.orders (id BIGINT) WITH ('table.kafka.enabled' = 'true')",
+    );
+    let snapshot = catalog.snapshot();
+    assert_eq!(snapshot.resolve_topic("orders").unwrap().path(), "fluss.orders");
+    assert_eq!(
+        snapshot.resolve_topic("fluss.orders").unwrap().path(),
+        "fluss.orders"
+    );
+    assert!(matches!(
+        snapshot.resolve_topic("warehouse.events"),
+        Err(TopicError::UnknownDatabase(db)) if db == "warehouse"
+    ));
+    assert!(matches!(
+        snapshot.resolve_topic("fluss.missing"),
+        Err(TopicError::UnknownTable(_))
+    ));
+    assert!(matches!(
+        snapshot.resolve_topic("a.b.c"),
+        Err(TopicError::InvalidName(_))
+    ));
+    let names: Vec<&str> = snapshot.kafka_topics.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, vec!["fluss.orders", "sales.orders"], "sorted");
+}
+
+#[test]
+fn default_databases_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    assert_eq!(
+        rows(&run(&catalog, "SHOW DATABASES")[0]),
+        vec![vec!["fluss".to_string()]]
+    );
+
+    // Kafka's default database is created even in a non-empty catalog.
+    drop(catalog);
+    let mut config = CatalogConfig::new(dir.path());
+    config.kafka_default_database = "kafka_db".to_string();
+    let catalog = Catalog::open(config.clone()).unwrap();
+    assert_eq!(
+        rows(&run(&catalog, "SHOW DATABASES")[0]),
+        vec![vec!["fluss".to_string()], vec!["kafka_db".to_string()]]
+    );
+    assert_eq!(catalog.snapshot().default_database, "kafka_db");
+    // Without Kafka, an empty catalog still gets `fluss`, and nothing else.
+    let other = tempfile::tempdir().unwrap();
+    config.data_dir = other.path().to_path_buf();
+    config.kafka_enabled = false;
+    let catalog = Catalog::open(config).unwrap();
+    assert_eq!(
+        rows(&run(&catalog, "SHOW DATABASES")[0]),
+        vec![vec!["fluss".to_string()]]
+    );
+}
+
+#[test]
+fn bucket_count_comes_from_bucket_num_then_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = CatalogConfig::new(dir.path());
+    config.default_bucket_number = 3;
+    let catalog = Catalog::open(config).unwrap();
+    run(
+        &catalog,
+        "CREATE TABLE a (x INT) WITH ('bucket.num' = '5'); CREATE TABLE b (x INT)",
+    );
+    let snapshot = catalog.snapshot();
+    assert_eq!(snapshot.table("fluss", "a").unwrap().bucket_count, 5);
+    assert_eq!(snapshot.table("fluss", "b").unwrap().bucket_count, 3);
+    assert_eq!(snapshot.table("fluss", "b").unwrap().options["bucket.num"], "3");
+    for bad in ["0", "-1", "x", "100000"] {
+        let error = fails(
+            &catalog,
+            &format!("CREATE TABLE c (x INT) WITH ('bucket.num' = '{bad}')"),
+        );
+        assert_eq!(error.code(), "INVALID_TABLE", "{error}");
+        assert!(error.to_string().contains("bucket.num"), "{error}");
+    }
+    let error = fails(&catalog, "ALTER TABLE a SET ('bucket.num' = '6')");
+    assert!(
+        error.to_string().contains("'bucket.num' cannot be altered"),
+        "{error}"
+    );
+    run(&catalog, "ALTER TABLE a SET ('bucket.num' = '5')");
+}
+
+#[test]
+fn create_refuses_invalid_kafka_tables_with_the_column_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    let error = fails(
+        &catalog,
+        "CREATE TABLE t (customer ROW<items ARRAY<ROW<qty INT NOT NULL>>>) WITH ('table.kafka.enabled' = 'true')",
+    );
+    assert_eq!(error.code(), "INVALID_KAFKA_MAPPING");
+    assert_eq!(error.http_status(), 400);
+    assert!(
+        error
+            .to_string()
+            .contains("'customer.items[].qty' must be nullable"),
+        "{error}"
+    );
+    let error = fails(
+        &catalog,
+        "CREATE TABLE t (id BIGINT, PRIMARY KEY (id) NOT ENFORCED) WITH ('table.kafka.enabled' = 'true')",
+    );
+    assert!(error.to_string().contains("primary key"), "{error}");
+    let error = fails(
+        &catalog,
+        "CREATE TABLE t (id BIGINT, dt STRING) PARTITIONED BY (dt) WITH ('table.kafka.enabled' = 'true')",
+    );
+    assert!(error.to_string().contains("partitioned"), "{error}");
+    let error = fails(
+        &catalog,
+        "CREATE TABLE t (id BIGINT) WITH ('table.kafka.enabled' = 'true', 'table.log.format' = 'indexed')",
+    );
+    assert!(
+        error.to_string().contains("'table.log.format' = 'arrow'"),
+        "{error}"
+    );
+    let error = fails(
+        &catalog,
+        "CREATE TABLE t (id BIGINT) WITH ('table.kafka.enabld' = 'true')",
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("unknown table option 'table.kafka.enabld'"),
+        "{error}"
+    );
+    assert!(
+        catalog.snapshot().table("fluss", "t").is_none(),
+        "nothing was created"
+    );
+    // Disabled tables are not Kafka-validated.
+    run(
+        &catalog,
+        "CREATE TABLE t (id BIGINT NOT NULL, PRIMARY KEY (id) NOT ENFORCED)",
+    );
+    assert!(matches!(
+        catalog.snapshot().resolve_topic("t"),
+        Err(TopicError::MappingDisabled(_))
+    ));
+}
+
+#[test]
+fn alter_revalidates_the_whole_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    run(&catalog, "CREATE TABLE events (id BIGINT NOT NULL, body STRING)");
+    let before = catalog.snapshot().table("fluss", "events").unwrap().clone();
+    let error = fails(
+        &catalog,
+        "ALTER TABLE events SET ('table.kafka.enabled' = 'true')",
+    );
+    assert_eq!(error.code(), "INVALID_KAFKA_MAPPING");
+    assert!(error.to_string().contains("'id' must be nullable"), "{error}");
+    assert_eq!(
+        **catalog.snapshot().table("fluss", "events").unwrap(),
+        *before,
+        "unchanged"
+    );
+
+    run(
+        &catalog,
+        "CREATE TABLE logs (_kafka_value BYTES, _kafka_key BYTES)",
+    );
+    let error = fails(&catalog, "ALTER TABLE logs SET ('table.kafka.enabled' = 'true')");
+    assert!(error.to_string().contains("flat JSON layout"), "{error}");
+    run(
+        &catalog,
+        "ALTER TABLE logs SET ('table.kafka.enabled' = 'true', 'table.kafka.convert.value.type' = 'BINARY')",
+    );
+    let logs = catalog.snapshot().resolve_topic("logs").unwrap();
+    assert!(logs.revision > before.revision);
+    // Changing the value type re-validates: STRING needs a STRING value column.
+    let error = fails(
+        &catalog,
+        "ALTER TABLE logs SET ('table.kafka.convert.value.type' = 'string')",
+    );
+    assert!(error.to_string().contains("must have type STRING"), "{error}");
+    // RESET disables again.
+    run(&catalog, "ALTER TABLE logs RESET ('table.kafka.enabled')");
+    assert!(matches!(
+        catalog.snapshot().resolve_topic("logs"),
+        Err(TopicError::MappingDisabled(_))
+    ));
+    assert!(catalog.snapshot().kafka_topics.is_empty());
+    let error = fails(&catalog, "ALTER TABLE missing SET ('a' = 'b')");
+    assert_eq!(error.code(), "TABLE_NOT_FOUND");
+}
+
+#[test]
+fn drop_table_calls_the_hook_and_ids_are_never_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    let dropped: Arc<Mutex<Vec<TableInfo>>> = Arc::default();
+    let sink = Arc::clone(&dropped);
+    catalog.set_table_dropped_hook(Arc::new(move |table: &TableInfo| {
+        sink.lock().unwrap().push(table.clone())
+    }));
+    run(
+        &catalog,
+        "CREATE TABLE t (x INT) WITH ('table.kafka.enabled' = 'true')",
+    );
+    let first = catalog.snapshot().resolve_topic("t").unwrap();
+    run(&catalog, "DROP TABLE t");
+    assert_eq!(dropped.lock().unwrap().len(), 1);
+    assert_eq!(dropped.lock().unwrap()[0].id, first.id);
+    assert_eq!(
+        dropped.lock().unwrap()[0].relative_dir(),
+        std::path::Path::new("fluss").join(format!("t-{}", first.id))
+    );
+    assert!(matches!(
+        catalog.snapshot().resolve_topic("t"),
+        Err(TopicError::UnknownTable(_))
+    ));
+    run(
+        &catalog,
+        "CREATE TABLE t (x INT) WITH ('table.kafka.enabled' = 'true')",
+    );
+    let second = catalog.snapshot().resolve_topic("t").unwrap();
+    assert_ne!(second.id, first.id);
+    assert_ne!(second.topic_id, first.topic_id);
+    assert_eq!(fails(&catalog, "DROP TABLE nope").code(), "TABLE_NOT_FOUND");
+    run(&catalog, "DROP TABLE IF EXISTS nope");
+    assert_eq!(dropped.lock().unwrap().len(), 1);
+
+    run(
+        &catalog,
+        "CREATE DATABASE d; CREATE TABLE d.a (x INT); CREATE TABLE d.b (x INT)",
+    );
+    let error = fails(&catalog, "DROP DATABASE d");
+    assert_eq!(error.code(), "DATABASE_NOT_EMPTY");
+    run(&catalog, "DROP DATABASE d CASCADE");
+    let names: Vec<String> = dropped.lock().unwrap().iter().map(|t| t.path()).collect();
+    assert_eq!(names, vec!["fluss.t", "d.a", "d.b"]);
+    assert!(!catalog.snapshot().databases.contains_key("d"));
+}
+
+#[test]
+fn ddl_errors_are_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    run(&catalog, "CREATE DATABASE sales; CREATE TABLE sales.t (x INT)");
+    let cases = [
+        ("CREATE DATABASE sales", "DATABASE_ALREADY_EXISTS"),
+        ("CREATE TABLE sales.t (y INT)", "TABLE_ALREADY_EXISTS"),
+        ("CREATE TABLE nodb.t (y INT)", "DATABASE_NOT_FOUND"),
+        ("CREATE TABLE u (a INT, a STRING)", "INVALID_TABLE"),
+        ("CREATE TABLE u (a ROW<b INT, b INT>)", "INVALID_TABLE"),
+        (
+            "CREATE TABLE u (a INT, PRIMARY KEY (b) NOT ENFORCED)",
+            "INVALID_TABLE",
+        ),
+        ("CREATE TABLE u (a INT) PARTITIONED BY (z)", "INVALID_TABLE"),
+        (
+            "CREATE TABLE u (a INT) WITH ('k' = '1', 'k' = '2')",
+            "INVALID_TABLE",
+        ),
+        (
+            "CREATE TABLE u (a INT) WITH ('table.log.format' = 'parquet')",
+            "INVALID_TABLE",
+        ),
+        ("CREATE TABLE `a.b` (a INT)", "INVALID_NAME"),
+        ("CREATE DATABASE __internal", "INVALID_NAME"),
+        ("USE nowhere", "DATABASE_NOT_FOUND"),
+        ("DESCRIBE sales.none", "TABLE_NOT_FOUND"),
+        ("SHOW TABLES FROM nowhere", "DATABASE_NOT_FOUND"),
+        ("CREATE TABEL x", "SYNTAX_ERROR"),
+        ("CALL sys.nope()", "INVALID_PROCEDURE_CALL"),
+        ("CALL other.add_acl()", "INVALID_PROCEDURE_CALL"),
+    ];
+    for (sql, code) in cases {
+        let error = fails(&catalog, sql);
+        assert_eq!(error.code(), code, "{sql}: {error}");
+    }
+    assert_eq!(fails(&catalog, "CREATE DATABASE sales").http_status(), 409);
+    assert_eq!(fails(&catalog, "USE nowhere").http_status(), 404);
+    run(
+        &catalog,
+        "CREATE DATABASE IF NOT EXISTS sales; CREATE TABLE IF NOT EXISTS sales.t (y INT)",
+    );
+    assert_eq!(
+        catalog.snapshot().table("sales", "t").unwrap().schema.columns[0].name,
+        "x",
+        "IF NOT EXISTS left the table alone"
+    );
+}
+
+#[test]
+fn script_errors_name_the_statement_and_keep_earlier_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    let error = fails(
+        &catalog,
+        "CREATE DATABASE one;\n\nCREATE DATABASE one;\nCREATE DATABASE two",
+    );
+    assert_eq!(error.code(), "DATABASE_ALREADY_EXISTS");
+    assert!(error.to_string().starts_with("statement 2 (line 3): "), "{error}");
+    let snapshot = catalog.snapshot();
+    assert!(snapshot.databases.contains_key("one"));
+    assert!(!snapshot.databases.contains_key("two"), "stopped at the error");
+    // A syntax error anywhere runs nothing.
+    let error = fails(&catalog, "CREATE DATABASE three; CREATE DATABSE four");
+    assert_eq!(error.code(), "SYNTAX_ERROR");
+    assert!(error.to_string().contains("line 1, column 31"), "{error}");
+    assert!(!catalog.snapshot().databases.contains_key("three"));
+}
+
+#[test]
+fn use_show_describe_and_show_create_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    let mut session = anonymous(&catalog);
+    catalog
+        .execute(
+            "CREATE DATABASE shop; USE shop; CREATE TABLE `odd-name` (
+                id BIGINT NOT NULL,
+                `my col` INT,
+                ts TIMESTAMP(3) WITH LOCAL TIME ZONE,
+                tags MAP<STRING, ARRAY<DECIMAL(10, 2)>>,
+                dt STRING,
+                PRIMARY KEY (id, dt) NOT ENFORCED
+            ) PARTITIONED BY (dt) WITH ('bucket.num' = '2', 'note' = 'it''s')",
+            &mut session,
+        )
+        .unwrap();
+    assert_eq!(session.current_db, "shop");
+    let results = catalog
+        .execute(
+            "SHOW TABLES; DESCRIBE `odd-name`; SHOW CREATE TABLE shop.`odd-name`",
+            &mut session,
+        )
+        .unwrap();
+    assert_eq!(rows(&results[0]), vec![vec!["odd-name".to_string()]]);
+    let described = rows(&results[1]);
+    assert_eq!(described[0], vec!["id", "BIGINT", "FALSE", "PRI(id, dt)"]);
+    assert_eq!(described[1], vec!["my col", "INT", "TRUE", ""]);
+    assert_eq!(described[2], vec!["ts", "TIMESTAMP_LTZ(3)", "TRUE", ""]);
+    assert_eq!(described[4][2], "FALSE", "primary key columns become NOT NULL");
+    let create = rows(&results[2])[0][0].clone();
+    assert!(
+        create.contains("CREATE TABLE shop.`odd-name` (") && create.contains("`my col` INT,"),
+        "{create}"
+    );
+    assert!(create.contains("PRIMARY KEY (id, dt) NOT ENFORCED"), "{create}");
+    assert!(create.contains("'note' = 'it''s'"), "{create}");
+
+    let original = catalog.snapshot().table("shop", "odd-name").unwrap().clone();
+    catalog.execute("DROP TABLE `odd-name`", &mut session).unwrap();
+    catalog.execute(&create, &mut session).unwrap();
+    let recreated = catalog.snapshot().table("shop", "odd-name").unwrap().clone();
+    assert_eq!(recreated.schema, original.schema);
+    assert_eq!(recreated.options, original.options);
+    assert_eq!(recreated.primary_key, original.primary_key);
+    assert_eq!(recreated.partition_keys, original.partition_keys);
+}
