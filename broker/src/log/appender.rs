@@ -248,6 +248,15 @@ impl<S: SegmentStore> BucketLog<S> {
         &self.stats
     }
 
+    /// The active segment's path (for error messages), or the bucket directory.
+    fn active_path(&self) -> PathBuf {
+        let state = self.state.borrow();
+        state
+            .active
+            .as_ref()
+            .map_or_else(|| self.dir.clone(), |a| a.path.clone())
+    }
+
     fn check_not_failed(&self) -> Result<(), LogError> {
         if self.state.borrow().failed {
             return Err(LogError::Failed {
@@ -315,17 +324,20 @@ impl<S: SegmentStore> BucketLog<S> {
         }
 
         // Encode under a short borrow; never hold a RefCell borrow across an await.
-        let (file, path, pos, bytes) = {
+        let (file, pos, bytes) = {
             let mut state = self.state.borrow_mut();
             let active = state
                 .active
                 .as_mut()
                 .expect("an active segment exists after create_segment");
             let encoded = active.encoder.write(batch).map_err(LogError::Encode);
-            let bytes = std::mem::take(active.encoder.get_mut());
+            // The bytes go to the kernel by value; leave a buffer of the same size behind so the
+            // next batch of similar size encodes without regrowing.
+            let capacity = active.encoder.get_ref().len();
+            let bytes = std::mem::replace(active.encoder.get_mut(), Vec::with_capacity(capacity));
             // The encoder writes into its own Vec only; dropping those bytes undoes a failure.
             encoded?;
-            (active.file.clone(), active.path.clone(), active.len, bytes)
+            (active.file.clone(), active.len, bytes)
         };
         let written = bytes.len() as u64;
         if let Err(err) = write_all(&*file, bytes, pos).await {
@@ -333,7 +345,7 @@ impl<S: SegmentStore> BucketLog<S> {
             if file.truncate(pos).await.is_err() {
                 self.fail();
             }
-            return Err(LogError::io(&path, "write", err));
+            return Err(LogError::io(self.active_path(), "write", err));
         }
         let now = SystemTime::now();
         {

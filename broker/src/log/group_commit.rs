@@ -46,26 +46,33 @@ impl WaitList {
 
     /// Resolves after the next `notify_all` following generation `seen`.
     pub fn changed(&self, seen: u64) -> Changed<'_> {
-        Changed { list: self, seen }
+        Changed {
+            list: self,
+            seen,
+            registered: false,
+        }
     }
 }
 
 pub(crate) struct Changed<'a> {
     list: &'a WaitList,
     seen: u64,
+    /// Our waker is in the list (it stays there until the next notification drains it).
+    registered: bool,
 }
 
 impl Future for Changed<'_> {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.list.generation.get() != self.seen {
             return Poll::Ready(());
         }
-        let mut wakers = self.list.wakers.borrow_mut();
-        // One entry per pending waiter: replace ours if we were polled before.
-        if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            wakers.push(cx.waker().clone());
+        // One entry per waiter, so the list is bounded by the number of waiting requests. A
+        // task on a glommio core keeps its waker, so a spurious re-poll needs no new entry.
+        if !self.registered {
+            self.list.wakers.borrow_mut().push(cx.waker().clone());
+            self.registered = true;
         }
         Poll::Pending
     }
