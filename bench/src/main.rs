@@ -1,4 +1,340 @@
-fn main() {
-    eprintln!("kafluss-bench: not yet implemented");
-    std::process::exit(2);
+//! `kafluss-bench`: `produce` (load + latency, optionally `--vs` a second endpoint), `sink` (null
+//! Kafka endpoint) and `table-sql` (the table a value generator writes into).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use kafluss_bench::report::{results_json, text_report, NamedRun};
+use kafluss_bench::values::{table_sql, ValueKind};
+use kafluss_bench::{plot, producer, sink, BenchError, StopAfter, Workload};
+use kafluss_protocol::Compression;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kafluss-bench",
+    version,
+    about = "Kafka producer benchmark with HDR latency"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Produce load to one endpoint, or to two in alternation with --vs.
+    Produce(Box<ProduceArgs>),
+    /// Run a null Kafka sink: answers ApiVersions, Metadata and Produce with success, stores nothing.
+    Sink {
+        /// Address to listen on (port 0 picks one; the bound address is printed).
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        listen: String,
+        /// Partitions every topic has.
+        #[arg(long, default_value_t = 1)]
+        partitions: u32,
+    },
+    /// Print the CREATE TABLE statement for the table a value generator writes into.
+    TableSql {
+        /// `db.table` or `table`.
+        #[arg(long)]
+        table: String,
+        /// Value generator.
+        #[arg(long, value_enum, default_value = "json-flat")]
+        value: ValueKind,
+        /// Buckets (= partitions).
+        #[arg(long, default_value_t = 1)]
+        partitions: u32,
+        /// Declare `_kafka_key` (when sending --key-size > 0).
+        #[arg(long)]
+        key: bool,
+        /// Declare `_kafka_headers` (when sending --headers > 0).
+        #[arg(long)]
+        headers: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Codec {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl From<Codec> for Compression {
+    fn from(codec: Codec) -> Self {
+        match codec {
+            Codec::None => Compression::None,
+            Codec::Gzip => Compression::Gzip,
+            Codec::Snappy => Compression::Snappy,
+            Codec::Lz4 => Compression::Lz4,
+            Codec::Zstd => Compression::Zstd,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct ProduceArgs {
+    /// The endpoint measured (HOST:PORT).
+    #[arg(long)]
+    bootstrap: String,
+    /// Its name in reports.
+    #[arg(long, default_value = "a")]
+    name: String,
+    /// A second endpoint given the same workload, in alternation with the first.
+    #[arg(long)]
+    vs: Option<String>,
+    /// The second endpoint's name in reports.
+    #[arg(long, default_value = "b")]
+    vs_name: String,
+    /// Rounds (each runs both endpoints; the order alternates per round).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Topic.
+    #[arg(long)]
+    topic: String,
+    /// Connections carrying load (connection i writes partition i mod partitions).
+    #[arg(long, default_value_t = 1)]
+    connections: usize,
+    /// Requests in flight per connection.
+    #[arg(long, default_value_t = 1)]
+    inflight: usize,
+    /// Records per request.
+    #[arg(long, default_value_t = 100)]
+    batch_records: usize,
+    /// With --rate: a batch leaves when full or when its first record is this old.
+    #[arg(long)]
+    linger_ms: Option<f64>,
+    /// Acks: -1 (all), 0 (none) or 1 (leader).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    acks: i16,
+    /// Batch compression.
+    #[arg(long, value_enum, default_value = "none")]
+    compression: Codec,
+    /// Value bytes per record.
+    #[arg(long, default_value_t = 100)]
+    message_size: usize,
+    /// Key bytes per record (0: null key).
+    #[arg(long, default_value_t = 0)]
+    key_size: usize,
+    /// Headers per record.
+    #[arg(long, default_value_t = 0)]
+    headers: usize,
+    /// Value generator (see `table-sql` for the matching table).
+    #[arg(long, value_enum, default_value = "random")]
+    value: ValueKind,
+    /// Open-loop rate in records/s over all connections (`50000`, `50k/s`); latency is then
+    /// measured from each request's scheduled time. Without it, send as fast as acks allow.
+    #[arg(long, value_parser = parse_rate)]
+    rate: Option<f64>,
+    /// Seconds to send (default 10 unless --records).
+    #[arg(long, conflicts_with = "records")]
+    duration: Option<f64>,
+    /// Records to send in total.
+    #[arg(long)]
+    records: Option<u64>,
+    /// SASL/PLAIN user.
+    #[arg(long, requires = "sasl_password")]
+    sasl_user: Option<String>,
+    /// SASL/PLAIN password.
+    #[arg(long, requires = "sasl_user")]
+    sasl_password: Option<String>,
+    /// Write results as JSON here.
+    #[arg(long)]
+    json_out: Option<PathBuf>,
+    /// Write an SVG plot of throughput and latency over time here.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// The first endpoint's server pid: report its CPU seconds per million records and RSS.
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// The --vs endpoint's server pid.
+    #[arg(long)]
+    vs_server_pid: Option<u32>,
+    /// Connections opened (ApiVersions + Metadata) and left idle during the load.
+    #[arg(long, default_value_t = 0)]
+    idle_connections: usize,
+    /// Distinct request frames per connection, cycled (values differ between them).
+    #[arg(long, default_value_t = 16)]
+    distinct_requests: usize,
+    /// Socket read timeout and Produce timeout, milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// No progress line.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// `50000`, `50000/s`, `50k`, `1.5m/s` → records per second.
+fn parse_rate(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches("/s");
+    let (digits, scale) = match number.char_indices().last() {
+        Some((at, 'k' | 'K')) => (&number[..at], 1e3),
+        Some((at, 'm' | 'M')) => (&number[..at], 1e6),
+        _ => (number, 1.0),
+    };
+    let value: f64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a rate like 50000, 50k or 50k/s"))?;
+    if value.is_finite() && value > 0.0 {
+        Ok(value * scale)
+    } else {
+        Err(format!("rate {text:?} must be positive"))
+    }
+}
+
+impl ProduceArgs {
+    fn workload(&self) -> Workload {
+        let stop = match (self.records, self.duration) {
+            (Some(records), _) => StopAfter::Records(records),
+            (None, duration) => {
+                StopAfter::Duration(Duration::from_secs_f64(duration.unwrap_or(10.0).max(0.0)))
+            }
+        };
+        Workload {
+            topic: self.topic.clone(),
+            connections: self.connections,
+            inflight: self.inflight,
+            batch_records: self.batch_records,
+            linger: self
+                .linger_ms
+                .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0)),
+            acks: self.acks,
+            compression: self.compression.into(),
+            value_kind: self.value,
+            message_size: self.message_size,
+            key_size: self.key_size,
+            headers: self.headers,
+            rate: self.rate,
+            stop,
+            sasl: self.sasl_user.clone().zip(self.sasl_password.clone()),
+            distinct_requests: self.distinct_requests,
+            idle_connections: self.idle_connections,
+            io_timeout: Duration::from_millis(self.timeout_ms.max(1)),
+            progress: !self.quiet,
+        }
+    }
+}
+
+fn produce(args: &ProduceArgs) -> Result<bool, BenchError> {
+    let workload = args.workload();
+    workload.validate()?;
+    let mut endpoints = vec![(args.name.clone(), args.bootstrap.clone(), args.server_pid)];
+    if let Some(vs) = &args.vs {
+        if args.vs_name == args.name {
+            return Err(BenchError::Options("--name and --vs-name must differ".into()));
+        }
+        endpoints.push((args.vs_name.clone(), vs.clone(), args.vs_server_pid));
+    }
+    let names: Vec<String> = endpoints.iter().map(|(name, _, _)| name.clone()).collect();
+    let mut runs = Vec::new();
+    for round in 0..args.rounds.max(1) {
+        // Alternate which endpoint goes first so warm-up and drift do not favour one side.
+        let mut order: Vec<&(String, String, Option<u32>)> = endpoints.iter().collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for (name, bootstrap, pid) in order {
+            if !args.quiet {
+                eprintln!("== {name} ({bootstrap}) round {round}");
+            }
+            let result = producer::run(bootstrap, &workload, *pid)?;
+            runs.push(NamedRun {
+                name: name.clone(),
+                round,
+                result,
+            });
+        }
+    }
+    print!("{}", text_report(&runs, &names));
+    let results = results_json(&workload, &runs, &names);
+    if let Some(path) = &args.json_out {
+        let text = serde_json::to_string_pretty(&results).unwrap_or_default();
+        std::fs::write(path, text)
+            .map_err(|source| BenchError::io(format!("writing {}", path.display()), source))?;
+    }
+    if let Some(path) = &args.plot {
+        let title = format!(
+            "{} | {} B {} acks={} x{} conn, window {}, {} rec/req",
+            names.join(" vs "),
+            workload.message_size,
+            workload.value_kind.name(),
+            workload.acks,
+            workload.connections,
+            workload.inflight,
+            workload.records_per_request()
+        );
+        std::fs::write(path, plot::timeline_svg(&title, &runs, &names))
+            .map_err(|source| BenchError::io(format!("writing {}", path.display()), source))?;
+    }
+    let clean = runs.iter().all(|run| {
+        run.result.errors.is_empty() && run.result.first_error.is_none() && run.result.records_acked > 0
+    });
+    Ok(clean)
+}
+
+fn run_sink(listen: &str, partitions: u32) -> Result<(), BenchError> {
+    let handle = sink::start(listen, partitions)?;
+    println!("kafluss-bench sink listening on {}", handle.local_addr());
+    let mut last = 0;
+    loop {
+        std::thread::sleep(Duration::from_secs(5));
+        let stats = handle.stats();
+        let records = stats.records.load(std::sync::atomic::Ordering::Relaxed);
+        if records != last {
+            eprintln!(
+                "sink: {} connections, {} produce requests, {} records, {} rejected partitions",
+                stats.connections.load(std::sync::atomic::Ordering::Relaxed),
+                stats.produce_requests.load(std::sync::atomic::Ordering::Relaxed),
+                records,
+                stats
+                    .rejected_partitions
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            );
+            last = records;
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Produce(args) => produce(&args).map(|clean| if clean { 0 } else { 3 }),
+        Command::Sink { listen, partitions } => run_sink(&listen, partitions).map(|()| 0),
+        Command::TableSql {
+            table,
+            value,
+            partitions,
+            key,
+            headers,
+        } => {
+            println!("{}", table_sql(&table, value, partitions, key, headers));
+            Ok(0)
+        }
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("kafluss-bench: {error}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rate;
+
+    #[test]
+    fn rates_accept_suffixes() {
+        assert_eq!(parse_rate("50000"), Ok(50000.0));
+        assert_eq!(parse_rate("50k/s"), Ok(50000.0));
+        assert_eq!(parse_rate("1.5M"), Ok(1_500_000.0));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("0").is_err());
+        assert!(parse_rate("-3").is_err());
+    }
 }

@@ -1,0 +1,361 @@
+//! Results as text (stdout), as JSON (`--json-out`), and side-by-side ratios for `--vs`.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde_json::{json, Value};
+
+use crate::histogram::{round3, run_histogram, LatencySummary};
+use crate::producer::RunResult;
+use crate::workload::{StopAfter, Workload};
+
+/// One measured endpoint with the name it is reported under.
+#[derive(Debug, Clone)]
+pub struct NamedRun {
+    /// e.g. `kafluss`, `sink`, `tansu`.
+    pub name: String,
+    /// Round number (0-based) in a `--vs` run.
+    pub round: usize,
+    /// What was measured.
+    pub result: RunResult,
+}
+
+/// The workload as JSON (recorded with every result file).
+pub fn workload_json(workload: &Workload) -> Value {
+    json!({
+        "topic": workload.topic,
+        "connections": workload.connections,
+        "inflight": workload.inflight,
+        "batch_records": workload.batch_records,
+        "records_per_request": workload.records_per_request(),
+        "linger_ms": workload.linger.map(|linger| linger.as_secs_f64() * 1000.0),
+        "acks": workload.acks,
+        "compression": workload.compression.name(),
+        "value": workload.value_kind.name(),
+        "message_size": workload.message_size,
+        "key_size": workload.key_size,
+        "headers": workload.headers,
+        "rate_records_per_s": workload.rate,
+        "duration_s": match workload.stop { StopAfter::Duration(d) => Some(d.as_secs_f64()), StopAfter::Records(_) => None },
+        "records": match workload.stop { StopAfter::Records(n) => Some(n), StopAfter::Duration(_) => None },
+        "sasl": workload.sasl.is_some(),
+        "idle_connections": workload.idle_connections,
+    })
+}
+
+/// One run as JSON.
+pub fn run_json(run: &NamedRun) -> Value {
+    let result = &run.result;
+    let server = result.server.map(|server| {
+        json!({
+            "pid": server.pid,
+            "cpu_s": round3(server.cpu_seconds),
+            "cpu_s_per_million_records": result.server_cpu_per_million_records().map(round3),
+            "cpu_us_per_request": result.server_cpu_us_per_request().map(round3),
+            "rss_kib_before": server.before.rss_kib,
+            "rss_kib_after": server.after.rss_kib,
+            "peak_rss_kib": server.after.peak_rss_kib,
+        })
+    });
+    json!({
+        "name": run.name,
+        "round": run.round,
+        "endpoint": result.endpoint,
+        "produce_version": result.versions.produce,
+        "partitions": result.partitions,
+        "elapsed_s": round3(result.elapsed.as_secs_f64()),
+        "requests_sent": result.requests_sent,
+        "records_sent": result.records_sent,
+        "requests_acked": result.requests_acked,
+        "records_acked": result.records_acked,
+        "payload_bytes_acked": result.payload_bytes_acked,
+        "wire_bytes_sent": result.wire_bytes_sent,
+        "records_per_s": round3(result.records_per_second()),
+        "requests_per_s": round3(result.requests_per_second()),
+        "mb_per_s": round3(result.megabytes_per_second()),
+        "request_latency": LatencySummary::of(&result.request_latency).to_json(),
+        "record_latency": LatencySummary::of(&result.record_latency).to_json(),
+        "errors": result.errors,
+        "first_error": result.first_error,
+        "server": server,
+        "client_cpu_s": round3(result.client_cpu_seconds),
+        "idle_connections_open": result.idle_connections_open,
+        "idle_connections_error": result.idle_connections_error,
+        "timeline": result.timeline.iter().map(|point| json!({
+            "at_s": round3(point.at_s),
+            "span_s": round3(point.span_s),
+            "records": point.records,
+            "payload_bytes": point.payload_bytes,
+            "latency": point.latency.to_json(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Totals of one endpoint over all its rounds.
+#[derive(Debug, Clone)]
+pub struct Totals {
+    /// The endpoint's name.
+    pub name: String,
+    /// Acknowledged records.
+    pub records: u64,
+    /// Acknowledged requests.
+    pub requests: u64,
+    /// Acknowledged payload bytes.
+    pub payload_bytes: u64,
+    /// Summed elapsed seconds.
+    pub seconds: f64,
+    /// Merged request latency.
+    pub request_latency: Histogram<u64>,
+    /// Merged record latency.
+    pub record_latency: Histogram<u64>,
+    /// Summed server CPU seconds (when measured every round).
+    pub server_cpu_seconds: Option<f64>,
+    /// Largest server RSS after a round, KiB.
+    pub server_rss_kib: Option<u64>,
+    /// Partition errors.
+    pub errors: u64,
+}
+
+impl Totals {
+    /// Sums the runs named `name`.
+    pub fn of(runs: &[NamedRun], name: &str) -> Self {
+        let mut totals = Totals {
+            name: name.to_owned(),
+            records: 0,
+            requests: 0,
+            payload_bytes: 0,
+            seconds: 0.0,
+            request_latency: run_histogram(),
+            record_latency: run_histogram(),
+            server_cpu_seconds: Some(0.0),
+            server_rss_kib: None,
+            errors: 0,
+        };
+        for run in runs.iter().filter(|run| run.name == name) {
+            let result = &run.result;
+            totals.records += result.records_acked;
+            totals.requests += result.requests_acked;
+            totals.payload_bytes += result.payload_bytes_acked;
+            totals.seconds += result.elapsed.as_secs_f64();
+            totals.request_latency.add(&result.request_latency).ok();
+            totals.record_latency.add(&result.record_latency).ok();
+            totals.server_cpu_seconds = match (totals.server_cpu_seconds, result.server) {
+                (Some(sum), Some(server)) => Some(sum + server.cpu_seconds),
+                _ => None,
+            };
+            if let Some(server) = result.server {
+                totals.server_rss_kib = Some(totals.server_rss_kib.unwrap_or(0).max(server.after.rss_kib));
+            }
+            totals.errors += result.errors.values().sum::<u64>();
+        }
+        totals
+    }
+
+    /// Records per second over all rounds.
+    pub fn records_per_second(&self) -> f64 {
+        self.records as f64 / self.seconds.max(1e-9)
+    }
+
+    /// Server CPU seconds per million records.
+    pub fn cpu_per_million(&self) -> Option<f64> {
+        let cpu = self.server_cpu_seconds?;
+        (self.records > 0).then(|| cpu * 1e6 / self.records as f64)
+    }
+
+    /// Server CPU microseconds per request.
+    pub fn cpu_us_per_request(&self) -> Option<f64> {
+        let cpu = self.server_cpu_seconds?;
+        (self.requests > 0).then(|| cpu * 1e6 / self.requests as f64)
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "records": self.records,
+            "requests": self.requests,
+            "seconds": round3(self.seconds),
+            "records_per_s": round3(self.records_per_second()),
+            "mb_per_s": round3(self.payload_bytes as f64 / 1e6 / self.seconds.max(1e-9)),
+            "request_latency": LatencySummary::of(&self.request_latency).to_json(),
+            "record_latency": LatencySummary::of(&self.record_latency).to_json(),
+            "server_cpu_s_per_million_records": self.cpu_per_million().map(round3),
+            "server_cpu_us_per_request": self.cpu_us_per_request().map(round3),
+            "server_rss_kib": self.server_rss_kib,
+            "errors": self.errors,
+        })
+    }
+}
+
+/// `b / a`, or `None` when `a` is zero.
+fn ratio(a: f64, b: f64) -> Option<f64> {
+    (a != 0.0).then(|| b / a)
+}
+
+/// The ratios of `b` to `a` (throughput, latency percentiles, CPU), as JSON.
+pub fn ratios_json(a: &Totals, b: &Totals) -> Value {
+    let la = LatencySummary::of(&a.request_latency);
+    let lb = LatencySummary::of(&b.request_latency);
+    json!({
+        "of": b.name,
+        "to": a.name,
+        "records_per_s": ratio(a.records_per_second(), b.records_per_second()).map(round3),
+        "request_p50": ratio(la.p50_us, lb.p50_us).map(round3),
+        "request_p99": ratio(la.p99_us, lb.p99_us).map(round3),
+        "request_p999": ratio(la.p999_us, lb.p999_us).map(round3),
+        "server_cpu_per_record": match (a.cpu_per_million(), b.cpu_per_million()) {
+            (Some(ca), Some(cb)) => ratio(ca, cb).map(round3),
+            _ => None,
+        },
+    })
+}
+
+/// The whole result file: workload, every run, and (for `--vs`) totals and ratios.
+pub fn results_json(workload: &Workload, runs: &[NamedRun], names: &[String]) -> Value {
+    let totals: Vec<Totals> = names.iter().map(|name| Totals::of(runs, name)).collect();
+    let comparison = match totals.as_slice() {
+        [a, b] => Some(ratios_json(a, b)),
+        _ => None,
+    };
+    json!({
+        "tool": "kafluss-bench",
+        "version": env!("CARGO_PKG_VERSION"),
+        "machine": machine_line(),
+        "workload": workload_json(workload),
+        "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
+        "totals": totals.iter().map(Totals::to_json).collect::<Vec<_>>(),
+        "comparison": comparison,
+    })
+}
+
+/// `2 cores, 23 GiB, Linux 6.x` from /proc (empty parts left out).
+pub fn machine_line() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let memory_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|info| {
+            let line = info.lines().find(|line| line.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map(|kib| kib / (1024 * 1024));
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|release| release.trim().to_owned())
+        .ok();
+    let model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|info| {
+        let line = info.lines().find(|line| line.starts_with("model name"))?;
+        Some(line.split(':').nth(1)?.trim().to_owned())
+    });
+    let mut line = format!("{cores} cores");
+    if let Some(model) = model {
+        let _ = write!(line, " ({model})");
+    }
+    if let Some(memory) = memory_gib {
+        let _ = write!(line, ", {memory} GiB");
+    }
+    if let Some(kernel) = kernel {
+        let _ = write!(line, ", Linux {kernel}");
+    }
+    line.push_str(", client and server on loopback");
+    line
+}
+
+fn fmt_opt(value: Option<f64>, digits: usize) -> String {
+    value.map_or_else(|| "-".to_owned(), |value| format!("{value:.digits$}"))
+}
+
+/// One text line per run plus, for `--vs`, totals and ratios.
+pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<10} {:>5} {:>12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9}",
+        "endpoint",
+        "round",
+        "records/s",
+        "MB/s",
+        "p50 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "max ms",
+        "rec p99",
+        "cpu s/Mrec",
+        "errors"
+    );
+    for run in runs {
+        let result = &run.result;
+        let latency = LatencySummary::of(&result.request_latency);
+        let record_latency = LatencySummary::of(&result.record_latency);
+        let _ = writeln!(
+            out,
+            "{:<10} {:>5} {:>12.0} {:>9.2} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12} {:>9}",
+            run.name,
+            run.round,
+            result.records_per_second(),
+            result.megabytes_per_second(),
+            latency.p50_us / 1000.0,
+            latency.p99_us / 1000.0,
+            latency.p999_us / 1000.0,
+            latency.max_us / 1000.0,
+            record_latency.p99_us / 1000.0,
+            fmt_opt(result.server_cpu_per_million_records(), 3),
+            result.errors.values().sum::<u64>(),
+        );
+        if let Some(error) = &result.first_error {
+            let _ = writeln!(out, "  first error: {error}");
+        }
+        if let Some(error) = &result.idle_connections_error {
+            let _ = writeln!(
+                out,
+                "  idle connections: {} opened, then: {error}",
+                result.idle_connections_open
+            );
+        }
+    }
+    if let [a, b] = names {
+        let a = Totals::of(runs, a);
+        let b = Totals::of(runs, b);
+        let la = LatencySummary::of(&a.request_latency);
+        let lb = LatencySummary::of(&b.request_latency);
+        for totals in [&a, &b] {
+            let latency = LatencySummary::of(&totals.request_latency);
+            let _ = writeln!(
+                out,
+                "overall {:<10} {:>12.0} rec/s  p50 {:.3} ms  p99 {:.3} ms  cpu {} s/Mrec  {} µs/req",
+                totals.name,
+                totals.records_per_second(),
+                latency.p50_us / 1000.0,
+                latency.p99_us / 1000.0,
+                fmt_opt(totals.cpu_per_million(), 3),
+                fmt_opt(totals.cpu_us_per_request(), 2),
+            );
+        }
+        let rounds = runs.iter().map(|run| run.round + 1).max().unwrap_or(0);
+        for round in 0..rounds {
+            let find = |name: &str| runs.iter().find(|run| run.round == round && run.name == name);
+            if let (Some(ra), Some(rb)) = (find(&a.name), find(&b.name)) {
+                let pa = LatencySummary::of(&ra.result.request_latency).p99_us;
+                let pb = LatencySummary::of(&rb.result.request_latency).p99_us;
+                let _ = writeln!(
+                    out,
+                    "round {round} {}/{}: throughput {}  p99 {}",
+                    b.name,
+                    a.name,
+                    fmt_opt(
+                        ratio(ra.result.records_per_second(), rb.result.records_per_second()),
+                        3
+                    ),
+                    fmt_opt(ratio(pa, pb), 3),
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "overall ratio {}/{}: throughput {}  p50 {}  p99 {}",
+            b.name,
+            a.name,
+            fmt_opt(ratio(a.records_per_second(), b.records_per_second()), 3),
+            fmt_opt(ratio(la.p50_us, lb.p50_us), 3),
+            fmt_opt(ratio(la.p99_us, lb.p99_us), 3),
+        );
+    }
+    out
+}
