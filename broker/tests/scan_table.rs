@@ -21,7 +21,9 @@ use arrow_ipc::reader::StreamReader;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use kafluss_broker::log::{bucket_dir, BucketLog, FlushPolicy, LogConfig, LogRegistry};
 use kafluss_broker::scan::reader::{on_disk_offsets, BucketOffsets};
-use kafluss_broker::scan::{scan_table, ScanError, ScanFormat, ScanParams, ScanTarget};
+use kafluss_broker::scan::{
+    row_counts, scan_table, PreparedScan, ScanError, ScanFormat, ScanParams, ScanTarget,
+};
 use log_support::{batch, run_local, schema};
 
 const TABLE_ID: u64 = 42;
@@ -457,4 +459,42 @@ fn on_disk_offsets_match_what_the_log_published() {
         on_disk_offsets(&bucket_dir(tmp.path(), 9)).unwrap(),
         BucketOffsets::default()
     );
+}
+
+#[test]
+fn prepared_scans_refuse_bad_requests_before_streaming() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (target, registry) = two_bucket_table(tmp.path());
+    for (query, status, code) in [
+        ("bucket=5", 404, "NO_SUCH_BUCKET"),
+        ("columns=id,nope", 404, "NO_SUCH_COLUMN"),
+        ("format=csv", 400, "BAD_SCAN_PARAMETER"),
+        ("limit=many", 400, "BAD_SCAN_PARAMETER"),
+    ] {
+        let err = PreparedScan::new(target.clone(), query, registry.clone()).unwrap_err();
+        assert_eq!((err.http_status(), err.code()), (status, code), "{query}: {err}");
+    }
+    let prepared =
+        PreparedScan::new(target.clone(), "bucket=1&limit=2&format=jsonl", registry.clone()).unwrap();
+    assert_eq!(prepared.content_type(), "application/x-ndjson");
+    let mut out = Vec::new();
+    assert_eq!(prepared.run(&mut out).unwrap().rows, 2);
+    assert_eq!(
+        offsets_and_ids(&String::from_utf8(out).unwrap()),
+        vec![(1, 0, 100), (1, 1, 101)]
+    );
+}
+
+#[test]
+fn row_counts_use_published_stats_or_the_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (target, registry) = two_bucket_table(tmp.path());
+    assert_eq!(row_counts(&target, &registry), vec![(0, 5), (1, 4)]);
+    // After a restart no core has opened the buckets yet: the files answer.
+    assert_eq!(row_counts(&target, &LogRegistry::new()), vec![(0, 5), (1, 4)]);
+    let wider = ScanTarget {
+        bucket_count: 3,
+        ..target
+    };
+    assert_eq!(row_counts(&wider, &registry), vec![(0, 5), (1, 4), (2, 0)]);
 }

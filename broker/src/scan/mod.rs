@@ -72,6 +72,29 @@ impl ScanError {
         }
     }
 
+    /// The HTTP status to answer with: 400 bad parameter, 404 unknown bucket or column, 500
+    /// storage trouble.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            ScanError::BadParameter { .. } => 400,
+            ScanError::NoSuchBucket { .. } | ScanError::NoSuchColumn(_) => 404,
+            _ => 500,
+        }
+    }
+
+    /// A stable code for `{"error":{"code":...}}`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ScanError::BadParameter { .. } => "BAD_SCAN_PARAMETER",
+            ScanError::NoSuchBucket { .. } => "NO_SUCH_BUCKET",
+            ScanError::NoSuchColumn(_) => "NO_SUCH_COLUMN",
+            ScanError::UnsupportedType(_) => "UNSUPPORTED_TYPE",
+            ScanError::CorruptSegment { .. } => "CORRUPT_SEGMENT",
+            ScanError::Io { .. } | ScanError::Arrow(_) | ScanError::SchemaMismatch { .. } => "STORAGE_ERROR",
+            ScanError::Output(_) => "OUTPUT_ERROR",
+        }
+    }
+
     /// True for errors caused by the request (answer 4xx), false for server-side ones (5xx).
     pub fn is_client_error(&self) -> bool {
         matches!(
@@ -199,13 +222,70 @@ pub struct ScanSummary {
     pub rows: u64,
 }
 
-/// The shape the admin HTTP server stores as its scan hook (`Arc<dyn Fn>`): see [`scan_hook`].
-pub type ScanHook =
-    Arc<dyn Fn(&ScanTarget, &ScanParams, &mut dyn Write) -> Result<ScanSummary, ScanError> + Send + Sync>;
+/// A scan whose parameters were checked against the table (bucket range, column names), so
+/// the HTTP layer can answer 4xx before sending a 200 and streaming [`PreparedScan::run`].
+#[derive(Debug, Clone)]
+pub struct PreparedScan {
+    target: ScanTarget,
+    params: ScanParams,
+    registry: Arc<LogRegistry>,
+}
 
-/// A scan hook reading high watermarks from `registry`.
-pub fn scan_hook(registry: Arc<LogRegistry>) -> ScanHook {
-    Arc::new(move |target, params, out| scan_table(target, params, &registry, out))
+impl PreparedScan {
+    /// Parses the raw query string and validates it against `target`.
+    pub fn new(target: ScanTarget, query: &str, registry: Arc<LogRegistry>) -> Result<Self, ScanError> {
+        let params = ScanParams::from_query(query)?;
+        check_bucket(&target, params.bucket)?;
+        Projection::new(&target.schema, params.columns.as_deref())?;
+        Ok(PreparedScan {
+            target,
+            params,
+            registry,
+        })
+    }
+
+    pub fn params(&self) -> &ScanParams {
+        &self.params
+    }
+
+    pub fn content_type(&self) -> &'static str {
+        self.params.format.content_type()
+    }
+
+    /// Streams the rows (may run on another thread: everything here is `Send`).
+    pub fn run(self, out: &mut dyn Write) -> Result<ScanSummary, ScanError> {
+        scan_table(&self.target, &self.params, &self.registry, out)
+    }
+}
+
+fn check_bucket(target: &ScanTarget, bucket: Option<u32>) -> Result<(), ScanError> {
+    match bucket {
+        Some(bucket) if bucket >= target.bucket_count => Err(ScanError::NoSuchBucket {
+            bucket,
+            bucket_count: target.bucket_count,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Rows per bucket for a table description: the published stats of buckets a core opened,
+/// the segment files of the others (`(bucket, rows)` for every bucket `0..bucket_count`).
+pub fn row_counts(target: &ScanTarget, registry: &LogRegistry) -> Vec<(u32, u64)> {
+    (0..target.bucket_count)
+        .map(|bucket| {
+            let rows = match registry.get(target.table_id, bucket) {
+                Some(stats) => {
+                    let next = stats.next_offset.load(std::sync::atomic::Ordering::Acquire);
+                    let start = stats.log_start_offset.load(std::sync::atomic::Ordering::Acquire);
+                    next.saturating_sub(start)
+                }
+                None => reader::on_disk_offsets(&bucket_dir(&target.table_dir, bucket))
+                    .map(|offsets| offsets.rows())
+                    .unwrap_or(0),
+            };
+            (bucket, rows)
+        })
+        .collect()
 }
 
 /// Streams the rows `params` selects to `out` in the requested format.
@@ -215,13 +295,8 @@ pub fn scan_table(
     registry: &LogRegistry,
     out: &mut dyn Write,
 ) -> Result<ScanSummary, ScanError> {
+    check_bucket(target, params.bucket)?;
     let buckets: Vec<u32> = match params.bucket {
-        Some(bucket) if bucket >= target.bucket_count => {
-            return Err(ScanError::NoSuchBucket {
-                bucket,
-                bucket_count: target.bucket_count,
-            })
-        }
         Some(bucket) => vec![bucket],
         None => (0..target.bucket_count).collect(),
     };
