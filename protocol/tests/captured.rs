@@ -12,13 +12,16 @@ fn frame(name: &str) -> Bytes {
     Bytes::from(std::fs::read(&path).unwrap_or_else(|err| panic!("{path}: {err}")))
 }
 
+/// Header name and value bytes.
+type HeaderPair = (Vec<u8>, Vec<u8>);
+
 /// What capture.py produces for record `i`: (key, value, headers, timestamp).
-fn expected(i: usize) -> (Option<Vec<u8>>, Option<Vec<u8>>, Vec<(Vec<u8>, Vec<u8>)>, i64) {
+fn expected(i: usize) -> (Option<Vec<u8>>, Option<Vec<u8>>, Vec<HeaderPair>, i64) {
     let note = "lorem ipsum dolor sit amet ".repeat(8);
     let key = (i != 3).then(|| format!("key-{i}").into_bytes());
     let value = (i != 4)
         .then(|| format!("{{\"order_id\":{i},\"amount\":\"12.30\",\"note\":\"{note}\"}}").into_bytes());
-    let headers = if i % 2 == 0 {
+    let headers = if i.is_multiple_of(2) {
         vec![
             (b"trace".to_vec(), format!("t-{i}").into_bytes()),
             (b"kind".to_vec(), b"order".to_vec()),

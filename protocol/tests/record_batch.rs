@@ -25,12 +25,12 @@ fn sample_builder(codec: Compression, count: usize) -> RecordBatchBuilder {
     for index in 0..count {
         let key = format!("key-{index}");
         let value = format!("{{\"order_id\":{index},\"amount\":\"12.30\"}}");
-        let headers: Vec<(&[u8], Option<&[u8]>)> = if index % 2 == 0 {
+        let headers: Vec<(&[u8], Option<&[u8]>)> = if index.is_multiple_of(2) {
             vec![(b"trace", Some(b"abc")), (b"empty", None)]
         } else {
             Vec::new()
         };
-        let key = (index % 3 != 0).then_some(key.as_bytes());
+        let key = (!index.is_multiple_of(3)).then_some(key.as_bytes());
         builder.append(
             1_700_000_000_000 + 10 * index as i64,
             key,
@@ -59,13 +59,13 @@ fn builder_output_parses_for_every_codec() {
         for (index, record) in records.iter().enumerate() {
             assert_eq!(record.offset_delta, index as i32);
             assert_eq!(record.timestamp_delta, 10 * index as i64);
-            let expected_key = (index % 3 != 0).then(|| format!("key-{index}"));
+            let expected_key = (!index.is_multiple_of(3)).then(|| format!("key-{index}"));
             assert_eq!(record.key.as_deref(), expected_key.as_deref().map(str::as_bytes));
             assert_eq!(
                 record.value.as_deref(),
                 Some(format!("{{\"order_id\":{index},\"amount\":\"12.30\"}}").as_bytes())
             );
-            if index % 2 == 0 {
+            if index.is_multiple_of(2) {
                 assert_eq!(
                     record.headers,
                     vec![
