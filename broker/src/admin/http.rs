@@ -61,11 +61,14 @@ impl HookError {
 /// Rows per bucket of a table: `(bucket, row count)`.
 pub type RowCountsHook = Arc<dyn Fn(&TableInfo) -> Vec<(u32, u64)> + Send + Sync>;
 
+/// Writes a scan's output; runs on its own thread.
+pub type ScanBody = Box<dyn FnOnce(&mut dyn Write) -> Result<(), HookError> + Send>;
+
 /// What a scan answers: the content type, and the body producer (run on its own thread;
 /// an error before any output becomes an error response).
 pub struct ScanResponse {
     pub content_type: String,
-    pub body: Box<dyn FnOnce(&mut dyn Write) -> Result<(), HookError> + Send>,
+    pub body: ScanBody,
 }
 
 /// `GET /v1/tables/{db}.{table}/scan?{query}`: given the table and the raw query string.

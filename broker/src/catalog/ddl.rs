@@ -854,3 +854,59 @@ fn new_cluster_id() -> std::io::Result<String> {
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }
+
+#[cfg(test)]
+impl Catalog {
+    /// Makes later saves stop at `stage`, as if the process died there.
+    fn crash_saves_at(&self, stage: Option<super::store::WriteStage>) {
+        self.lock().store.crash_at(stage);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::store::WriteStage;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn crash_between_temp_write_and_rename_keeps_the_old_catalog() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(CatalogConfig::new(dir.path())).unwrap();
+        let mut session = catalog.session(Principal::anonymous(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+        catalog
+            .execute("CREATE TABLE kept (x INT)", &mut session)
+            .unwrap();
+        let before = catalog.snapshot();
+
+        catalog.crash_saves_at(Some(WriteStage::BeforeRename));
+        let error = catalog
+            .execute("CREATE TABLE lost (x INT); DROP TABLE kept", &mut session)
+            .unwrap_err();
+        assert_eq!(error.code(), "STORAGE_ERROR");
+        assert_eq!(error.http_status(), 500);
+        // Nothing was published: the runtime never saw what is not on disk.
+        assert_eq!(catalog.snapshot().revision, before.revision);
+        assert!(catalog.snapshot().table("fluss", "lost").is_none());
+        assert!(dir.path().join("catalog.json.tmp").exists());
+        drop(catalog);
+
+        let reopened = Catalog::open(CatalogConfig::new(dir.path())).unwrap();
+        let snapshot = reopened.snapshot();
+        assert!(snapshot.table("fluss", "kept").is_some());
+        assert!(snapshot.table("fluss", "lost").is_none());
+        assert_eq!(snapshot.cluster_id, before.cluster_id);
+        assert!(!dir.path().join("catalog.json.tmp").exists());
+        // The id handed to the lost table was never stored, so it may be handed out again;
+        // ids of stored tables stay unique.
+        let mut session = reopened.session(Principal::anonymous(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+        reopened
+            .execute("CREATE TABLE next (x INT)", &mut session)
+            .unwrap();
+        let snapshot = reopened.snapshot();
+        assert_ne!(
+            snapshot.table("fluss", "next").unwrap().id,
+            snapshot.table("fluss", "kept").unwrap().id
+        );
+    }
+}

@@ -189,7 +189,7 @@ impl Catalog {
 
     fn set_cluster_configs(&self, args: Arguments) -> Result<StatementResult, SqlError> {
         let pairs = args.all(0);
-        if pairs.is_empty() || pairs.len() % 2 != 0 {
+        if pairs.is_empty() || !pairs.chunks_exact(2).remainder().is_empty() {
             return Err(SqlError::Procedure(
                 "sys.set_cluster_configs: config_pairs takes key, value pairs: config_pairs => 'key', 'value'".to_string(),
             ));

@@ -1,0 +1,267 @@
+//! The catalog on disk: restart keeps everything, ids are never reused, leftovers of an
+//! interrupted write are ignored, ACLs and dynamic configs persist and apply at runtime.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use kafluss_auth::{Operation, Principal, Resource};
+use kafluss_broker::catalog::{Catalog, CatalogConfig, Session, StatementResult};
+
+fn localhost() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::LOCALHOST)
+}
+
+fn session(catalog: &Catalog, principal: Principal) -> Session {
+    catalog.session(principal, localhost())
+}
+
+fn run_as(catalog: &Catalog, principal: Principal, sql: &str) -> Result<Vec<StatementResult>, String> {
+    let mut session = session(catalog, principal);
+    catalog
+        .execute(sql, &mut session)
+        .map_err(|e| format!("{}: {e}", e.code()))
+}
+
+fn run(catalog: &Catalog, sql: &str) -> Vec<StatementResult> {
+    run_as(catalog, Principal::anonymous(), sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+fn rows(result: &StatementResult) -> Vec<Vec<String>> {
+    match result {
+        StatementResult::Rows { rows, .. } => rows.clone(),
+        other => panic!("rows expected, got {other:?}"),
+    }
+}
+
+#[test]
+fn catalog_survives_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster_id, orders) = {
+        let catalog = Catalog::open(CatalogConfig::new(dir.path())).unwrap();
+        run(
+            &catalog,
+            "CREATE DATABASE sales;
+             CREATE TABLE sales.orders (order_id BIGINT, amount DECIMAL(18, 2), _kafka_key BYTES,
+                 _kafka_headers MAP<STRING, BYTES>) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '4');
+             CREATE TABLE sales.gone (x INT);
+             DROP TABLE sales.gone",
+        );
+        let snapshot = catalog.snapshot();
+        (
+            snapshot.cluster_id.clone(),
+            snapshot.resolve_topic("sales.orders").unwrap(),
+        )
+    };
+    assert_eq!(cluster_id.len(), 22, "Kafka-style cluster id");
+
+    let catalog = Catalog::open(CatalogConfig::new(dir.path())).unwrap();
+    let snapshot = catalog.snapshot();
+    assert_eq!(snapshot.cluster_id, cluster_id, "cluster id is kept");
+    let reloaded = snapshot.resolve_topic("sales.orders").unwrap();
+    assert_eq!(*reloaded, *orders, "same id, schema, options, mapping, topic id");
+    assert_eq!(reloaded.bucket_count, 4);
+    assert!(snapshot.table("sales", "gone").is_none());
+
+    // Ids are never reused, also across restarts: `gone` had the id after `orders`.
+    run(&catalog, "CREATE TABLE sales.fresh (x INT)");
+    let fresh = catalog.snapshot().table("sales", "fresh").unwrap().id;
+    assert_eq!(fresh, orders.id + 2);
+}
+
+#[test]
+fn a_leftover_temp_file_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let catalog = Catalog::open(CatalogConfig::new(dir.path())).unwrap();
+        run(&catalog, "CREATE TABLE t (x INT)");
+    }
+    // What a crash after writing the temp file (before the rename) leaves behind.
+    std::fs::write(dir.path().join("catalog.json.tmp"), b"{\"half\": ").unwrap();
+    let catalog = Catalog::open(CatalogConfig::new(dir.path())).unwrap();
+    assert!(catalog.snapshot().table("fluss", "t").is_some());
+    assert!(!dir.path().join("catalog.json.tmp").exists());
+}
+
+#[test]
+fn a_corrupt_catalog_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("catalog.json"), b"not json").unwrap();
+    let error = Catalog::open(CatalogConfig::new(dir.path())).unwrap_err();
+    assert!(error.to_string().contains("catalog.json is corrupt"), "{error}");
+}
+
+fn secured(dir: &std::path::Path) -> CatalogConfig {
+    let mut config = CatalogConfig::new(dir);
+    config.authorizer_enabled = true;
+    config.super_users = vec![Principal::user("admin")];
+    config.plain_credentials = Some("admin:admin-secret,writer:change-me".to_string());
+    config
+}
+
+#[test]
+fn ddl_is_authorized_and_acls_persist() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(secured(dir.path())).unwrap();
+    let admin = Principal::user("admin");
+    let alice = Principal::user("alice");
+
+    let error = run_as(&catalog, alice.clone(), "CREATE DATABASE sales").unwrap_err();
+    assert!(error.starts_with("AUTHORIZATION_FAILED"), "{error}");
+    assert!(
+        error.contains("User:alice") && error.contains("CREATE"),
+        "{error}"
+    );
+    let error = run_as(&catalog, alice.clone(), "CALL sys.list_acl()").unwrap_err();
+    assert!(error.starts_with("AUTHORIZATION_FAILED"), "{error}");
+
+    run_as(
+        &catalog,
+        admin.clone(),
+        "CREATE DATABASE sales; CREATE TABLE sales.t (x INT)",
+    )
+    .unwrap();
+    let added = run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.add_acl(resource => 'sales', permission => 'ALLOW', principal => 'User:alice', operation => 'ALL', host => '*')",
+    )
+    .unwrap();
+    assert!(matches!(&added[0], StatementResult::Done { message } if message.contains("ACL added")));
+    run_as(
+        &catalog,
+        alice.clone(),
+        "CREATE TABLE sales.u (x INT); DROP TABLE sales.t",
+    )
+    .unwrap();
+    assert!(catalog.authorizer().authorize(
+        &alice,
+        localhost(),
+        Operation::Write,
+        &Resource::table("sales", "u")
+    ));
+    // Not on another database.
+    assert!(run_as(&catalog, alice.clone(), "CREATE TABLE fluss.v (x INT)").is_err());
+    // Alice sees only what she may describe.
+    let listed = run_as(&catalog, alice.clone(), "SHOW DATABASES").unwrap();
+    assert_eq!(rows(&listed[0]), vec![vec!["sales".to_string()]]);
+
+    let listed = run_as(&catalog, admin.clone(), "CALL sys.list_acl(resource => 'ANY')").unwrap();
+    assert_eq!(
+        rows(&listed[0]),
+        vec![vec!["sales", "ALLOW", "User:alice", "ALL", "*"]]
+    );
+    drop(catalog);
+
+    // ACLs persist.
+    let catalog = Catalog::open(secured(dir.path())).unwrap();
+    assert!(catalog.authorizer().authorize(
+        &alice,
+        localhost(),
+        Operation::Create,
+        &Resource::database("sales")
+    ));
+    let dropped = run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.drop_acl(principal => 'User:alice')",
+    )
+    .unwrap();
+    assert_eq!(rows(&dropped[0]).len(), 1);
+    assert!(!catalog.authorizer().authorize(
+        &alice,
+        localhost(),
+        Operation::Create,
+        &Resource::database("sales")
+    ));
+    let error = run_as(
+        &catalog,
+        admin,
+        "CALL sys.add_acl(resource => 'sales', permission => 'MAYBE', principal => 'User:a', operation => 'READ')",
+    )
+    .unwrap_err();
+    assert!(error.starts_with("INVALID_PROCEDURE_CALL"), "{error}");
+}
+
+#[test]
+fn credentials_change_at_runtime_persist_and_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(secured(dir.path())).unwrap();
+    let admin = Principal::user("admin");
+    let store = catalog.credential_store();
+    assert!(store.verify("writer", b"change-me").is_some());
+
+    let results = run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials', 'admin:admin-secret,writer:new-secret')",
+    )
+    .unwrap();
+    let StatementResult::Done { message } = &results[0] else {
+        panic!("done")
+    };
+    assert!(!message.contains("new-secret"), "{message}");
+    assert!(
+        store.verify("writer", b"change-me").is_none(),
+        "old password refused"
+    );
+    assert!(store.verify("writer", b"new-secret").is_some());
+
+    let shown = run_as(&catalog, admin.clone(), "CALL sys.get_cluster_configs()").unwrap();
+    let shown = rows(&shown[0]);
+    assert_eq!(shown.len(), 1);
+    assert_eq!(shown[0][0], "security.sasl.plain.credentials");
+    assert!(
+        !shown[0][1].contains("secret"),
+        "secret never shown: {:?}",
+        shown[0]
+    );
+    assert_eq!(shown[0][2], "DYNAMIC");
+    drop(catalog);
+
+    let catalog = Catalog::open(secured(dir.path())).unwrap();
+    let store = catalog.credential_store();
+    assert!(store.verify("writer", b"new-secret").is_some(), "persisted");
+    run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.reset_cluster_configs(config_keys => 'security.sasl.plain.credentials')",
+    )
+    .unwrap();
+    assert!(
+        store.verify("writer", b"change-me").is_some(),
+        "back to the configured set"
+    );
+
+    for (sql, expected) in [
+        (
+            "CALL sys.set_cluster_configs(config_pairs => 'kafka.enabled', 'false')",
+            "cannot be changed at runtime",
+        ),
+        (
+            "CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials')",
+            "key, value pairs",
+        ),
+        (
+            "CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials', 'nopassword')",
+            "security.sasl.plain.credentials",
+        ),
+        (
+            "CALL sys.reset_cluster_configs(config_keys => 'bucket.num')",
+            "cannot be changed at runtime",
+        ),
+        (
+            "CALL sys.set_cluster_configs(pairs => 'a', 'b')",
+            "unknown argument 'pairs'",
+        ),
+    ] {
+        let error = run_as(&catalog, admin.clone(), sql).unwrap_err();
+        assert!(error.contains(expected), "{sql}: {error}");
+        assert!(
+            !error.contains("nopassword") || !expected.contains("sasl"),
+            "{error}"
+        );
+    }
+    assert!(
+        store.verify("writer", b"change-me").is_some(),
+        "failed calls changed nothing"
+    );
+}
