@@ -12,11 +12,16 @@ fn frame(name: &str) -> Bytes {
     Bytes::from(std::fs::read(&path).unwrap_or_else(|err| panic!("{path}: {err}")))
 }
 
-/// Header name and value bytes.
-type HeaderPair = (Vec<u8>, Vec<u8>);
+/// One record as capture.py sends it.
+struct Expected {
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<(Vec<u8>, Vec<u8>)>,
+    timestamp: i64,
+}
 
-/// What capture.py produces for record `i`: (key, value, headers, timestamp).
-fn expected(i: usize) -> (Option<Vec<u8>>, Option<Vec<u8>>, Vec<HeaderPair>, i64) {
+/// What capture.py produces for record `i`.
+fn expected(i: usize) -> Expected {
     let note = "lorem ipsum dolor sit amet ".repeat(8);
     let key = (i != 3).then(|| format!("key-{i}").into_bytes());
     let value = (i != 4)
@@ -29,7 +34,12 @@ fn expected(i: usize) -> (Option<Vec<u8>>, Option<Vec<u8>>, Vec<HeaderPair>, i64
     } else {
         Vec::new()
     };
-    (key, value, headers, 1_700_000_000_000 + i as i64)
+    Expected {
+        key,
+        value,
+        headers,
+        timestamp: 1_700_000_000_000 + i as i64,
+    }
 }
 
 #[test]
@@ -60,7 +70,12 @@ fn captured_produce_requests_decode_for_every_client_and_codec() {
                 }
                 for record in batch.records(LIMIT).unwrap() {
                     let record = record.unwrap_or_else(|err| panic!("{context}: {err}"));
-                    let (key, value, headers, timestamp) = expected(index);
+                    let Expected {
+                        key,
+                        value,
+                        headers,
+                        timestamp,
+                    } = expected(index);
                     assert_eq!(record.key.as_deref(), key.as_deref(), "{context} #{index}");
                     assert_eq!(record.value.as_deref(), value.as_deref(), "{context} #{index}");
                     assert_eq!(
