@@ -1,0 +1,147 @@
+//! `kafluss scan` (cli::scan::run) against a loopback HTTP server that serves a real scan
+//! with a chunked body, and an error answer.
+
+mod log_support;
+
+use std::io::Cursor;
+use std::sync::Arc;
+use std::thread;
+
+use kafluss_broker::cli::scan::{run, ScanArgs};
+use kafluss_broker::log::{bucket_dir, BucketLog, FlushPolicy, LogConfig, LogRegistry};
+use kafluss_broker::scan::{PreparedScan, ScanTarget};
+use log_support::{batch, run_local, schema};
+
+/// Serves `requests` requests: scans of table `fluss.orders`, 404 for anything else.
+fn serve(
+    target: ScanTarget,
+    registry: Arc<LogRegistry>,
+    requests: usize,
+) -> (String, thread::JoinHandle<Vec<String>>) {
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let addr = server.server_addr().to_ip().unwrap().to_string();
+    let handle = thread::spawn(move || {
+        let mut urls = Vec::new();
+        for _ in 0..requests {
+            let request = server.recv().unwrap();
+            let url = request.url().to_string();
+            urls.push(url.clone());
+            let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+            if path != "/v1/tables/fluss.orders/scan" {
+                let body =
+                    r#"{"error":{"code":"TABLE_NOT_FOUND","message":"table fluss.missing does not exist"}}"#;
+                request
+                    .respond(tiny_http::Response::from_string(body).with_status_code(404))
+                    .unwrap();
+                continue;
+            }
+            let prepared = PreparedScan::new(target.clone(), query, registry.clone()).unwrap();
+            let mut body = Vec::new();
+            prepared.run(&mut body).unwrap();
+            // No length given: tiny_http answers with Transfer-Encoding: chunked.
+            let response =
+                tiny_http::Response::new(tiny_http::StatusCode(200), vec![], Cursor::new(body), None, None);
+            request.respond(response).unwrap();
+        }
+        urls
+    });
+    (addr, handle)
+}
+
+fn args(table: &str, server: &str, out: &std::path::Path) -> ScanArgs {
+    ScanArgs {
+        table: table.to_string(),
+        server: server.to_string(),
+        bucket: None,
+        from: None,
+        limit: None,
+        format: "jsonl".to_string(),
+        columns: None,
+        out: Some(out.to_path_buf()),
+        user: None,
+    }
+}
+
+#[test]
+fn scan_command_streams_rows_to_a_file_and_reports_server_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let table_dir = tmp.path().join("fluss/orders-1");
+    let registry = Arc::new(LogRegistry::new());
+    let (dir, reg) = (table_dir.clone(), registry.clone());
+    run_local(async move {
+        let config = LogConfig {
+            segment_size: 1 << 20,
+            flush_policy: FlushPolicy::Ack,
+            retention: None,
+        };
+        let log = BucketLog::open(&bucket_dir(&dir, 0), config, reg.register(1, 0))
+            .await
+            .unwrap();
+        log.append(&batch(0, 2000)).await.unwrap();
+    });
+    let target = ScanTarget {
+        table_id: 1,
+        table_dir,
+        bucket_count: 1,
+        schema: schema(),
+    };
+    let (server, handle) = serve(target, registry, 3);
+
+    let jsonl = tmp.path().join("rows.jsonl");
+    let mut scan = args("orders", &server, &jsonl);
+    scan.from = Some(10);
+    scan.limit = Some(1500);
+    assert_eq!(run(scan), 0);
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1500);
+    assert_eq!(
+        lines[0],
+        r#"{"bucket":0,"offset":10,"row":{"id":10,"name":"row-10"}}"#
+    );
+
+    let arrow = tmp.path().join("rows.arrow");
+    let mut scan = args("fluss.orders", &server, &arrow);
+    scan.format = "arrow".to_string();
+    scan.columns = Some("id".to_string());
+    assert_eq!(run(scan), 0);
+    // The Arrow output's third column is `id` (after _bucket and _offset).
+    let reader =
+        arrow_ipc::reader::StreamReader::try_new(std::fs::File::open(&arrow).unwrap(), None).unwrap();
+    assert_eq!(reader.schema().field(2).name(), "id");
+    let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows, 2000);
+
+    let missing = tmp.path().join("missing.jsonl");
+    assert_eq!(run(args("missing", &server, &missing)), 1);
+    assert!(!missing.exists(), "no output file on error");
+
+    let urls = handle.join().unwrap();
+    assert_eq!(
+        urls,
+        vec![
+            "/v1/tables/fluss.orders/scan?format=jsonl&from=10&limit=1500",
+            "/v1/tables/fluss.orders/scan?format=arrow&columns=id",
+            "/v1/tables/fluss.missing/scan?format=jsonl",
+        ]
+    );
+}
+
+#[test]
+fn scan_command_fails_cleanly_when_nothing_listens() {
+    // Bind then drop: the port is (almost certainly) closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let tmp = tempfile::tempdir().unwrap();
+    assert_eq!(
+        run(args(
+            "orders",
+            &format!("127.0.0.1:{port}"),
+            &tmp.path().join("x")
+        )),
+        1
+    );
+}
