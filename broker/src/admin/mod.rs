@@ -3,10 +3,11 @@
 //! the catalog's published snapshots and the hooks in [`AdminContext`].
 
 pub mod http;
+pub mod storage;
 mod stream;
 pub mod tables;
 
 pub use http::{
     start_admin_server, AdminContext, AdminError, AdminHandle, HookError, MetricsHook, RowCountsHook,
-    ScanHook, ScanResponse, DEFAULT_MAX_BODY_BYTES,
+    ScanBody, ScanHook, ScanResponse, DEFAULT_MAX_BODY_BYTES,
 };
