@@ -76,6 +76,7 @@ pub async fn scan_segment<F: SegmentFile>(file: &F) -> std::io::Result<SegmentSc
         torn: None,
     };
     let mut pos = 0u64;
+    let mut window = ReadWindow::default();
     loop {
         if pos == file_len {
             return Ok(scan);
@@ -84,7 +85,7 @@ pub async fn scan_segment<F: SegmentFile>(file: &F) -> std::io::Result<SegmentSc
         if remaining < 8 {
             return Ok(scan.torn(format!("partial message header at byte {pos}")));
         }
-        let header = file.read_at(pos, 8).await?;
+        let header = window.read(file, pos, 8, file_len).await?;
         if header.len() < 8 {
             return Ok(scan.torn(format!("short read of message header at byte {pos}")));
         }
@@ -107,7 +108,9 @@ pub async fn scan_segment<F: SegmentFile>(file: &F) -> std::io::Result<SegmentSc
             return Ok(scan.torn(format!("partial message metadata at byte {pos}")));
         }
         // Bounded by MAX_METADATA_LEN and by the file length checked just above.
-        let metadata = file.read_at(pos + 8, metadata_len as usize).await?;
+        let metadata = window
+            .read(file, pos + 8, metadata_len as usize, file_len)
+            .await?;
         if (metadata.len() as u64) < metadata_len {
             return Ok(scan.torn(format!("short read of message metadata at byte {pos}")));
         }
@@ -146,6 +149,39 @@ pub async fn scan_segment<F: SegmentFile>(file: &F) -> std::io::Result<SegmentSc
         }
         pos = end + body_len;
         scan.valid_len = pos;
+    }
+}
+
+/// Read-ahead for the framing walk: message headers of small batches sit close together, so
+/// one 1 MiB read serves many of them instead of two tiny reads per batch; large bodies are
+/// skipped without being read.
+#[derive(Default)]
+struct ReadWindow {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+const READ_WINDOW: usize = 1 << 20;
+
+impl ReadWindow {
+    /// `len` bytes at `pos` (fewer only if the file is shorter than it said).
+    async fn read<F: SegmentFile>(
+        &mut self,
+        file: &F,
+        pos: u64,
+        len: usize,
+        file_len: u64,
+    ) -> std::io::Result<Vec<u8>> {
+        let end = pos + len as u64;
+        let window_end = self.start + self.bytes.len() as u64;
+        if pos < self.start || end > window_end {
+            let want = (len.max(READ_WINDOW) as u64).min(file_len.saturating_sub(pos).max(len as u64));
+            self.bytes = file.read_at(pos, want as usize).await?;
+            self.start = pos;
+        }
+        let from = (pos - self.start) as usize;
+        let to = (from + len).min(self.bytes.len());
+        Ok(self.bytes[from.min(to)..to].to_vec())
     }
 }
 
