@@ -488,7 +488,8 @@ impl WriterState {
             if let Some(due) = due {
                 sleep_until(due);
             }
-            if self.slots.recv().is_err() {
+            // acks=0 has no answers to wait for, so no window: the socket's buffer paces it.
+            if self.in_flight.is_some() && self.slots.recv().is_err() {
                 // The reader stopped: the connection broke; it has said why.
                 break;
             }
@@ -589,9 +590,9 @@ impl ReaderState {
                 }
             }
             outcome.last_answer = Some(now);
-            if self.slot_return.send(()).is_err() {
-                break;
-            }
+            // Never blocks: at most `inflight` slots exist. Fails only once the writer is done,
+            // and the answers still in flight must be read all the same.
+            let _ = self.slot_return.send(());
         }
         outcome
     }
