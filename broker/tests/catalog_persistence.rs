@@ -144,6 +144,14 @@ fn ddl_is_authorized_and_acls_persist() {
     let listed = run_as(&catalog, alice.clone(), "SHOW DATABASES").unwrap();
     assert_eq!(rows(&listed[0]), vec![vec!["sales".to_string()]]);
 
+    // Positional arguments follow the declared order; adding a present ACL changes nothing.
+    let again = run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.add_acl('sales', 'ALLOW', 'User:alice', 'ALL', '*')",
+    )
+    .unwrap();
+    assert!(matches!(&again[0], StatementResult::Done { message } if message.contains("already present")));
     let listed = run_as(&catalog, admin.clone(), "CALL sys.list_acl(resource => 'ANY')").unwrap();
     assert_eq!(
         rows(&listed[0]),
@@ -189,6 +197,16 @@ fn credentials_change_at_runtime_persist_and_reset() {
     let store = catalog.credential_store();
     assert!(store.verify("writer", b"change-me").is_some());
 
+    run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.set_cluster_configs('security.sasl.plain.credentials', 'admin:admin-secret,writer:positional')",
+    )
+    .unwrap();
+    assert!(
+        store.verify("writer", b"positional").is_some(),
+        "positional pairs work too"
+    );
     let results = run_as(
         &catalog,
         admin.clone(),

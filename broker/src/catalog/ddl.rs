@@ -221,9 +221,17 @@ impl Catalog {
         self.lock().stored.cluster_configs.clone()
     }
 
-    /// A session for `principal` starting in `kafka.default.database`.
+    /// A session for `principal` starting in `kafka.default.database`, or in `fluss` when
+    /// that database does not exist (Kafka disabled), or else in the first database.
     pub fn session(&self, principal: Principal, host: IpAddr) -> Session {
-        Session::new(self.config.kafka_default_database.clone(), principal, host)
+        let snapshot = self.snapshot.load();
+        let current_db = [self.config.kafka_default_database.as_str(), DEFAULT_DATABASE]
+            .into_iter()
+            .find(|name| snapshot.databases.contains_key(*name))
+            .or_else(|| snapshot.databases.keys().next().map(String::as_str))
+            .unwrap_or(DEFAULT_DATABASE)
+            .to_string();
+        Session::new(current_db, principal, host)
     }
 
     fn lock(&self) -> MutexGuard<'_, DdlState> {
@@ -342,6 +350,10 @@ impl Catalog {
         let mut state = self.lock();
         let mut next = state.stored.clone();
         let (result, dropped) = change(&mut next)?;
+        if next == state.stored {
+            // Nothing changed (IF NOT EXISTS, an ACL already present): nothing to store.
+            return Ok(result);
+        }
         let credentials = if next.cluster_configs != state.stored.cluster_configs {
             let credentials = effective_credentials(&self.config, &next.cluster_configs)
                 .map_err(|error| SqlError::Procedure(error.to_string()))?;

@@ -46,6 +46,18 @@ impl Arguments {
                             parameters.join(", ")
                         ))
                     })?,
+                // Further positional values of a variadic last parameter extend it.
+                None if variadic_last && next_positional == parameters.len() => {
+                    let last = parameters.len() - 1;
+                    if let Some(values) = values[last].as_mut() {
+                        values.extend(argument.values);
+                        continue;
+                    }
+                    return Err(error(format!(
+                        "too many arguments; the arguments are {}",
+                        parameters.join(", ")
+                    )));
+                }
                 None => {
                     if next_positional >= parameters.len() {
                         return Err(error(format!(

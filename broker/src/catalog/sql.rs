@@ -767,7 +767,8 @@ fn call(input: &str) -> PResult<'_, Statement> {
     loop {
         let (after, argument) = call_argument(rest)?;
         match (argument.name, arguments.last_mut()) {
-            (None, Some(previous)) => previous.values.extend(argument.values),
+            // `config_pairs => 'k', 'v'`: bare values continue the named argument before.
+            (None, Some(previous)) if previous.name.is_some() => previous.values.extend(argument.values),
             (name, _) => arguments.push(CallArgument {
                 name,
                 values: argument.values,

@@ -478,3 +478,19 @@ fn errors_carry_line_and_column() {
 fn a_syntax_error_anywhere_rejects_the_whole_script() {
     assert!(parse_script("CREATE DATABASE a; CREATE DATABSE b").is_err());
 }
+
+#[test]
+fn positional_call_arguments_stay_separate() {
+    let Statement::Call { arguments, .. } = one("CALL sys.add_acl('CLUSTER', 'ALLOW', 'User:x')") else {
+        panic!("call")
+    };
+    assert_eq!(arguments.len(), 3);
+    assert!(arguments.iter().all(|a| a.name.is_none() && a.values.len() == 1));
+    let Statement::Call { arguments, .. } =
+        one("CALL sys.set_cluster_configs(config_pairs => 'a', 'b', 'c', 'd')")
+    else {
+        panic!("call")
+    };
+    assert_eq!(arguments.len(), 1);
+    assert_eq!(arguments[0].values, vec!["a", "b", "c", "d"]);
+}
