@@ -13,8 +13,6 @@ use crate::scan::{self, Span, MAX_JSON_DEPTH};
 pub const MAX_CONTAINER_MEMBERS: usize = 10_000;
 /// Objects up to this size look for duplicate keys pairwise; larger ones hash.
 const PAIRWISE_DUPLICATE_CHECK: usize = 16;
-/// Marks a tape node that is not a number in `JsonScratch::node_numbers`.
-const NOT_A_NUMBER: u32 = u32::MAX;
 
 /// Reusable buffers for parsing record values; one per converter, never shared.
 pub struct JsonScratch {
@@ -22,8 +20,10 @@ pub struct JsonScratch {
     padded: Vec<u8>,
     /// The input of the second attempt, numbers blanked by `scan::prepare`.
     blanked: Vec<u8>,
+    /// Number spans of the blanking pass (only its check matters here).
     numbers: Vec<Span>,
-    node_numbers: Vec<u32>,
+    /// Byte offset in the input where each tape node's value starts.
+    node_starts: Vec<u32>,
     buffers: Buffers,
     /// The tape's allocation, kept between documents.
     tape: Tape<'static>,
@@ -35,7 +35,7 @@ impl Default for JsonScratch {
             padded: Vec::new(),
             blanked: Vec::new(),
             numbers: Vec::new(),
-            node_numbers: Vec::new(),
+            node_starts: Vec::new(),
             // The root container plus MAX_JSON_DEPTH nested ones.
             buffers: Buffers::with_max_depth(1024, MAX_JSON_DEPTH + 1),
             tape: Tape(Vec::new()),
@@ -46,9 +46,9 @@ impl Default for JsonScratch {
 /// A parsed, validated JSON object. Node indices address `tape`; the root is node 0.
 pub(crate) struct Doc<'s> {
     tape: Tape<'s>,
-    input: &'s [u8],
-    numbers: &'s [Span],
-    node_numbers: &'s [u32],
+    /// The input, valid UTF-8 (simd-json checked it).
+    text: &'s str,
+    node_starts: &'s [u32],
     tape_slot: &'s mut Tape<'static>,
 }
 
@@ -80,8 +80,8 @@ impl JsonScratch {
         let mut tape = std::mem::replace(&mut self.tape, Tape(Vec::new())).reset();
         let first = simd_json::fill_tape_padded(&mut self.padded, input.len(), &mut self.buffers, &mut tape);
         if first.is_ok() {
-            number_spans(input, self.buffers.structural_indexes(), &mut self.numbers);
-            return finish(tape, input, &self.numbers, &mut self.node_numbers, &mut self.tape);
+            value_starts(input, self.buffers.structural_indexes(), &mut self.node_starts);
+            return finish(tape, input, &self.node_starts, &mut self.tape);
         }
         let mut tape = tape.reset();
         if let Err(e) = scan::prepare(input, &mut self.blanked, &mut self.numbers) {
@@ -94,58 +94,55 @@ impl JsonScratch {
             self.tape = tape.reset();
             return Err(format!("invalid JSON: {e}"));
         }
-        finish(tape, input, &self.numbers, &mut self.node_numbers, &mut self.tape)
+        // Blanking keeps every token in place, so the offsets are those of the input.
+        value_starts(input, self.buffers.structural_indexes(), &mut self.node_starts);
+        finish(tape, input, &self.node_starts, &mut self.tape)
     }
 }
 
-/// The span of each number token, in document order: simd-json's structural indexes hold
-/// the first byte of every value, and only numbers start with `-` or a digit.
-fn number_spans(input: &[u8], structurals: &[u32], numbers: &mut Vec<Span>) {
-    numbers.clear();
-    for &start in structurals {
-        let start = start as usize;
-        if matches!(input.get(start), Some(b'-' | b'0'..=b'9')) {
-            let mut end = start + 1;
-            while matches!(
-                input.get(end),
-                Some(b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
-            ) {
-                end += 1;
-            }
-            // Both fit: the input length was checked against u32.
-            numbers.push(Span {
-                start: start as u32,
-                end: end as u32,
-            });
-        }
-    }
+/// The offset of each value's first byte, in document order, which is tape order: of
+/// simd-json's structural indexes, the value starts are those at `{ [ " t f n - 0-9`, and
+/// each of them is one tape node (`: , ] }` make none).
+fn value_starts(input: &[u8], structurals: &[u32], starts: &mut Vec<u32>) {
+    starts.clear();
+    starts.extend(structurals.iter().copied().filter(|&at| {
+        matches!(
+            input.get(at as usize),
+            Some(b'{' | b'[' | b'"' | b't' | b'f' | b'n' | b'-' | b'0'..=b'9')
+        )
+    }));
 }
 
 /// The document checks on a parsed tape; on failure the tape's allocation goes back.
 fn finish<'s>(
     tape: Tape<'s>,
     input: &'s [u8],
-    numbers: &'s [Span],
-    node_numbers: &'s mut Vec<u32>,
+    node_starts: &'s [u32],
     tape_slot: &'s mut Tape<'static>,
 ) -> Result<Doc<'s>, String> {
     let refusal = match tape.0.first() {
-        Some(Node::Object { .. }) => check_document(&tape, numbers, node_numbers).err(),
+        Some(Node::Object { .. }) => check_document(&tape, node_starts).err(),
         Some(other) => Some(format!(
             "the JSON value must be an object, got {}",
             describe_kind(other)
         )),
         None => Some("invalid JSON: empty document".into()),
     };
-    if let Some(reason) = refusal {
-        *tape_slot = tape.reset();
-        return Err(reason);
-    }
+    let text = match (refusal, std::str::from_utf8(input)) {
+        (None, Ok(text)) => text,
+        (Some(reason), _) => {
+            *tape_slot = tape.reset();
+            return Err(reason);
+        }
+        (None, Err(e)) => {
+            *tape_slot = tape.reset();
+            return Err(format!("invalid JSON: {e}"));
+        }
+    };
     Ok(Doc {
         tape,
-        input,
-        numbers,
-        node_numbers,
+        text,
+        node_starts,
         tape_slot,
     })
 }
@@ -161,29 +158,26 @@ fn describe_kind(node: &Node<'_>) -> &'static str {
     }
 }
 
-/// Container sizes, duplicate keys, and the pairing of number nodes with their spans.
-fn check_document(tape: &Tape<'_>, numbers: &[Span], node_numbers: &mut Vec<u32>) -> Result<(), String> {
+/// Container sizes, and duplicate keys below the root.
+fn check_document(tape: &Tape<'_>, node_starts: &[u32]) -> Result<(), String> {
     let nodes = &tape.0;
-    node_numbers.clear();
-    node_numbers.resize(nodes.len(), NOT_A_NUMBER);
-    let mut next_number = 0u32;
+    // Every node has its start offset (see `value_starts`); a mismatch would misplace
+    // number texts, so it is refused rather than trusted.
+    if nodes.len() != node_starts.len() {
+        return Err("invalid JSON: structure out of step with the parser".into());
+    }
     for (i, node) in nodes.iter().enumerate() {
         match node {
+            // The root's keys are checked by the row writer, which matches each of them to a
+            // field anyway (`Doc::check_duplicate_keys`).
+            Node::Object { len, .. } if i == 0 => check_members(*len)?,
             Node::Object { len, .. } => {
                 check_members(*len)?;
                 check_duplicate_keys(nodes, i, *len)?;
             }
             Node::Array { len, .. } => check_members(*len)?,
-            Node::Static(StaticNode::Null | StaticNode::Bool(_)) | Node::String(_) => {}
-            Node::Static(_) => {
-                node_numbers[i] = next_number;
-                next_number += 1;
-            }
+            _ => {}
         }
-    }
-    // Every number token was replaced by `0`, so the counts agree for any valid document.
-    if next_number as usize != numbers.len() {
-        return Err("invalid JSON: number tokens out of place".into());
     }
     Ok(())
 }
@@ -198,34 +192,46 @@ fn check_members(len: usize) -> Result<(), String> {
 }
 
 fn check_duplicate_keys(nodes: &[Node<'_>], object: usize, len: usize) -> Result<(), String> {
-    let duplicate = |key: &str| format!("invalid JSON: duplicate key {}", quote_truncated(key));
     if len < 2 {
         return Ok(());
     }
-    let keys = ObjectKeys {
-        nodes,
-        at: object + 1,
-        left: len,
-    };
-    if len <= PAIRWISE_DUPLICATE_CHECK {
-        // Compare cheap fingerprints first; only equal ones compare bytes.
-        let mut seen: [(u64, &str); PAIRWISE_DUPLICATE_CHECK] = [(0, ""); PAIRWISE_DUPLICATE_CHECK];
-        for (n, key) in keys.enumerate() {
-            let print = fingerprint(key);
-            if seen[..n].iter().any(|&(p, k)| p == print && k == key) {
-                return Err(duplicate(key));
-            }
-            seen[n] = (print, key);
-        }
-    } else {
+    if len > PAIRWISE_DUPLICATE_CHECK {
         let mut seen = HashSet::with_capacity(len);
-        for key in keys {
+        for key in (ObjectKeys {
+            nodes,
+            at: object + 1,
+            left: len,
+        }) {
             if !seen.insert(key) {
-                return Err(duplicate(key));
+                return Err(duplicate_key(key));
             }
         }
+        return Ok(());
+    }
+    // Compare cheap fingerprints first; only equal ones compare bytes.
+    let mut prints = [0u64; PAIRWISE_DUPLICATE_CHECK];
+    let mut key_nodes = [0usize; PAIRWISE_DUPLICATE_CHECK];
+    let mut at = object + 1;
+    for n in 0..len {
+        let Some(Node::String(key)) = nodes.get(at) else {
+            break;
+        };
+        let print = fingerprint(key);
+        for m in 0..n {
+            if prints[m] == print && matches!(nodes.get(key_nodes[m]), Some(Node::String(k)) if k == key) {
+                return Err(duplicate_key(key));
+            }
+        }
+        prints[n] = print;
+        key_nodes[n] = at;
+        at = skip(nodes, at + 1);
     }
     Ok(())
+}
+
+#[cold]
+fn duplicate_key(key: &str) -> String {
+    format!("invalid JSON: duplicate key {}", quote_truncated(key))
 }
 
 /// Length and first, middle and last bytes of a key: equal keys have equal prints.
@@ -312,15 +318,14 @@ impl<'s> Doc<'s> {
     }
 
     fn number_text(&self, i: usize) -> &str {
-        let span = self
-            .node_numbers
-            .get(i)
-            .and_then(|&n| self.numbers.get(n as usize));
-        match span {
-            // Number tokens are ASCII, so the slice is valid UTF-8.
-            Some(s) => std::str::from_utf8(&self.input[s.start as usize..s.end as usize]).unwrap_or("0"),
-            None => "0",
-        }
+        let start = self.node_starts.get(i).map_or(0, |&s| s as usize);
+        let token = self.text.as_bytes().get(start..).unwrap_or_default();
+        let len = token
+            .iter()
+            .take_while(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+            .count();
+        // Number tokens are ASCII, so both ends are character boundaries.
+        self.text.get(start..start + len).unwrap_or("0")
     }
 
     /// `(key, value node)` of each member of an object, in input order.
@@ -335,6 +340,11 @@ impl<'s> Doc<'s> {
             at = skip(nodes, value);
             Some((*key, value))
         })
+    }
+
+    /// Refuses an object with a repeated key (the root is not checked when parsing).
+    pub(crate) fn check_duplicate_keys(&self, object: Members) -> Result<(), String> {
+        check_duplicate_keys(&self.tape.0, object.node, object.len)
     }
 
     /// Node index of each element of an array, in order.
@@ -432,8 +442,15 @@ mod tests {
         assert!(parse_err("{\"a\":\"\u{1}\"}").starts_with("invalid JSON"));
         assert!(parse_err(r#"{"a":"\ud800"}"#).contains("surrogate"));
         assert_eq!(
-            parse_err(r#"{"a":1,"b":2,"a":3}"#),
+            parse_err(r#"{"x":{"a":1,"b":2,"a":3}}"#),
             r#"invalid JSON: duplicate key "a""#
+        );
+        // The root's keys are left to the row writer, which checks them as it matches.
+        let mut scratch = JsonScratch::default();
+        let doc = scratch.parse(br#"{"a":1,"a":2}"#).unwrap();
+        assert_eq!(
+            doc.check_duplicate_keys(doc.root()),
+            Err(r#"invalid JSON: duplicate key "a""#.to_string())
         );
         assert!(parse_err(r#"{"x":{"k":1,"k":2}}"#).contains("duplicate key \"k\""));
         assert_eq!(parse_err("[1]"), "the JSON value must be an object, got an array");
@@ -458,10 +475,10 @@ mod tests {
     #[test]
     fn duplicate_keys_in_large_objects() {
         let mut members: Vec<String> = (0..100).map(|i| format!("\"k{i}\":{i}")).collect();
-        let ok = format!("{{{}}}", members.join(","));
+        let ok = format!("{{\"x\":{{{}}}}}", members.join(","));
         JsonScratch::default().parse(ok.as_bytes()).unwrap();
         members.push("\"k7\":0".into());
-        let dup = format!("{{{}}}", members.join(","));
+        let dup = format!("{{\"x\":{{{}}}}}", members.join(","));
         assert!(parse_err(&dup).contains("duplicate key \"k7\""));
     }
 

@@ -212,11 +212,44 @@ impl<'d, 's> ValueWriter<'d, 's> {
         path: &Path<'_>,
         root: bool,
     ) -> Written {
+        let written = self.write_members(children, shape, before, object, path, root);
+        if root {
+            if let Err(Refusal::Record(_)) = &written {
+                // A repeated root key makes the value invalid JSON, which outranks the
+                // failure that stopped the loop before it reached the repetition.
+                if let Err(reason) = self.doc.check_duplicate_keys(object) {
+                    return Err(self.record_error(&Path::Root, reason));
+                }
+            }
+        }
+        written
+    }
+
+    fn write_members(
+        &mut self,
+        children: &mut [Column<'_>],
+        shape: &RowShape,
+        before: usize,
+        object: Members,
+        path: &Path<'_>,
+        root: bool,
+    ) -> Written {
         let doc = self.doc;
         let mut node: Option<RescueId> = None;
+        let mut keys_checked = !root;
         for (position, (key, value)) in doc.members(object).enumerate() {
             let member_path = Path::Field(path, key);
-            let Some(field) = shape.lookup(key, position) else {
+            let field = shape.lookup(key, position);
+            // The parser leaves the root's keys to this loop: a field written twice, or the
+            // first unknown member (then all keys are compared once), reveals a repeated key.
+            let repeated = field.is_some_and(|f| children[f].len() > before);
+            if root && (repeated || (field.is_none() && !keys_checked)) {
+                keys_checked = true;
+                if let Err(reason) = doc.check_duplicate_keys(object) {
+                    return Err(self.record_error(&Path::Root, reason));
+                }
+            }
+            let Some(field) = field else {
                 if root && key == RESCUE_COLUMN && matches!(doc.value(value), JsonValue::Null) {
                     // A null `_kafka_rescue` member carries nothing to rescue.
                     continue;

@@ -345,3 +345,33 @@ fn plan_is_send_and_sync() {
     shared::<ConversionPlan>();
     shared::<std::sync::Arc<ConversionPlan>>();
 }
+
+#[test]
+fn repeated_root_keys_are_invalid_json_in_both_layouts() {
+    let flat_rescue = flat_plan(vec![
+        col("a", DataType::Int),
+        col("_kafka_rescue", DataType::String),
+    ]);
+    let flat = flat_plan(vec![col("a", DataType::Int)]);
+    let nested = nested_plan(vec![
+        col("_kafka_value", row(vec![col("a", DataType::Int)])),
+        col("_kafka_rescue", DataType::String),
+    ]);
+    for plan in [&flat_rescue, &flat, &nested] {
+        for json in [
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":"x","a":2}"#,
+            r#"{"a":null,"a":null}"#,
+            r#"{"z":1,"b":2,"z":3}"#,
+            r#"{"a":1,"z":1,"z":3}"#,
+            r#"{"z":1,"a":1,"a":3}"#,
+        ] {
+            let err = convert_one(plan, json).expect_err(json);
+            assert!(
+                err.reason.starts_with("invalid JSON: duplicate key"),
+                "{json}: {err}"
+            );
+            assert_eq!(err.path, "", "{json}");
+        }
+    }
+}
