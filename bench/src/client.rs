@@ -5,7 +5,7 @@
 //! a window of requests in flight while another reads the answers in order.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -122,12 +122,6 @@ impl FrameWriter {
         self.stream
             .write_all(frame)
             .map_err(|source| BenchError::io(format!("writing to {}", self.endpoint), source))
-    }
-
-    /// Closes the sending side so the peer sees end of stream after the last request.
-    pub fn finish(&self) {
-        // Failing to shut down a socket that is being dropped anyway changes nothing.
-        let _ = self.stream.shutdown(Shutdown::Write);
     }
 }
 
@@ -296,9 +290,26 @@ impl KafkaConnection {
         }
     }
 
-    /// Metadata for one topic.
+    /// Metadata for one topic, allowing auto-creation (as the Java producer does; brokers that
+    /// create topics on demand, such as librdkafka's mock cluster, need it; kafluss ignores it).
+    ///
+    /// An answer that does not decode is asked again at older versions: librdkafka's mock
+    /// cluster writes a stray byte into flexible Metadata answers.
     pub fn metadata(&mut self, version: i16, topic: &str) -> Result<MetadataResponse, BenchError> {
-        self.call(version, &MetadataRequest::for_names(Some(&[topic])))
+        let mut request = MetadataRequest::for_names(Some(&[topic]));
+        request.allow_auto_topic_creation = true;
+        let mut first_error = None;
+        let older = [8, 4, 1].into_iter().filter(|older| *older < version);
+        for candidate in std::iter::once(version).chain(older) {
+            match self.call(candidate, &request) {
+                Ok(response) => return Ok(response),
+                Err(error @ BenchError::Decode { .. }) => {
+                    first_error.get_or_insert(error);
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Err(first_error.expect("the negotiated version was tried"))
     }
 
     /// Splits into the writing and the reading half.

@@ -34,6 +34,9 @@ const VALUE_POOL: usize = 1024;
 const THREAD_STACK: usize = 256 * 1024;
 /// The last, partial interval is printed only when at least this long (a sliver's rate misleads).
 const MIN_PRINTED_SPAN_S: f64 = 0.2;
+/// Metadata look-ups while a topic is being created, and the pause between them.
+const METADATA_ATTEMPTS: u32 = 20;
+const METADATA_RETRY_PAUSE: Duration = Duration::from_millis(250);
 /// Time between set-up and the first send, so that every writer starts on the same clock.
 const START_DELAY: Duration = Duration::from_millis(20);
 
@@ -196,8 +199,7 @@ fn open(endpoint: &str, workload: &Workload) -> Result<(KafkaConnection, Negotia
 pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Result<RunResult, BenchError> {
     workload.validate()?;
     let (mut first, versions) = open(bootstrap, workload)?;
-    let metadata = first.metadata(versions.metadata, &workload.topic)?;
-    let layout = TopicLayout::from_metadata(bootstrap, &workload.topic, &metadata)?;
+    let layout = look_up_topic(&mut first, bootstrap, versions.metadata, &workload.topic)?;
     drop(first);
 
     let (idle, idle_connections_error) = open_idle_connections(bootstrap, workload);
@@ -326,6 +328,27 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
         idle_connections_open,
         idle_connections_error,
     })
+}
+
+/// Asks for the topic's layout; a topic being auto-created answers "unknown" or "no leader"
+/// for a moment, so those are asked again (bounded).
+fn look_up_topic(
+    connection: &mut KafkaConnection,
+    bootstrap: &str,
+    version: i16,
+    topic: &str,
+) -> Result<TopicLayout, BenchError> {
+    let mut attempts = 0;
+    loop {
+        let metadata = connection.metadata(version, topic)?;
+        match TopicLayout::from_metadata(bootstrap, topic, &metadata) {
+            Err(BenchError::Metadata { .. }) if attempts < METADATA_ATTEMPTS => {
+                attempts += 1;
+                thread::sleep(METADATA_RETRY_PAUSE);
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Opens the idle connections (ApiVersions and Metadata each, then silence); stops at the first
@@ -524,7 +547,9 @@ impl WriterState {
                 }
             }
         }
-        self.writer.finish();
+        // No half-close here: some brokers (librdkafka's mock) drop answers still owed once
+        // they see end of stream. The socket closes when the reader is done too.
+        drop(self.writer);
         WriterOutcome { last_write, failure }
     }
 }
