@@ -70,7 +70,14 @@ pub(crate) fn bool(input: &[u8]) -> PResult<'_, bool> {
 }
 
 /// Unsigned LEB128 of at most 64 bits, with at most `max_bytes` bytes.
+#[inline]
 fn unsigned_leb128(input: &[u8], max_bytes: usize) -> PResult<'_, u64> {
+    // Fast path: most lengths and deltas in a record fit one byte.
+    if let Some((&byte, rest)) = input.split_first() {
+        if byte < 0x80 {
+            return Ok((rest, u64::from(byte)));
+        }
+    }
     let mut value: u64 = 0;
     for (index, &byte) in input.iter().enumerate().take(max_bytes) {
         value |= u64::from(byte & 0x7f) << (7 * index);
@@ -86,6 +93,7 @@ fn unsigned_leb128(input: &[u8], max_bytes: usize) -> PResult<'_, u64> {
 }
 
 /// Unsigned 32-bit varint (lengths, counts and tags of the flexible encoding).
+#[inline]
 pub fn unsigned_varint(input: &[u8]) -> PResult<'_, u32> {
     let (rest, value) = unsigned_leb128(input, MAX_VARINT_BYTES)?;
     match u32::try_from(value) {
@@ -95,12 +103,14 @@ pub fn unsigned_varint(input: &[u8]) -> PResult<'_, u32> {
 }
 
 /// Zigzag-encoded signed 32-bit varint (record fields).
+#[inline]
 pub fn varint(input: &[u8]) -> PResult<'_, i32> {
     let (rest, raw) = unsigned_varint(input)?;
     Ok((rest, ((raw >> 1) as i32) ^ -((raw & 1) as i32)))
 }
 
 /// Zigzag-encoded signed 64-bit varint (record timestamp deltas).
+#[inline]
 pub fn varlong(input: &[u8]) -> PResult<'_, i64> {
     let (rest, raw) = unsigned_leb128(input, MAX_VARLONG_BYTES)?;
     // The tenth byte may only carry the top bit of a 64-bit value.
@@ -611,5 +621,89 @@ mod tests {
             })
         ));
         assert!(put_str(&mut buf, &long[1..], false, "client_id").is_ok());
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn varint_round_trips(value in any::<i32>()) {
+                let mut buf = BytesMut::new();
+                put_varint(&mut buf, value);
+                prop_assert_eq!(buf.len(), varint_len(value));
+                prop_assert_eq!(varint(&buf).unwrap(), (&[][..], value));
+            }
+
+            #[test]
+            fn varlong_round_trips(value in any::<i64>()) {
+                let mut buf = BytesMut::new();
+                put_varlong(&mut buf, value);
+                prop_assert_eq!(buf.len(), varlong_len(value));
+                prop_assert_eq!(varlong(&buf).unwrap(), (&[][..], value));
+            }
+
+            #[test]
+            fn unsigned_varint_round_trips(value in any::<u32>()) {
+                let mut buf = BytesMut::new();
+                put_unsigned_varint(&mut buf, u64::from(value));
+                prop_assert_eq!(buf.len(), unsigned_varint_len(u64::from(value)));
+                prop_assert_eq!(unsigned_varint(&buf).unwrap(), (&[][..], value));
+            }
+
+            #[test]
+            fn strings_round_trip(value in proptest::option::of(".{0,300}"), flexible in any::<bool>()) {
+                let mut buf = BytesMut::new();
+                put_nullable_str(&mut buf, value.as_deref(), flexible, "s").unwrap();
+                let (rest, decoded) = nullable_str(&buf, flexible).unwrap();
+                prop_assert!(rest.is_empty());
+                prop_assert_eq!(decoded, value.as_deref());
+            }
+
+            #[test]
+            fn bytes_round_trip(value in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)), flexible in any::<bool>()) {
+                let mut buf = BytesMut::new();
+                put_nullable_bytes(&mut buf, value.as_deref(), flexible, "b").unwrap();
+                let src = buf.freeze();
+                let (rest, decoded) = nullable_bytes(&src, &src, flexible).unwrap();
+                prop_assert!(rest.is_empty());
+                prop_assert_eq!(decoded.as_deref(), value.as_deref());
+            }
+
+            #[test]
+            fn int_arrays_round_trip(values in proptest::collection::vec(any::<i32>(), 0..100), flexible in any::<bool>()) {
+                let mut buf = BytesMut::new();
+                put_array_len(&mut buf, Some(values.len()), flexible, "a").unwrap();
+                for value in &values {
+                    buf.put_i32(*value);
+                }
+                let (rest, decoded) = array(&buf, flexible, "a", i32).unwrap();
+                prop_assert!(rest.is_empty());
+                prop_assert_eq!(decoded, values);
+            }
+
+            #[test]
+            fn tagged_fields_round_trip(tags in proptest::collection::btree_map(any::<u32>(), proptest::collection::vec(any::<u8>(), 0..20), 0..8)) {
+                let fields: Vec<(u32, &[u8])> = tags.iter().map(|(tag, data)| (*tag, data.as_slice())).collect();
+                let mut buf = BytesMut::new();
+                put_tagged_fields(&mut buf, &fields);
+                let (rest, decoded) = tagged_fields(&buf).unwrap();
+                prop_assert!(rest.is_empty());
+                prop_assert_eq!(decoded, fields);
+            }
+
+            #[test]
+            fn decoders_never_panic_on_garbage(input in proptest::collection::vec(any::<u8>(), 0..64), flexible in any::<bool>()) {
+                let _ = varint(&input);
+                let _ = varlong(&input);
+                let _ = unsigned_varint(&input);
+                let _ = nullable_str(&input, flexible);
+                let _ = nullable_bytes_slice(&input, flexible);
+                let _ = array_len(&input, flexible);
+                let _ = tagged_fields(&input);
+                let _ = array(&input, flexible, "a", i32);
+            }
+        }
     }
 }
