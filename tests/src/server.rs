@@ -170,6 +170,8 @@ impl KaflussServer {
                 "RUST_LOG",
                 std::env::var("KAFLUSS_SUITE_RUST_LOG").unwrap_or_else(|_| "info".into()),
             )
+            // Plain log lines in error messages (tracing colours even when piped).
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -222,7 +222,8 @@ pub fn samples(mode: ValueMode, caps: Capabilities, count: usize, seed: u64, par
         .collect()
 }
 
-/// `count` larger, compressible text records (for the compression cases), all keyed.
+/// `count` larger, compressible text records (for the compression cases), all keyed, all with the
+/// same header (so kcat sends them in one run, one compressed batch).
 pub fn compressible_samples(caps: Capabilities, count: usize, label: &str) -> Vec<Sample> {
     (0..count)
         .map(|index| {
@@ -233,7 +234,7 @@ pub fn compressible_samples(caps: Capabilities, count: usize, label: &str) -> Ve
                 record: Record {
                     key: Some(format!("k{index}").into_bytes()),
                     value: Some(text.into_bytes()),
-                    headers: headers_for(caps, index),
+                    headers: vec![("codec".into(), Some(label.as_bytes().to_vec()))],
                     timestamp: caps.timestamps.then(|| 1_710_000_000_000 + index as i64),
                     partition: None,
                 },
