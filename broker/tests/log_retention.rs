@@ -1,0 +1,131 @@
+//! Retention after recovery (segment age from the file's mtime), the periodic task, and
+//! dropping a table's directory.
+
+mod log_support;
+
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafluss_broker::log::sim::SimStore;
+use kafluss_broker::log::{
+    bucket_dir, remove_table_dir, run_retention, table_dir, BucketLog, BucketStats, FlushPolicy, LogConfig,
+    LogRegistry,
+};
+use log_support::{batch, run_local};
+
+fn config(retention: Duration) -> LogConfig {
+    LogConfig {
+        segment_size: 400,
+        flush_policy: FlushPolicy::Ack,
+        retention: Some(retention),
+    }
+}
+
+#[test]
+fn recovered_segments_age_from_their_modification_time() {
+    run_local(async {
+        let store = SimStore::new(3);
+        let dir = PathBuf::from("/sim/db/t-1/bucket-0");
+        let ttl = Duration::from_secs(600);
+        let log =
+            BucketLog::open_with_store(store.clone(), &dir, config(ttl), Arc::new(BucketStats::default()))
+                .await
+                .unwrap();
+        for i in 0..5 {
+            log.append(&batch(i * 10, 10)).await.unwrap();
+        }
+        let segments = log.segment_count();
+        assert!(segments >= 3);
+        drop(log);
+        // Ten minutes and one second after the writes, a restarted broker expires them.
+        store.advance_clock(ttl + Duration::from_secs(1));
+        let log =
+            BucketLog::open_with_store(store.clone(), &dir, config(ttl), Arc::new(BucketStats::default()))
+                .await
+                .unwrap();
+        assert_eq!(
+            log.enforce_retention(store.now() - Duration::from_secs(2))
+                .await
+                .unwrap(),
+            0
+        );
+        let deleted = log.enforce_retention(store.now()).await.unwrap();
+        assert_eq!(deleted, segments - 1, "all but the last (active) segment");
+        assert_eq!(log.next_offset(), 50);
+        assert_eq!(store.paths().len(), 1);
+    });
+}
+
+#[test]
+fn the_periodic_task_deletes_expired_segments_and_stops_with_the_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bucket-0");
+    run_local(async move {
+        let log = Rc::new(
+            BucketLog::open(
+                &dir,
+                config(Duration::from_millis(1)),
+                Arc::new(BucketStats::default()),
+            )
+            .await
+            .unwrap(),
+        );
+        for i in 0..5 {
+            log.append(&batch(i * 10, 10)).await.unwrap();
+        }
+        assert!(log.segment_count() >= 3);
+        let task = glommio::spawn_local(run_retention(Rc::downgrade(&log), Duration::from_millis(5)));
+        // Bounded wait: up to 2 s for the task to run.
+        for _ in 0..200 {
+            if log.segment_count() == 1 {
+                break;
+            }
+            glommio::timer::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(log.segment_count(), 1);
+        assert_eq!(
+            log.log_start_offset(),
+            log.stats()
+                .log_start_offset
+                .load(std::sync::atomic::Ordering::Acquire)
+        );
+        drop(log);
+        // The task notices the log is gone and ends.
+        glommio::timer::timeout(Duration::from_secs(2), async move {
+            task.await;
+            Ok(())
+        })
+        .await
+        .expect("retention task ends when its log is dropped");
+    });
+}
+
+#[test]
+fn dropping_a_table_removes_its_directory_and_stats() {
+    let tmp = tempfile::tempdir().unwrap();
+    let table = table_dir(tmp.path(), "sales", "orders", 9);
+    let registry = Arc::new(LogRegistry::new());
+    let (t, r) = (table.clone(), registry.clone());
+    run_local(async move {
+        for bucket in 0..2 {
+            let log = BucketLog::open(
+                &bucket_dir(&t, bucket),
+                config(Duration::from_secs(60)),
+                r.register(9, bucket),
+            )
+            .await
+            .unwrap();
+            log.append(&batch(0, 3)).await.unwrap();
+        }
+    });
+    assert!(table.join("bucket-1").is_dir());
+    remove_table_dir(&table).unwrap();
+    registry.remove_table(9);
+    assert!(!table.exists());
+    assert!(tmp.path().join("sales").is_dir(), "the database directory stays");
+    assert_eq!(registry.row_counts(9), vec![]);
+    // Dropping again (or a table that never stored rows) is fine.
+    remove_table_dir(&table).unwrap();
+}
