@@ -341,6 +341,14 @@ fn ddl_errors_are_typed() {
             "CREATE TABLE u (a INT) WITH ('table.log.format' = 'parquet')",
             "INVALID_TABLE",
         ),
+        (
+            "CREATE TABLE u (a INT) WITH ('table.log.ttl' = 'forever')",
+            "INVALID_TABLE",
+        ),
+        (
+            "ALTER TABLE sales.t SET ('table.log.ttl' = '0s')",
+            "INVALID_TABLE",
+        ),
         ("CREATE TABLE `a.b` (a INT)", "INVALID_NAME"),
         ("CREATE DATABASE __internal", "INVALID_NAME"),
         ("USE nowhere", "DATABASE_NOT_FOUND"),

@@ -31,6 +31,8 @@ use super::store::{CatalogStore, StoredCatalog, StoredTable};
 pub const DEFAULT_DATABASE: &str = "fluss";
 /// Upper bound of `bucket.num`: each bucket is a directory and a log on some core.
 pub const MAX_BUCKETS: u32 = 1024;
+/// Retention of a table's log (read by the storage's retention task).
+pub const LOG_TTL_OPTION: &str = "table.log.ttl";
 /// Log formats Fluss knows; only `arrow` can be mapped to Kafka.
 pub const LOG_FORMATS: [&str; 3] = ["arrow", "indexed", "compacted"];
 
@@ -513,6 +515,7 @@ impl Catalog {
         };
         options.insert(BUCKET_NUM_OPTION.to_string(), bucket_count.to_string());
         let log_format = check_log_format(&options).map_err(invalid)?;
+        check_log_ttl(&options).map_err(invalid)?;
         let schema = Schema::new(columns);
         check_kafka(
             &path,
@@ -601,6 +604,7 @@ impl Catalog {
                 }
             }
             let log_format = check_log_format(&options).map_err(invalid)?;
+            check_log_ttl(&options).map_err(invalid)?;
             check_kafka(
                 &path,
                 &table.schema,
@@ -726,6 +730,16 @@ fn parse_bucket_count(text: &str) -> Result<u32, String> {
         _ => Err(format!(
             "'{BUCKET_NUM_OPTION}' must be an integer between 1 and {MAX_BUCKETS}, got '{text}'"
         )),
+    }
+}
+
+/// `table.log.ttl`, when set, must be a duration the retention task understands.
+fn check_log_ttl(options: &BTreeMap<String, String>) -> Result<(), String> {
+    match options.get(LOG_TTL_OPTION) {
+        Some(value) if crate::log::parse_ttl(value).is_none() => Err(format!(
+            "'{LOG_TTL_OPTION}' must be a positive duration such as '7d', '12h' or '30min', got '{value}'"
+        )),
+        _ => Ok(()),
     }
 }
 
