@@ -10,7 +10,7 @@
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 VENV="$ROOT/.venv"
 CLIENTS_DIR="$ROOT/tests/clients"
@@ -68,7 +68,7 @@ setup_venv() {
     # The confluent-kafka wheel carries a newer librdkafka under a hashed file name; kcat loads it
     # as librdkafka.so.1 from this folder through LD_LIBRARY_PATH.
     local wheel_lib
-    wheel_lib="$(ls "$VENV"/lib/python3*/site-packages/confluent_kafka.libs/librdkafka*.so* 2>/dev/null | head -1)"
+    wheel_lib="$(find "$VENV"/lib/python3*/site-packages/confluent_kafka.libs -name 'librdkafka*.so*' 2>/dev/null | head -1)"
     [ -n "$wheel_lib" ] || die "no librdkafka inside the confluent-kafka wheel"
     mkdir -p "$VENV/librdkafka-wheel"
     ln -sf "$wheel_lib" "$VENV/librdkafka-wheel/librdkafka.so.1"
@@ -104,9 +104,11 @@ fi
 # What the client suite needs; KAFLUSS_REQUIRE_CLIENTS makes a missing client a failure.
 export KAFLUSS_BIN="$TARGET_DIR/debug/kafluss"
 export KAFLUSS_PYTHON="$VENV/bin/python"
-export KAFLUSS_NODE="$(command -v node)"
+KAFLUSS_NODE="$(command -v node)"
+export KAFLUSS_NODE
 export KAFLUSS_NODE_MODULES="$CLIENTS_DIR/node_modules"
-export KAFLUSS_KCAT="$(command -v kcat)"
+KAFLUSS_KCAT="$(command -v kcat)"
+export KAFLUSS_KCAT
 export KAFLUSS_WHEEL_LIBRDKAFKA_DIR="$VENV/librdkafka-wheel"
 export KAFLUSS_RESULTS_DIR="$TARGET_DIR/kafluss-suite"
 export KAFLUSS_REQUIRE_CLIENTS=1
