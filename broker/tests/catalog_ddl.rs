@@ -443,3 +443,57 @@ fn use_show_describe_and_show_create_round_trip() {
     assert_eq!(recreated.primary_key, original.primary_key);
     assert_eq!(recreated.partition_keys, original.partition_keys);
 }
+
+#[test]
+fn concurrent_ddl_loses_nothing_while_readers_resolve() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Arc::new(open(dir.path()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (catalog, stop) = (Arc::clone(&catalog), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut last_revision = 0;
+            let mut loads = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let snapshot = catalog.snapshot();
+                assert!(snapshot.revision >= last_revision, "snapshots never go back");
+                last_revision = snapshot.revision;
+                for topic in &snapshot.kafka_topics {
+                    assert_eq!(snapshot.resolve_topic(&topic.name).unwrap().id, topic.table.id);
+                }
+                loads += 1;
+            }
+            loads
+        })
+    };
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let catalog = Arc::clone(&catalog);
+            std::thread::spawn(move || {
+                for i in 0..25 {
+                    run(
+                        &catalog,
+                        &format!("CREATE TABLE t_{writer}_{i} (x INT) WITH ('table.kafka.enabled' = 'true')"),
+                    );
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+
+    let snapshot = catalog.snapshot();
+    assert_eq!(snapshot.kafka_topics.len(), 100);
+    let ids: std::collections::BTreeSet<u64> = snapshot.tables().map(|t| t.id).collect();
+    assert_eq!(ids.len(), 100, "ids are unique");
+    drop(catalog);
+    let reopened = open(dir.path());
+    assert_eq!(
+        reopened.snapshot().kafka_topics.len(),
+        100,
+        "every change was stored"
+    );
+}
