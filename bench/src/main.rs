@@ -84,13 +84,14 @@ struct ProduceArgs {
     /// Its name in reports.
     #[arg(long, default_value = "a")]
     name: String,
-    /// A second endpoint given the same workload, in alternation with the first.
+    /// Another endpoint given the same workload, in alternation with the first (repeatable);
+    /// ratios are the first endpoint's to each of these.
     #[arg(long)]
-    vs: Option<String>,
-    /// The second endpoint's name in reports.
-    #[arg(long, default_value = "b")]
-    vs_name: String,
-    /// Rounds (each runs both endpoints; the order alternates per round).
+    vs: Vec<String>,
+    /// Names of the --vs endpoints, in order (default b, c, ...).
+    #[arg(long)]
+    vs_name: Vec<String>,
+    /// Rounds (each runs every endpoint; the order reverses every other round).
     #[arg(long, default_value_t = 1)]
     rounds: usize,
     /// Topic.
@@ -151,9 +152,9 @@ struct ProduceArgs {
     /// The first endpoint's server pid: report its CPU seconds per million records and RSS.
     #[arg(long)]
     server_pid: Option<u32>,
-    /// The --vs endpoint's server pid.
+    /// Server pids of the --vs endpoints, in order (0: not measured).
     #[arg(long)]
-    vs_server_pid: Option<u32>,
+    vs_server_pid: Vec<u32>,
     /// Connections opened (ApiVersions + Metadata) and left idle during the load.
     #[arg(long, default_value_t = 0)]
     idle_connections: usize,
@@ -223,11 +224,17 @@ fn produce(args: &ProduceArgs) -> Result<bool, BenchError> {
     let workload = args.workload();
     workload.validate()?;
     let mut endpoints = vec![(args.name.clone(), args.bootstrap.clone(), args.server_pid)];
-    if let Some(vs) = &args.vs {
-        if args.vs_name == args.name {
-            return Err(BenchError::Options("--name and --vs-name must differ".into()));
+    for (i, vs) in args.vs.iter().enumerate() {
+        let name = args
+            .vs_name
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| char::from(b'b' + (i % 25) as u8).to_string());
+        if endpoints.iter().any(|(existing, _, _)| *existing == name) {
+            return Err(BenchError::Options(format!("endpoint name {name} given twice")));
         }
-        endpoints.push((args.vs_name.clone(), vs.clone(), args.vs_server_pid));
+        let pid = args.vs_server_pid.get(i).copied().filter(|pid| *pid != 0);
+        endpoints.push((name, vs.clone(), pid));
     }
     let names: Vec<String> = endpoints.iter().map(|(name, _, _)| name.clone()).collect();
     let mut runs = Vec::new();

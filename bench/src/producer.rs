@@ -62,7 +62,9 @@ pub struct ServerUsage {
     pub pid: u32,
     /// CPU seconds (user + system, all threads) spent between the first send and the last ack.
     pub cpu_seconds: f64,
-    /// Reading before the run (after set-up and idle connections).
+    /// Reading before any connection of the run was opened.
+    pub at_start: ProcessSample,
+    /// Reading just before the first send (after set-up and idle connections).
     pub before: ProcessSample,
     /// Reading after the last answer.
     pub after: ProcessSample,
@@ -198,6 +200,7 @@ fn open(endpoint: &str, workload: &Workload) -> Result<(KafkaConnection, Negotia
 /// Runs `workload` against `bootstrap`, measuring `server_pid` if given.
 pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Result<RunResult, BenchError> {
     workload.validate()?;
+    let server_at_start = server_pid.and_then(proc_stat::sample);
     let (mut first, versions) = open(bootstrap, workload)?;
     let layout = look_up_topic(&mut first, bootstrap, versions.metadata, &workload.topic)?;
     drop(first);
@@ -292,9 +295,10 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
     let idle_connections_open = idle.len();
     drop(idle);
 
-    let server = match (server_pid, server_before, server_after) {
-        (Some(pid), Some(before), Some(after)) => Some(ServerUsage {
+    let server = match (server_pid, server_at_start, server_before, server_after) {
+        (Some(pid), Some(at_start), Some(before), Some(after)) => Some(ServerUsage {
             pid,
+            at_start,
             cpu_seconds: after.cpu_seconds - before.cpu_seconds,
             before,
             after,

@@ -52,7 +52,8 @@ pub fn run_json(run: &NamedRun) -> Value {
             "cpu_s": round3(server.cpu_seconds),
             "cpu_s_per_million_records": result.server_cpu_per_million_records().map(round3),
             "cpu_us_per_request": result.server_cpu_us_per_request().map(round3),
-            "rss_kib_before": server.before.rss_kib,
+            "rss_kib_at_start": server.at_start.rss_kib,
+            "rss_kib_before_load": server.before.rss_kib,
             "rss_kib_after": server.after.rss_kib,
             "peak_rss_kib": server.after.peak_rss_kib,
         })
@@ -186,35 +187,37 @@ impl Totals {
     }
 }
 
-/// `b / a`, or `None` when `a` is zero.
-fn ratio(a: f64, b: f64) -> Option<f64> {
-    (a != 0.0).then(|| b / a)
+/// `subject / reference`, or `None` when the reference is zero.
+fn ratio(subject: f64, reference: f64) -> Option<f64> {
+    (reference != 0.0).then(|| subject / reference)
 }
 
-/// The ratios of `b` to `a` (throughput, latency percentiles, CPU), as JSON.
-pub fn ratios_json(a: &Totals, b: &Totals) -> Value {
-    let la = LatencySummary::of(&a.request_latency);
-    let lb = LatencySummary::of(&b.request_latency);
+/// The first endpoint (the subject) relative to `reference`: throughput, latency percentiles
+/// and server CPU per record, each `subject / reference`, as JSON.
+pub fn ratios_json(subject: &Totals, reference: &Totals) -> Value {
+    let ls = LatencySummary::of(&subject.request_latency);
+    let lr = LatencySummary::of(&reference.request_latency);
     json!({
-        "of": b.name,
-        "to": a.name,
-        "records_per_s": ratio(a.records_per_second(), b.records_per_second()).map(round3),
-        "request_p50": ratio(la.p50_us, lb.p50_us).map(round3),
-        "request_p99": ratio(la.p99_us, lb.p99_us).map(round3),
-        "request_p999": ratio(la.p999_us, lb.p999_us).map(round3),
-        "server_cpu_per_record": match (a.cpu_per_million(), b.cpu_per_million()) {
-            (Some(ca), Some(cb)) => ratio(ca, cb).map(round3),
+        "subject": subject.name,
+        "reference": reference.name,
+        "records_per_s": ratio(subject.records_per_second(), reference.records_per_second()).map(round3),
+        "request_p50": ratio(ls.p50_us, lr.p50_us).map(round3),
+        "request_p99": ratio(ls.p99_us, lr.p99_us).map(round3),
+        "request_p999": ratio(ls.p999_us, lr.p999_us).map(round3),
+        "server_cpu_per_record": match (subject.cpu_per_million(), reference.cpu_per_million()) {
+            (Some(cs), Some(cr)) => ratio(cs, cr).map(round3),
             _ => None,
         },
     })
 }
 
-/// The whole result file: workload, every run, and (for `--vs`) totals and ratios.
+/// The whole result file: workload, every run, totals per endpoint and the first endpoint's
+/// ratios to each of the others.
 pub fn results_json(workload: &Workload, runs: &[NamedRun], names: &[String]) -> Value {
     let totals: Vec<Totals> = names.iter().map(|name| Totals::of(runs, name)).collect();
-    let comparison = match totals.as_slice() {
-        [a, b] => Some(ratios_json(a, b)),
-        _ => None,
+    let comparison: Vec<Value> = match totals.split_first() {
+        Some((subject, others)) => others.iter().map(|other| ratios_json(subject, other)).collect(),
+        None => Vec::new(),
     };
     json!({
         "tool": "kafluss-bench",
@@ -302,6 +305,21 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         if let Some(error) = &result.first_error {
             let _ = writeln!(out, "  first error: {error}");
         }
+        if let Some(server) = result.server {
+            let _ = writeln!(
+                out,
+                "  server pid {}: {:.2} CPU s ({} µs/request), RSS KiB at start {}, before load {} \
+                 ({} idle connections), after {}, peak {}",
+                server.pid,
+                server.cpu_seconds,
+                fmt_opt(result.server_cpu_us_per_request(), 2),
+                server.at_start.rss_kib,
+                server.before.rss_kib,
+                result.idle_connections_open,
+                server.after.rss_kib,
+                server.after.peak_rss_kib,
+            );
+        }
         if let Some(error) = &result.idle_connections_error {
             let _ = writeln!(
                 out,
@@ -310,51 +328,63 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
             );
         }
     }
-    if let [a, b] = names {
-        let a = Totals::of(runs, a);
-        let b = Totals::of(runs, b);
-        let la = LatencySummary::of(&a.request_latency);
-        let lb = LatencySummary::of(&b.request_latency);
-        for totals in [&a, &b] {
-            let latency = LatencySummary::of(&totals.request_latency);
-            let _ = writeln!(
-                out,
-                "overall {:<10} {:>12.0} rec/s  p50 {:.3} ms  p99 {:.3} ms  cpu {} s/Mrec  {} µs/req",
-                totals.name,
-                totals.records_per_second(),
-                latency.p50_us / 1000.0,
-                latency.p99_us / 1000.0,
-                fmt_opt(totals.cpu_per_million(), 3),
-                fmt_opt(totals.cpu_us_per_request(), 2),
-            );
-        }
-        let rounds = runs.iter().map(|run| run.round + 1).max().unwrap_or(0);
+    if names.len() < 2 {
+        return out;
+    }
+    let totals: Vec<Totals> = names.iter().map(|name| Totals::of(runs, name)).collect();
+    for total in &totals {
+        let latency = LatencySummary::of(&total.request_latency);
+        let _ =
+            writeln!(
+            out,
+            "overall {:<10} {:>12.0} rec/s  p50 {:.3} ms  p99 {:.3} ms  cpu {} s/Mrec  {} µs/req  rss {} KiB",
+            total.name,
+            total.records_per_second(),
+            latency.p50_us / 1000.0,
+            latency.p99_us / 1000.0,
+            fmt_opt(total.cpu_per_million(), 3),
+            fmt_opt(total.cpu_us_per_request(), 2),
+            total.server_rss_kib.map_or_else(|| "-".to_owned(), |rss| rss.to_string()),
+        );
+    }
+    let subject = &totals[0];
+    let rounds = runs.iter().map(|run| run.round + 1).max().unwrap_or(0);
+    for reference in &totals[1..] {
         for round in 0..rounds {
             let find = |name: &str| runs.iter().find(|run| run.round == round && run.name == name);
-            if let (Some(ra), Some(rb)) = (find(&a.name), find(&b.name)) {
-                let pa = LatencySummary::of(&ra.result.request_latency).p99_us;
-                let pb = LatencySummary::of(&rb.result.request_latency).p99_us;
+            if let (Some(rs), Some(rr)) = (find(&subject.name), find(&reference.name)) {
+                let ps = LatencySummary::of(&rs.result.request_latency).p99_us;
+                let pr = LatencySummary::of(&rr.result.request_latency).p99_us;
                 let _ = writeln!(
                     out,
                     "round {round} {}/{}: throughput {}  p99 {}",
-                    b.name,
-                    a.name,
+                    subject.name,
+                    reference.name,
                     fmt_opt(
-                        ratio(ra.result.records_per_second(), rb.result.records_per_second()),
+                        ratio(rs.result.records_per_second(), rr.result.records_per_second()),
                         3
                     ),
-                    fmt_opt(ratio(pa, pb), 3),
+                    fmt_opt(ratio(ps, pr), 3),
                 );
             }
         }
+        let ls = LatencySummary::of(&subject.request_latency);
+        let lr = LatencySummary::of(&reference.request_latency);
         let _ = writeln!(
             out,
-            "overall ratio {}/{}: throughput {}  p50 {}  p99 {}",
-            b.name,
-            a.name,
-            fmt_opt(ratio(a.records_per_second(), b.records_per_second()), 3),
-            fmt_opt(ratio(la.p50_us, lb.p50_us), 3),
-            fmt_opt(ratio(la.p99_us, lb.p99_us), 3),
+            "overall ratio {}/{}: throughput {}  p50 {}  p99 {}  cpu/record {}",
+            subject.name,
+            reference.name,
+            fmt_opt(
+                ratio(subject.records_per_second(), reference.records_per_second()),
+                3
+            ),
+            fmt_opt(ratio(ls.p50_us, lr.p50_us), 3),
+            fmt_opt(ratio(ls.p99_us, lr.p99_us), 3),
+            match (subject.cpu_per_million(), reference.cpu_per_million()) {
+                (Some(cs), Some(cr)) => fmt_opt(ratio(cs, cr), 3),
+                _ => "-".to_owned(),
+            },
         );
     }
     out
