@@ -69,7 +69,8 @@ fn the_seed_example_table_converts() {
 
 #[test]
 fn validated_mappings_of_every_kind_compile() {
-    let cases: Vec<(Vec<Field>, Vec<(&str, &str)>)> = vec![
+    type Case = (Vec<Field>, Vec<(&'static str, &'static str)>);
+    let cases: Vec<Case> = vec![
         (
             vec![
                 col("_kafka_value", DataType::Bytes),
