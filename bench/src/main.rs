@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kafluss_bench::report::{results_json, text_report, NamedRun};
-use kafluss_bench::values::{table_sql, ValueKind};
+use kafluss_bench::values::{make_value, table_sql, Prng, ValueKind, DEFAULT_SEED};
 use kafluss_bench::{plot, producer, sink, BenchError, StopAfter, Workload};
 use kafluss_protocol::Compression;
 
@@ -34,6 +34,18 @@ enum Command {
         /// Partitions every topic has.
         #[arg(long, default_value_t = 1)]
         partitions: u32,
+    },
+    /// Print values of a generator, one per line (input for kcat -l; JSON and text only).
+    Values {
+        /// Value generator (json-flat, json-nested or text: values hold no newline).
+        #[arg(long, value_enum, default_value = "json-flat")]
+        value: ValueKind,
+        /// Bytes per value.
+        #[arg(long, default_value_t = 100)]
+        message_size: usize,
+        /// Values to print.
+        #[arg(long)]
+        count: u64,
     },
     /// Print the CREATE TABLE statement for the table a value generator writes into.
     TableSql {
@@ -283,6 +295,27 @@ fn produce(args: &ProduceArgs) -> Result<bool, BenchError> {
     Ok(clean)
 }
 
+fn print_values(kind: ValueKind, size: usize, count: u64) -> Result<u8, BenchError> {
+    use std::io::Write as _;
+    if kind == ValueKind::Random {
+        return Err(BenchError::Options(
+            "random values may hold newlines; use json-flat, json-nested or text".into(),
+        ));
+    }
+    let mut rng = Prng::new(DEFAULT_SEED);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for n in 0..count {
+        let mut line = make_value(kind, size, n, &mut rng);
+        line.push(b'\n');
+        out.write_all(&line)
+            .map_err(|source| BenchError::io("writing values to stdout", source))?;
+    }
+    out.flush()
+        .map_err(|source| BenchError::io("writing values to stdout", source))?;
+    Ok(0)
+}
+
 fn run_sink(listen: &str, partitions: u32) -> Result<(), BenchError> {
     let handle = sink::start(listen, partitions)?;
     println!("kafluss-bench sink listening on {}", handle.local_addr());
@@ -311,6 +344,11 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Produce(args) => produce(&args).map(|clean| if clean { 0 } else { 3 }),
         Command::Sink { listen, partitions } => run_sink(&listen, partitions).map(|()| 0),
+        Command::Values {
+            value,
+            message_size,
+            count,
+        } => print_values(value, message_size, count),
         Command::TableSql {
             table,
             value,

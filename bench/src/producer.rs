@@ -23,11 +23,9 @@ use crate::client::{KafkaConnection, NegotiatedVersions, TopicLayout};
 use crate::error::BenchError;
 use crate::histogram::{interval_histogram, record, run_histogram, LatencySummary};
 use crate::proc_stat::{self, ProcessSample};
-use crate::values::RecordPool;
+use crate::values::{RecordPool, DEFAULT_SEED};
 use crate::workload::{PooledFrame, RequestPool, StopAfter, Workload, CORRELATION_ID_AT};
 
-/// Seed of the value generator ("kafluss" in ASCII): every run sends the same bytes.
-const SEED: u64 = 0x006b_6166_6c75_7373;
 /// Distinct values per run (cycled through all requests).
 const VALUE_POOL: usize = 1024;
 /// Stack of each writer/reader thread: they hold little.
@@ -53,6 +51,8 @@ pub struct TimelinePoint {
     pub payload_bytes: u64,
     /// Request latency of the requests acknowledged in the interval.
     pub latency: LatencySummary,
+    /// The server's resident memory at the end of the interval, KiB (when its pid is given).
+    pub server_rss_kib: Option<u64>,
 }
 
 /// Resource use of the server process over the run.
@@ -213,7 +213,7 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
         workload.key_size,
         workload.headers,
         VALUE_POOL,
-        SEED,
+        DEFAULT_SEED,
     );
     let mut connections = Vec::with_capacity(workload.connections);
     for index in 0..workload.connections {
@@ -256,6 +256,7 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
     }
     let progress = spawn_progress(
         workload.progress,
+        server_pid,
         start,
         Arc::clone(&counters),
         interval_histograms,
@@ -698,6 +699,7 @@ impl ReaderState {
 /// per second when asked; returns the timeline.
 fn spawn_progress(
     print: bool,
+    server_pid: Option<u32>,
     start: Instant,
     counters: Arc<Counters>,
     intervals: Vec<Arc<Mutex<Histogram<u64>>>>,
@@ -734,6 +736,9 @@ fn spawn_progress(
                     records: records - previous.1,
                     payload_bytes: bytes - previous.2,
                     latency: LatencySummary::of(&merged),
+                    server_rss_kib: server_pid
+                        .and_then(proc_stat::sample)
+                        .map(|sample| sample.rss_kib),
                 };
                 if print && point.span_s >= MIN_PRINTED_SPAN_S {
                     eprintln!("{}", progress_line(&point));
@@ -754,7 +759,7 @@ fn spawn_progress(
 /// `[  3.0s]   123456 rec/s   12.35 MB/s  p50 0.120 ms  p99 1.200 ms  max 3.400 ms`
 pub fn progress_line(point: &TimelinePoint) -> String {
     let span = point.span_s.max(1e-9);
-    format!(
+    let mut line = format!(
         "[{:6.1}s] {:>10.0} rec/s {:>9.2} MB/s  p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
         point.at_s,
         point.records as f64 / span,
@@ -762,5 +767,9 @@ pub fn progress_line(point: &TimelinePoint) -> String {
         point.latency.p50_us / 1000.0,
         point.latency.p99_us / 1000.0,
         point.latency.max_us / 1000.0,
-    )
+    );
+    if let Some(rss) = point.server_rss_kib {
+        line.push_str(&format!("  server RSS {} MiB", rss / 1024));
+    }
+    line
 }

@@ -88,6 +88,7 @@ pub fn run_json(run: &NamedRun) -> Value {
             "records": point.records,
             "payload_bytes": point.payload_bytes,
             "latency": point.latency.to_json(),
+            "server_rss_kib": point.server_rss_kib,
         })).collect::<Vec<_>>(),
     })
 }

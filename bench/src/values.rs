@@ -31,6 +31,9 @@ impl ValueKind {
     }
 }
 
+/// Seed of every run's values ("kafluss" in ASCII): every run sends the same bytes.
+pub const DEFAULT_SEED: u64 = 0x006b_6166_6c75_7373;
+
 /// SplitMix64: tiny, fast, good enough to make payloads incompressible.
 #[derive(Debug, Clone)]
 pub struct Prng(u64);
