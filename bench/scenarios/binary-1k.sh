@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Random 1 KiB binary values, acks=1, flat out: kafluss (binary conversion, 2 buckets) against
+# the references, alternating, in one invocation.
+# shellcheck disable=SC2119 # start_kafluss takes optional -D settings
+source "$(dirname "$0")/lib.sh"
+build
+start_kafluss
+kafluss_sql "$("$BENCH" table-sql --table fluss.bin1k --value random --partitions 2)"
+start_peers 2 bin1k
+compare binary-1k --topic bin1k --value random --message-size 1024 --acks 1 \
+    --connections 2 --inflight 4 --batch-records 100 --duration "$DURATION"

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Shared by the scenarios: builds the release binaries, starts kafluss and the references on
+# loopback ports chosen by the kernel, runs kafluss-bench against all of them in one invocation,
+# and stops everything it started on exit. Results go to $RESULTS (default target/bench-results):
+# <scenario>.txt (the report), .json (every figure), .svg (timeline), .cmd (the command).
+#
+# Environment: DURATION (seconds per endpoint per round), ROUNDS, RESULTS, PYTHON (a Python with
+# confluent-kafka, default .venv/bin/python), TANSU (binary, default /tmp/tansu-root/bin/tansu),
+# NO_BUILD=1 to use the binaries as they are, PEERS (default "sink mock tansu").
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+BENCH=$TARGET/release/kafluss-bench
+KAFLUSS=$TARGET/release/kafluss
+RESULTS=${RESULTS:-$TARGET/bench-results}
+PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
+TANSU=${TANSU:-/tmp/tansu-root/bin/tansu}
+MOCK_CLUSTER=${MOCK_CLUSTER:-/work/shared/tools/mock_cluster.py}
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-2}
+PEERS=${PEERS:-sink mock tansu}
+WORK=$(mktemp -d /tmp/kafluss-bench.XXXXXX)
+STARTED_PIDS=()
+mkdir -p "$RESULTS"
+
+cleanup() {
+    local pid
+    for pid in "${STARTED_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${STARTED_PIDS[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+log() { echo "== $*" >&2; }
+
+build() {
+    if [[ ${NO_BUILD:-0} != 1 ]]; then
+        (cd "$ROOT" && cargo build --release -p kafluss-bench -p kafluss-broker)
+    fi
+}
+
+# wait_for_line FILE REGEX SECONDS: prints the first line of FILE matching REGEX.
+wait_for_line() {
+    local file=$1 regex=$2 seconds=$3 i line
+    for ((i = 0; i < seconds * 10; i++)); do
+        line=$(grep -m1 -E "$regex" "$file" 2>/dev/null || true)
+        if [[ -n $line ]]; then
+            echo "$line"
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "no line matching /$regex/ in $file after ${seconds}s; it says:" >&2
+    tail -20 "$file" >&2
+    return 1
+}
+
+# start_kafluss [-D key=value]...: sets KAFLUSS_PID, KAFLUSS_KAFKA, KAFLUSS_FLUSS.
+start_kafluss() {
+    local out=$WORK/kafluss.log line
+    RUST_LOG=${KAFLUSS_LOG:-warn} "$KAFLUSS" serve \
+        -D bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0 \
+        -D "data.dir=$WORK/kafluss-data" "$@" >"$out" 2>&1 &
+    KAFLUSS_PID=$!
+    STARTED_PIDS+=("$KAFLUSS_PID")
+    line=$(wait_for_line "$out" 'kafluss ready:' 60)
+    KAFLUSS_KAFKA=$(sed -E 's/.*KAFKA=([^ ]+).*/\1/' <<<"$line")
+    KAFLUSS_FLUSS=$(sed -E 's/.*FLUSS=([^ ]+).*/\1/' <<<"$line")
+    log "kafluss pid $KAFLUSS_PID kafka $KAFLUSS_KAFKA fluss $KAFLUSS_FLUSS"
+}
+
+kafluss_sql() {
+    "$KAFLUSS" sql --server "$KAFLUSS_FLUSS" -e "$1"
+}
+
+# kafluss_rows TABLE: rows stored in db.table, read back through the scan.
+kafluss_rows() {
+    "$KAFLUSS" scan "$1" --server "$KAFLUSS_FLUSS" --format jsonl | wc -l
+}
+
+# start_sink PARTITIONS: sets SINK_PID, SINK_ADDR.
+start_sink() {
+    local out=$WORK/sink.log line
+    "$BENCH" sink --listen 127.0.0.1:0 --partitions "$1" >"$out" 2>&1 &
+    SINK_PID=$!
+    STARTED_PIDS+=("$SINK_PID")
+    line=$(wait_for_line "$out" 'listening on' 10)
+    SINK_ADDR=${line##* }
+    log "null sink pid $SINK_PID at $SINK_ADDR"
+}
+
+# start_mock: librdkafka's mock cluster (one broker, in a Python process); sets MOCK_PID, MOCK_ADDR.
+start_mock() {
+    local out=$WORK/mock.log line
+    "$PYTHON" "$MOCK_CLUSTER" --seconds 7200 >"$out" 2>&1 &
+    MOCK_PID=$!
+    STARTED_PIDS+=("$MOCK_PID")
+    line=$(wait_for_line "$out" '^BOOTSTRAP ' 30)
+    MOCK_ADDR=$(awk '{print $2}' <<<"$line")
+    log "librdkafka mock cluster pid $MOCK_PID at $MOCK_ADDR"
+}
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_tansu: tansu with in-memory storage, when built; sets TANSU_PID, TANSU_ADDR.
+start_tansu() {
+    if [[ ! -x $TANSU ]]; then
+        log "tansu not built at $TANSU (cargo install tansu --features dynostore --root /tmp/tansu-root): left out"
+        return 0
+    fi
+    local port out=$WORK/tansu.log i
+    port=$(free_port)
+    "$TANSU" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" \
+        --storage-engine memory://tansu/ >"$out" 2>&1 &
+    TANSU_PID=$!
+    STARTED_PIDS+=("$TANSU_PID")
+    for ((i = 0; i < 300; i++)); do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            TANSU_ADDR=127.0.0.1:$port
+            log "tansu pid $TANSU_PID at $TANSU_ADDR"
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "tansu did not listen on $port within 30s:" >&2
+    tail -20 "$out" >&2
+    return 1
+}
+
+# tansu_topic NAME PARTITIONS: creates the topic on tansu (it does not create on Metadata).
+tansu_topic() {
+    if [[ -n ${TANSU_ADDR:-} ]]; then
+        "$TANSU" topic create "$1" --partitions "$2" --broker "tcp://$TANSU_ADDR" >>"$WORK/tansu.log" 2>&1 ||
+            log "tansu topic create $1 failed (see its log)"
+    fi
+}
+
+# start_peers PARTITIONS TOPIC: the references named in $PEERS.
+start_peers() {
+    local partitions=$1 topic=$2 peer
+    for peer in $PEERS; do
+        case $peer in
+            sink) start_sink "$partitions" ;;
+            mock) start_mock ;;
+            tansu) start_tansu && tansu_topic "$topic" "$partitions" ;;
+            *) echo "unknown peer $peer" >&2; return 1 ;;
+        esac
+    done
+}
+
+# vs_args: the --vs options for every reference started.
+vs_args() {
+    VS_ARGS=()
+    if [[ -n ${SINK_ADDR:-} ]]; then
+        VS_ARGS+=(--vs "$SINK_ADDR" --vs-name sink --vs-server-pid "$SINK_PID")
+    fi
+    if [[ -n ${MOCK_ADDR:-} ]]; then
+        VS_ARGS+=(--vs "$MOCK_ADDR" --vs-name rdkafka-mock --vs-server-pid "$MOCK_PID")
+    fi
+    if [[ -n ${TANSU_ADDR:-} ]]; then
+        VS_ARGS+=(--vs "$TANSU_ADDR" --vs-name tansu --vs-server-pid "$TANSU_PID")
+    fi
+}
+
+# compare NAME ARGS...: kafluss first, every reference after it, alternating, in one invocation.
+compare() {
+    local name=$1
+    shift
+    vs_args
+    local command=("$BENCH" produce --bootstrap "$KAFLUSS_KAFKA" --name kafluss --server-pid "$KAFLUSS_PID"
+        "${VS_ARGS[@]}" --rounds "$ROUNDS" "$@"
+        --json-out "$RESULTS/$name.json" --plot "$RESULTS/$name.svg")
+    printf '%q ' "${command[@]}" >"$RESULTS/$name.cmd"
+    echo >>"$RESULTS/$name.cmd"
+    log "$name: ${command[*]}"
+    "${command[@]}" | tee "$RESULTS/$name.txt"
+}
+
+# json_field FILE EXPR: a value from a result file (EXPR is Python on `d`).
+json_field() {
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Cross-check of the harness with stock clients: the same RECORDS flat JSON 100 B records
+# (acks=1, 5 ms linger, batches of 500) sent by kcat and by confluent-kafka, then by
+# kafluss-bench, to kafluss and to each reference in alternation. kafluss must then hold exactly
+# every record sent (scan row count). The issue's target: kcat to kafluss >= 0.9 x kcat to tansu.
+# shellcheck disable=SC2119 # start_kafluss takes optional -D settings
+source "$(dirname "$0")/lib.sh"
+RECORDS=${RECORDS:-200000}
+build
+start_kafluss
+kafluss_sql "$("$BENCH" table-sql --table fluss.stock100 --value json-flat --partitions 1)"
+PEERS=${PEERS_STOCK:-sink tansu} start_peers 1 stock100
+"$BENCH" values --value json-flat --message-size 100 --count "$RECORDS" >"$WORK/values.jsonl"
+endpoints=(--endpoint "kafluss=$KAFLUSS_KAFKA=$KAFLUSS_PID")
+[[ -n ${SINK_ADDR:-} ]] && endpoints+=(--endpoint "sink=$SINK_ADDR=$SINK_PID")
+[[ -n ${MOCK_ADDR:-} ]] && endpoints+=(--endpoint "rdkafka-mock=$MOCK_ADDR=$MOCK_PID")
+[[ -n ${TANSU_ADDR:-} ]] && endpoints+=(--endpoint "tansu=$TANSU_ADDR=$TANSU_PID")
+"$PYTHON" "$(dirname "$0")/stock_client.py" --topic stock100 --file "$WORK/values.jsonl" \
+    --rounds "$ROUNDS" --out "$RESULTS/stock-client-clients.json" "${endpoints[@]}" |
+    tee "$RESULTS/stock-client-clients.txt"
+compare stock-client-harness --topic stock100 --value json-flat --message-size 100 --acks 1 \
+    --connections 1 --inflight 5 --batch-records 500 --records "$RECORDS"
+expected=$((RECORDS * ROUNDS * 3))
+stored=$(kafluss_rows fluss.stock100)
+echo "kafluss rows stored: $stored, records sent (kcat + confluent-kafka + kafluss-bench): $expected" |
+    tee -a "$RESULTS/stock-client-clients.txt"
+[[ $stored -eq $expected ]]

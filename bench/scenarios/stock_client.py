@@ -1,0 +1,118 @@
+"""Sends the same records with stock clients (kcat, confluent-kafka) to several endpoints in
+alternation and reports records/s and server CPU per million records, plus the first endpoint's
+ratios to the others. Used by stock-client.sh; prints a table and writes JSON.
+
+  stock_client.py --topic T --file values.jsonl --rounds 2 --out r.json \
+      --endpoint kafluss=127.0.0.1:9092=1234 --endpoint tansu=127.0.0.1:9093=5678
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+TICKS = os.sysconf("SC_CLK_TCK")
+COMMON = {"acks": "1", "linger.ms": "5", "batch.num.messages": "500", "enable.idempotence": "false"}
+
+
+def cpu_seconds(pid):
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+    except OSError:
+        return None
+
+
+def run_kcat(addr, topic, path, count):
+    args = ["kcat", "-P", "-b", addr, "-t", topic, "-l", path]
+    for key, value in COMMON.items():
+        args += ["-X", f"{key}={value}"]
+    args += ["-X", "queue.buffering.max.messages=1000000"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"kcat to {addr} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return count
+
+
+def run_confluent(addr, topic, path, count):
+    import confluent_kafka
+
+    conf = {"bootstrap.servers": addr, "queue.buffering.max.messages": 1000000, **COMMON}
+    producer = confluent_kafka.Producer(conf)
+    failures = []
+
+    def on_delivery(err, _msg):
+        if err is not None:
+            failures.append(str(err))
+
+    with open(path, "rb") as f:
+        for line in f:
+            while True:
+                try:
+                    producer.produce(topic, line.rstrip(b"\n"), on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            producer.poll(0)
+    left = producer.flush(120)
+    if left or failures:
+        raise RuntimeError(f"confluent-kafka to {addr}: {left} undelivered, failures {failures[:3]}")
+    return count
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--file", required=True)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--endpoint", action="append", required=True, help="name=host:port=pid")
+    a = ap.parse_args()
+    with open(a.file, "rb") as f:
+        count = sum(1 for _ in f)
+    endpoints = []
+    for spec in a.endpoint:
+        name, addr, pid = spec.split("=")
+        endpoints.append((name, addr, int(pid) if pid else None))
+    runs = []
+    for round_ in range(a.rounds):
+        order = endpoints if round_ % 2 == 0 else list(reversed(endpoints))
+        for client, fn in (("kcat", run_kcat), ("confluent-kafka", run_confluent)):
+            for name, addr, pid in order:
+                before = cpu_seconds(pid)
+                start = time.perf_counter()
+                fn(addr, a.topic, a.file, count)
+                elapsed = time.perf_counter() - start
+                after = cpu_seconds(pid)
+                cpu = after - before if before is not None and after is not None else None
+                runs.append({
+                    "client": client, "endpoint": name, "round": round_, "records": count,
+                    "seconds": round(elapsed, 3), "records_per_s": round(count / elapsed, 1),
+                    "server_cpu_s_per_million_records": round(cpu * 1e6 / count, 3) if cpu is not None else None,
+                })
+                print(f"{client:<16} {name:<14} round {round_}  {count / elapsed:>12.0f} rec/s  "
+                      f"server CPU {runs[-1]['server_cpu_s_per_million_records']} s/Mrec", flush=True)
+    totals = {}
+    for run in runs:
+        key = (run["client"], run["endpoint"])
+        records, seconds = totals.get(key, (0, 0.0))
+        totals[key] = (records + run["records"], seconds + run["seconds"])
+    subject = endpoints[0][0]
+    ratios = []
+    for client in ("kcat", "confluent-kafka"):
+        mine = totals[(client, subject)]
+        for name, _, _ in endpoints[1:]:
+            theirs = totals[(client, name)]
+            r = (mine[0] / mine[1]) / (theirs[0] / theirs[1])
+            ratios.append({"client": client, "subject": subject, "reference": name, "records_per_s": round(r, 3)})
+            print(f"overall ratio {client} {subject}/{name}: throughput {r:.3f}")
+    with open(a.out, "w") as f:
+        json.dump({"runs": runs, "ratios": ratios}, f, indent=2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
