@@ -24,29 +24,30 @@ use glommio::sync::Semaphore;
 use super::error::LogError;
 use super::file::{GlommioStore, SegmentFile, SegmentStore};
 use super::group_commit::CommitState;
-use super::segment::{parse_segment_file_name, scan_segment, segment_path, END_OF_STREAM, SEGMENT_SUFFIX};
+use super::recovery::{recover, Recovered};
+use super::segment::{segment_path, END_OF_STREAM};
 use super::{AppendOutcome, BucketStats, FlushPolicy, LogConfig};
 
 /// A segment that is no longer appended to (or the active one, for its bookkeeping).
 #[derive(Debug, Clone)]
-struct SegmentInfo {
-    base_offset: u64,
+pub(super) struct SegmentInfo {
+    pub base_offset: u64,
     /// Exclusive end: base_offset + rows.
-    end_offset: u64,
+    pub end_offset: u64,
     /// When its newest row was appended (recovered segments: the file's mtime).
-    last_append: SystemTime,
+    pub last_append: SystemTime,
 }
 
 /// The segment being appended to.
-struct ActiveSegment<F> {
-    file: Rc<F>,
-    path: PathBuf,
-    base_offset: u64,
+pub(super) struct ActiveSegment<F> {
+    pub file: Rc<F>,
+    pub path: PathBuf,
+    pub base_offset: u64,
     /// Bytes in the file = the position of the next write.
-    len: u64,
-    schema: SchemaRef,
+    pub len: u64,
+    pub schema: SchemaRef,
     /// Encodes batches as IPC messages into its Vec, which is drained after every batch.
-    encoder: StreamWriter<Vec<u8>>,
+    pub encoder: StreamWriter<Vec<u8>>,
 }
 
 struct State<F> {
@@ -79,114 +80,26 @@ impl BucketLog<GlommioStore> {
     }
 }
 
-fn encoder_for(schema: &SchemaRef) -> Result<StreamWriter<Vec<u8>>, LogError> {
+pub(super) fn encoder_for(schema: &SchemaRef) -> Result<StreamWriter<Vec<u8>>, LogError> {
     StreamWriter::try_new(Vec::new(), schema).map_err(LogError::Encode)
 }
 
 impl<S: SegmentStore> BucketLog<S> {
-    /// Recovery: reads every segment's framing, truncates a torn tail of the last segment,
-    /// refuses a damaged or non-contiguous earlier one (naming the file), restores
-    /// `next_offset` and publishes it and the log start offset in `stats`.
+    /// Opens the bucket directory on `store` and recovers it (see [`super::recovery`]), then
+    /// publishes `next_offset` and the log start offset in `stats`.
     pub async fn open_with_store(
         store: S,
         dir: &Path,
         config: LogConfig,
         stats: Arc<BucketStats>,
     ) -> Result<Self, LogError> {
-        store
-            .create_dir_all(dir)
-            .await
-            .map_err(|e| LogError::io(dir, "create directory", e))?;
-        let bases = list_segments(&store, dir).await?;
-        let mut closed = VecDeque::new();
-        let mut active = None;
-        let mut active_last_append = SystemTime::now();
-        let mut next_offset = bases.first().copied().unwrap_or(0);
-        let log_start_offset = next_offset;
-        for (index, &base_offset) in bases.iter().enumerate() {
-            let path = segment_path(dir, base_offset);
-            if base_offset != next_offset {
-                return Err(LogError::corrupt(
-                    &path,
-                    format!(
-                        "segment starts at offset {base_offset}, but the previous one ends at {next_offset}"
-                    ),
-                ));
-            }
-            let is_last = index + 1 == bases.len();
-            let file = store
-                .open(&path)
-                .await
-                .map_err(|e| LogError::io(&path, "open", e))?;
-            let scan = scan_segment(&file)
-                .await
-                .map_err(|e| LogError::io(&path, "read", e))?;
-            let last_append = store
-                .modified(&path)
-                .await
-                .map_err(|e| LogError::io(&path, "stat", e))?;
-            if !is_last {
-                if let Some(reason) = scan.torn {
-                    return Err(LogError::corrupt(&path, reason));
-                }
-                if scan.schema.is_none() {
-                    return Err(LogError::corrupt(&path, "no schema message"));
-                }
-                next_offset = checked_end(dir, base_offset, scan.rows)?;
-                closed.push_back(SegmentInfo {
-                    base_offset,
-                    end_offset: next_offset,
-                    last_append,
-                });
-                continue;
-            }
-            if let Some(reason) = &scan.torn {
-                tracing::warn!(
-                    path = %path.display(), %reason, kept_bytes = scan.valid_len, file_bytes = scan.file_len,
-                    "truncating torn tail of the last log segment"
-                );
-                file.truncate(scan.valid_len)
-                    .await
-                    .map_err(|e| LogError::io(&path, "truncate", e))?;
-            }
-            // After a process crash the tail may still sit unsynced in the page cache; fsync it
-            // so that everything recovery reports as present is durable.
-            file.sync().await.map_err(|e| LogError::io(&path, "fsync", e))?;
-            let Some(schema) = scan.schema else {
-                // Torn before its schema was complete: it holds no rows. Remove it; the next
-                // append recreates it under the same name.
-                drop(file);
-                store
-                    .remove(&path)
-                    .await
-                    .map_err(|e| LogError::io(&path, "remove", e))?;
-                store
-                    .sync_dir(dir)
-                    .await
-                    .map_err(|e| LogError::io(dir, "fsync directory", e))?;
-                continue;
-            };
-            next_offset = checked_end(dir, base_offset, scan.rows)?;
-            if scan.closed {
-                closed.push_back(SegmentInfo {
-                    base_offset,
-                    end_offset: next_offset,
-                    last_append,
-                });
-            } else {
-                let mut encoder = encoder_for(&schema)?;
-                encoder.get_mut().clear(); // the file already holds the schema message
-                active_last_append = last_append;
-                active = Some(ActiveSegment {
-                    file: Rc::new(file),
-                    path,
-                    base_offset,
-                    len: scan.valid_len,
-                    schema,
-                    encoder,
-                });
-            }
-        }
+        let Recovered {
+            closed,
+            active,
+            active_last_append,
+            next_offset,
+            log_start_offset,
+        } = recover(&store, dir).await?;
         stats.log_start_offset.store(log_start_offset, Ordering::Release);
         stats.next_offset.store(next_offset, Ordering::Release);
         let commit = CommitState::default();
@@ -574,32 +487,6 @@ impl<S: SegmentStore> BucketLog<S> {
         self.commit.completions.notify_all();
         Ok(())
     }
-}
-
-fn checked_end(dir: &Path, base_offset: u64, rows: u64) -> Result<u64, LogError> {
-    base_offset
-        .checked_add(rows)
-        .ok_or_else(|| LogError::OffsetOverflow {
-            dir: dir.to_path_buf(),
-        })
-}
-
-/// Segment base offsets in `dir`, ascending. Other files are ignored with a warning, except
-/// `*.arrow` files whose name is not a segment name, which are refused.
-async fn list_segments<S: SegmentStore>(store: &S, dir: &Path) -> Result<Vec<u64>, LogError> {
-    let names = store.list(dir).await.map_err(|e| LogError::io(dir, "list", e))?;
-    let mut bases = Vec::with_capacity(names.len());
-    for name in names {
-        match parse_segment_file_name(&name) {
-            Some(base) => bases.push(base),
-            None if name.ends_with(SEGMENT_SUFFIX) => {
-                return Err(LogError::UnexpectedFile { path: dir.join(name) });
-            }
-            None => tracing::warn!(dir = %dir.display(), file = %name, "ignoring non-segment file"),
-        }
-    }
-    bases.sort_unstable();
-    Ok(bases)
 }
 
 /// Writes all of `bytes` at `pos` in one call. A short write (only seen when the disk is full

@@ -5,7 +5,8 @@
 //! segment base offset + row index. See `docs/storage.md` for the whole story: rolling,
 //! retention, recovery, fsync policy and the acks mapping.
 //!
-//! - [`appender::BucketLog`]: open (recovery), append, group-commit `sync_to`, retention, close.
+//! - [`appender::BucketLog`]: open, append, group-commit `sync_to`, retention, close.
+//! - `recovery`: rebuilding a bucket from its files on open (torn tails, corrupt segments).
 //! - [`file`]: the file-system seam (`SegmentFile`, `SegmentStore`) and the glommio store.
 //! - [`segment`]: segment names and the IPC framing walk.
 //! - [`registry`]: `(table_id, bucket) → BucketStats` for readers on other threads.
@@ -15,6 +16,7 @@ pub mod appender;
 pub mod error;
 pub mod file;
 mod group_commit;
+mod recovery;
 pub mod registry;
 pub mod segment;
 pub mod sim;

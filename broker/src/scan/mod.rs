@@ -13,24 +13,24 @@
 //! each bucket; `limit` bounds the total rows; `columns` selects and orders columns.
 
 pub mod json;
+mod output;
+mod params;
 pub mod reader;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{new_null_array, ArrayRef, Int32Array, Int64Array, RecordBatch};
-use arrow_ipc::writer::StreamWriter;
-use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use arrow_schema::{ArrowError, DataType, SchemaRef};
 
 use crate::log::{bucket_dir, LogRegistry};
+use output::{ArrowSink, JsonlSink, Projection, RowSink};
+pub use params::{ScanFormat, ScanParams};
 
 /// Name of the bucket column added to `arrow` output.
 pub const BUCKET_COLUMN: &str = "_bucket";
 /// Name of the offset column added to `arrow` output.
 pub const OFFSET_COLUMN: &str = "_offset";
-/// Rows are flushed to the output in chunks of about this many bytes (jsonl).
-const JSONL_FLUSH_BYTES: usize = 64 << 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
@@ -102,107 +102,6 @@ impl ScanError {
             ScanError::BadParameter { .. } | ScanError::NoSuchBucket { .. } | ScanError::NoSuchColumn(_)
         )
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ScanFormat {
-    #[default]
-    Jsonl,
-    Arrow,
-}
-
-impl ScanFormat {
-    pub fn parse(value: &str) -> Option<ScanFormat> {
-        match value {
-            "jsonl" | "json" => Some(ScanFormat::Jsonl),
-            "arrow" => Some(ScanFormat::Arrow),
-            _ => None,
-        }
-    }
-
-    /// The HTTP Content-Type of this format.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            ScanFormat::Jsonl => "application/x-ndjson",
-            ScanFormat::Arrow => "application/vnd.apache.arrow.stream",
-        }
-    }
-}
-
-/// What to read: the query parameters of the scan endpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ScanParams {
-    pub bucket: Option<u32>,
-    pub from: u64,
-    pub limit: Option<u64>,
-    pub columns: Option<Vec<String>>,
-    pub format: ScanFormat,
-}
-
-impl ScanParams {
-    /// Parses `bucket=&from=&limit=&format=jsonl|arrow&columns=a,b` (percent-encoded, any
-    /// order, empty values ignored). Unknown parameters are refused so typos do not go unseen.
-    pub fn from_query(query: &str) -> Result<ScanParams, ScanError> {
-        let mut params = ScanParams::default();
-        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-            let (raw_name, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
-            let name = percent_decode(raw_name, "parameter name")?;
-            let value = percent_decode(raw_value, &name)?;
-            if value.is_empty() {
-                continue;
-            }
-            let bad = |reason: &str| ScanError::BadParameter {
-                name: name.clone(),
-                reason: reason.to_string(),
-            };
-            match name.as_str() {
-                "bucket" => params.bucket = Some(value.parse().map_err(|_| bad("expected a bucket number"))?),
-                "from" => params.from = value.parse().map_err(|_| bad("expected an offset"))?,
-                "limit" => params.limit = Some(value.parse().map_err(|_| bad("expected a row count"))?),
-                "format" => {
-                    params.format = ScanFormat::parse(&value).ok_or_else(|| bad("expected jsonl or arrow"))?
-                }
-                "columns" => {
-                    params.columns = Some(value.split(',').map(|c| c.trim().to_string()).collect());
-                }
-                _ => {
-                    return Err(bad(
-                        "unknown parameter (known: bucket, from, limit, format, columns)",
-                    ))
-                }
-            }
-        }
-        Ok(params)
-    }
-}
-
-fn percent_decode(text: &str, what: &str) -> Result<String, ScanError> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        match bytes[index] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes
-                    .get(index + 1..index + 3)
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| ScanError::BadParameter {
-                        name: what.to_string(),
-                        reason: "bad percent-encoding".to_string(),
-                    })?;
-                out.push(hex);
-                index += 2;
-            }
-            byte => out.push(byte),
-        }
-        index += 1;
-    }
-    String::from_utf8(out).map_err(|_| ScanError::BadParameter {
-        name: what.to_string(),
-        reason: "not UTF-8".to_string(),
-    })
 }
 
 /// Which table to read: resolved by the admin server from the catalog.
@@ -302,11 +201,7 @@ pub fn scan_table(
     };
     let projection = Projection::new(&target.schema, params.columns.as_deref())?;
     let mut sink: Box<dyn RowSink + '_> = match params.format {
-        ScanFormat::Jsonl => Box::new(JsonlSink {
-            out,
-            fields: projection.fields.clone(),
-            buffer: Vec::with_capacity(JSONL_FLUSH_BYTES + 4096),
-        }),
+        ScanFormat::Jsonl => Box::new(JsonlSink::new(out, &projection)),
         ScanFormat::Arrow => Box::new(ArrowSink::new(out, &projection)?),
     };
     let mut remaining = params.limit.unwrap_or(u64::MAX);
@@ -329,146 +224,4 @@ pub fn scan_table(
     }
     sink.finish()?;
     Ok(ScanSummary { rows })
-}
-
-/// The selected table columns, looked up by name in each segment batch (segments written
-/// before a schema change may lack a column: it reads as null).
-struct Projection {
-    fields: Vec<Arc<Field>>,
-}
-
-impl Projection {
-    fn new(schema: &SchemaRef, columns: Option<&[String]>) -> Result<Projection, ScanError> {
-        let fields = match columns {
-            None => schema.fields().iter().cloned().collect(),
-            Some(names) => names
-                .iter()
-                .map(|name| {
-                    schema
-                        .field_with_name(name)
-                        .map(|field| Arc::new(field.clone()))
-                        .map_err(|_| ScanError::NoSuchColumn(name.clone()))
-                })
-                .collect::<Result<_, _>>()?,
-        };
-        Ok(Projection { fields })
-    }
-
-    fn apply(&self, batch: &RecordBatch) -> Result<Vec<ArrayRef>, ScanError> {
-        let schema = batch.schema();
-        self.fields
-            .iter()
-            .map(|field| match schema.index_of(field.name()) {
-                Ok(index) => {
-                    let column = batch.column(index);
-                    if !types_match(column.data_type(), field.data_type()) {
-                        return Err(ScanError::SchemaMismatch {
-                            column: field.name().clone(),
-                            found: column.data_type().clone(),
-                            expected: field.data_type().clone(),
-                        });
-                    }
-                    Ok(column.clone())
-                }
-                Err(_) => Ok(new_null_array(field.data_type(), batch.num_rows())),
-            })
-            .collect()
-    }
-}
-
-/// Equal types, ignoring nested field nullability and metadata (only the arrow output cares,
-/// and it declares the table's types).
-fn types_match(found: &DataType, expected: &DataType) -> bool {
-    found == expected || found.equals_datatype(expected)
-}
-
-trait RowSink {
-    fn write(
-        &mut self,
-        bucket: u32,
-        first_offset: u64,
-        columns: &[ArrayRef],
-        rows: usize,
-    ) -> Result<(), ScanError>;
-    fn finish(&mut self) -> Result<(), ScanError>;
-}
-
-struct JsonlSink<'a> {
-    out: &'a mut dyn Write,
-    fields: Vec<Arc<Field>>,
-    buffer: Vec<u8>,
-}
-
-impl RowSink for JsonlSink<'_> {
-    fn write(
-        &mut self,
-        bucket: u32,
-        first_offset: u64,
-        columns: &[ArrayRef],
-        rows: usize,
-    ) -> Result<(), ScanError> {
-        for row in 0..rows {
-            write!(
-                self.buffer,
-                "{{\"bucket\":{bucket},\"offset\":{},\"row\":",
-                first_offset + row as u64
-            )
-            .expect("writing into a Vec cannot fail");
-            json::write_columns(&mut self.buffer, &self.fields, columns, row)?;
-            self.buffer.extend_from_slice(b"}\n");
-            if self.buffer.len() >= JSONL_FLUSH_BYTES {
-                self.out.write_all(&self.buffer).map_err(ScanError::Output)?;
-                self.buffer.clear();
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self) -> Result<(), ScanError> {
-        self.out.write_all(&self.buffer).map_err(ScanError::Output)?;
-        self.buffer.clear();
-        self.out.flush().map_err(ScanError::Output)
-    }
-}
-
-struct ArrowSink<'a> {
-    writer: StreamWriter<&'a mut dyn Write>,
-    schema: SchemaRef,
-}
-
-impl<'a> ArrowSink<'a> {
-    fn new(out: &'a mut dyn Write, projection: &Projection) -> Result<Self, ScanError> {
-        let mut fields = vec![
-            Arc::new(Field::new(BUCKET_COLUMN, DataType::Int32, false)),
-            Arc::new(Field::new(OFFSET_COLUMN, DataType::Int64, false)),
-        ];
-        fields.extend(projection.fields.iter().cloned());
-        let schema = Arc::new(Schema::new(fields));
-        let writer = StreamWriter::try_new(out, &schema).map_err(ScanError::Arrow)?;
-        Ok(ArrowSink { writer, schema })
-    }
-}
-
-impl RowSink for ArrowSink<'_> {
-    fn write(
-        &mut self,
-        bucket: u32,
-        first_offset: u64,
-        columns: &[ArrayRef],
-        rows: usize,
-    ) -> Result<(), ScanError> {
-        let bucket = i32::try_from(bucket).unwrap_or(i32::MAX);
-        let mut all: Vec<ArrayRef> = Vec::with_capacity(columns.len() + 2);
-        all.push(Arc::new(Int32Array::from(vec![bucket; rows])));
-        all.push(Arc::new(Int64Array::from_iter_values(
-            (0..rows as u64).map(|row| (first_offset + row) as i64),
-        )));
-        all.extend(columns.iter().cloned());
-        let batch = RecordBatch::try_new(self.schema.clone(), all).map_err(ScanError::Arrow)?;
-        self.writer.write(&batch).map_err(ScanError::Arrow)
-    }
-
-    fn finish(&mut self) -> Result<(), ScanError> {
-        self.writer.finish().map_err(ScanError::Arrow)
-    }
 }

@@ -1,0 +1,156 @@
+//! Recovery on open: rebuild a bucket's state from its segment files.
+//!
+//! 1. List the segment files (other files are ignored with a warning; a `.arrow` file whose name
+//!    is not a segment name is refused).
+//! 2. Walk each segment's IPC framing ([`scan_segment`]). Every segment but the last must be
+//!    complete and start where the previous one ends, else `CorruptSegment` names the file.
+//! 3. The last segment's torn tail is truncated to its last complete message and the file is
+//!    fsync'd (after a process crash its tail may still be dirty in the page cache); a last
+//!    segment without even a complete schema message holds no rows and is removed.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::SystemTime;
+
+use super::appender::{encoder_for, ActiveSegment, SegmentInfo};
+use super::error::LogError;
+use super::file::{SegmentFile, SegmentStore};
+use super::segment::{parse_segment_file_name, scan_segment, segment_path, SEGMENT_SUFFIX};
+
+/// What recovery found.
+pub(super) struct Recovered<F> {
+    pub closed: VecDeque<SegmentInfo>,
+    pub active: Option<ActiveSegment<F>>,
+    pub active_last_append: SystemTime,
+    pub next_offset: u64,
+    pub log_start_offset: u64,
+}
+
+pub(super) async fn recover<S: SegmentStore>(store: &S, dir: &Path) -> Result<Recovered<S::File>, LogError> {
+    store
+        .create_dir_all(dir)
+        .await
+        .map_err(|e| LogError::io(dir, "create directory", e))?;
+    let bases = list_segments(store, dir).await?;
+    let mut closed = VecDeque::new();
+    let mut active = None;
+    let mut active_last_append = SystemTime::now();
+    let mut next_offset = bases.first().copied().unwrap_or(0);
+    let log_start_offset = next_offset;
+    for (index, &base_offset) in bases.iter().enumerate() {
+        let path = segment_path(dir, base_offset);
+        if base_offset != next_offset {
+            return Err(LogError::corrupt(
+                &path,
+                format!("segment starts at offset {base_offset}, but the previous one ends at {next_offset}"),
+            ));
+        }
+        let is_last = index + 1 == bases.len();
+        let file = store
+            .open(&path)
+            .await
+            .map_err(|e| LogError::io(&path, "open", e))?;
+        let scan = scan_segment(&file)
+            .await
+            .map_err(|e| LogError::io(&path, "read", e))?;
+        let last_append = store
+            .modified(&path)
+            .await
+            .map_err(|e| LogError::io(&path, "stat", e))?;
+        if !is_last {
+            if let Some(reason) = scan.torn {
+                return Err(LogError::corrupt(&path, reason));
+            }
+            if scan.schema.is_none() {
+                return Err(LogError::corrupt(&path, "no schema message"));
+            }
+            next_offset = checked_end(dir, base_offset, scan.rows)?;
+            closed.push_back(SegmentInfo {
+                base_offset,
+                end_offset: next_offset,
+                last_append,
+            });
+            continue;
+        }
+        if let Some(reason) = &scan.torn {
+            tracing::warn!(
+                path = %path.display(), %reason, kept_bytes = scan.valid_len, file_bytes = scan.file_len,
+                "truncating torn tail of the last log segment"
+            );
+            file.truncate(scan.valid_len)
+                .await
+                .map_err(|e| LogError::io(&path, "truncate", e))?;
+        }
+        // After a process crash the tail may still sit unsynced in the page cache; fsync it
+        // so that everything recovery reports as present is durable.
+        file.sync().await.map_err(|e| LogError::io(&path, "fsync", e))?;
+        let Some(schema) = scan.schema else {
+            // Torn before its schema was complete: it holds no rows. Remove it; the next
+            // append recreates it under the same name.
+            drop(file);
+            store
+                .remove(&path)
+                .await
+                .map_err(|e| LogError::io(&path, "remove", e))?;
+            store
+                .sync_dir(dir)
+                .await
+                .map_err(|e| LogError::io(dir, "fsync directory", e))?;
+            continue;
+        };
+        next_offset = checked_end(dir, base_offset, scan.rows)?;
+        if scan.closed {
+            closed.push_back(SegmentInfo {
+                base_offset,
+                end_offset: next_offset,
+                last_append,
+            });
+        } else {
+            let mut encoder = encoder_for(&schema)?;
+            encoder.get_mut().clear(); // the file already holds the schema message
+            active_last_append = last_append;
+            active = Some(ActiveSegment {
+                file: Rc::new(file),
+                path,
+                base_offset,
+                len: scan.valid_len,
+                schema,
+                encoder,
+            });
+        }
+    }
+    Ok(Recovered {
+        closed,
+        active,
+        active_last_append,
+        next_offset,
+        log_start_offset,
+    })
+}
+
+fn checked_end(dir: &Path, base_offset: u64, rows: u64) -> Result<u64, LogError> {
+    base_offset
+        .checked_add(rows)
+        .ok_or_else(|| LogError::OffsetOverflow {
+            dir: dir.to_path_buf(),
+        })
+}
+
+/// Segment base offsets in `dir`, ascending. Other files are ignored with a warning, except
+/// `*.arrow` files whose name is not a segment name, which are refused.
+async fn list_segments<S: SegmentStore>(store: &S, dir: &Path) -> Result<Vec<u64>, LogError> {
+    let names = store.list(dir).await.map_err(|e| LogError::io(dir, "list", e))?;
+    let mut bases = Vec::with_capacity(names.len());
+    for name in names {
+        match parse_segment_file_name(&name) {
+            Some(base) => bases.push(base),
+            None if name.ends_with(SEGMENT_SUFFIX) => {
+                return Err(LogError::UnexpectedFile { path: dir.join(name) });
+            }
+            None => tracing::warn!(dir = %dir.display(), file = %name, "ignoring non-segment file"),
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
