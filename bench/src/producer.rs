@@ -363,6 +363,7 @@ fn open_idle_connections(bootstrap: &str, workload: &Workload) -> (Vec<KafkaConn
     for _ in 0..workload.idle_connections {
         let opened = open(bootstrap, workload).and_then(|(mut connection, versions)| {
             connection.metadata(versions.metadata, &workload.topic)?;
+            connection.release_buffers();
             Ok(connection)
         });
         match opened {
