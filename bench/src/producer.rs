@@ -244,6 +244,8 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
     let client_before = proc_stat::sample_self();
     let start = Instant::now() + START_DELAY;
     let running = Arc::new(AtomicBool::new(true));
+    // Stops the progress thread on every way out of this function, errors included.
+    let _stop_progress = ClearOnDrop(Arc::clone(&running));
     let mut interval_histograms = Vec::new();
     let mut writers = Vec::new();
     let mut readers = Vec::new();
@@ -333,6 +335,15 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
         idle_connections_open,
         idle_connections_error,
     })
+}
+
+/// Clears a flag when dropped.
+struct ClearOnDrop(Arc<AtomicBool>);
+
+impl Drop for ClearOnDrop {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 /// Asks for the topic's layout; a topic being auto-created answers "unknown" or "no leader"
