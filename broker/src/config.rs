@@ -1,1 +1,573 @@
-//! TODO
+//! Server configuration: `server.yaml` (flat `key: value` lines) plus `-D key=value` overrides.
+//!
+//! Every key is listed in [`KEYS`] with its default; docs/configuration.md documents the same
+//! list. An unknown key or a value that does not parse is a start-up error naming the key, so a
+//! typo never silently falls back to a default.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::log::FlushPolicy;
+
+/// What `serve` uses when no file is given (interface.md "Two commands").
+pub const EMBEDDED_DEFAULT: &str = "\
+# kafluss embedded default configuration
+data.dir: ./data
+bind.listeners: FLUSS://localhost:9123,KAFKA://localhost:9092
+kafka.enabled: true
+kafka.listener.names: KAFKA
+kafka.default.database: fluss
+";
+
+/// Every accepted key with its default (`None` = no default, the key is optional).
+pub const KEYS: &[(&str, Option<&str>)] = &[
+    (
+        "bind.listeners",
+        Some("FLUSS://localhost:9123,KAFKA://localhost:9092"),
+    ),
+    ("advertised.listeners", None),
+    ("data.dir", Some("./data")),
+    ("kafka.enabled", Some("true")),
+    ("kafka.listener.names", Some("KAFKA")),
+    ("kafka.default.database", Some("fluss")),
+    ("security.protocol.map", Some("")),
+    ("security.sasl.enabled.mechanisms", Some("PLAIN")),
+    ("security.sasl.plain.credentials", Some("")),
+    ("authorizer.enabled", Some("false")),
+    ("super.users", Some("")),
+    ("default.bucket.number", Some("1")),
+    ("kafka.connection.max-idle-time", Some("60s")),
+    ("kafka.max-request-size", Some("100mb")),
+    ("kafka.max-record-size", Some("1mb")),
+    ("kafka.max-connections", Some("10000")),
+    ("kafka.connection.max-inflight-requests", Some("32")),
+    ("server.cores", None),
+    ("log.flush.policy", Some("ack")),
+    ("log.segment.size", Some("256mb")),
+    ("table.log.ttl", Some("7d")),
+    ("log.retention.check-interval", Some("5min")),
+    ("admin.max-request-size", Some("16mb")),
+];
+
+/// A start-up configuration error; every variant names the key or line at fault.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("config line {line}: expected `key: value`, got {text:?}")]
+    Syntax { line: usize, text: String },
+    #[error("config key {key:?} is given twice (line {line})")]
+    Duplicate { key: String, line: usize },
+    #[error("unknown config key {key:?}")]
+    UnknownKey { key: String },
+    #[error("-D expects key=value, got {0:?}")]
+    BadOverride(String),
+    #[error("config key {key:?}: invalid value {value:?}: {reason}")]
+    InvalidValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+}
+
+fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// One `NAME://host:port` entry of `bind.listeners` / `advertised.listeners`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listener {
+    /// The first address `host:port` resolves to (bind target).
+    pub fn socket_addr(&self) -> std::io::Result<SocketAddr> {
+        let host = self.host.trim_start_matches('[').trim_end_matches(']');
+        (host, self.port).to_socket_addrs()?.next().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{} resolves to no address", self.host),
+            )
+        })
+    }
+}
+
+/// The parsed, validated configuration. Security strings are kept raw here and validated by
+/// `kafluss-auth` at start-up (it owns their grammar).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub bind_listeners: Vec<Listener>,
+    pub advertised_listeners: Vec<Listener>,
+    pub data_dir: PathBuf,
+    pub kafka_enabled: bool,
+    pub kafka_listener_names: Vec<String>,
+    pub kafka_default_database: String,
+    pub security_protocol_map: String,
+    pub sasl_enabled_mechanisms: String,
+    pub sasl_plain_credentials: String,
+    pub authorizer_enabled: bool,
+    pub super_users: String,
+    pub default_bucket_number: u32,
+    pub connection_max_idle_time: Duration,
+    pub max_request_size: usize,
+    pub max_record_size: usize,
+    pub max_connections: usize,
+    pub max_inflight_requests: usize,
+    pub cores: usize,
+    pub flush_policy: FlushPolicy,
+    pub segment_size: u64,
+    pub log_ttl: Duration,
+    pub retention_check_interval: Duration,
+    pub admin_max_request_size: usize,
+}
+
+/// Raw `key → value` pairs, after file and overrides are merged.
+pub type RawConfig = BTreeMap<String, String>;
+
+impl ServerConfig {
+    /// Loads `file` (or the embedded default) and applies `-D key=value` overrides.
+    pub fn load(file: Option<&Path>, overrides: &[String]) -> Result<Self, ConfigError> {
+        let text = match file {
+            Some(path) => std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?,
+            None => EMBEDDED_DEFAULT.to_string(),
+        };
+        let mut raw = parse_yaml(&text)?;
+        for entry in overrides {
+            let (key, value) = entry
+                .split_once('=')
+                .ok_or_else(|| ConfigError::BadOverride(entry.clone()))?;
+            raw.insert(key.trim().to_string(), unquote(value.trim()).to_string());
+        }
+        Self::from_raw(&raw)
+    }
+
+    /// Validates raw pairs: unknown keys and bad values are errors naming the key.
+    pub fn from_raw(raw: &RawConfig) -> Result<Self, ConfigError> {
+        if let Some(key) = raw.keys().find(|k| !KEYS.iter().any(|(known, _)| known == k)) {
+            return Err(ConfigError::UnknownKey { key: key.clone() });
+        }
+        let get = |key: &str| -> Option<&str> {
+            raw.get(key).map(String::as_str).or_else(|| {
+                KEYS.iter()
+                    .find(|(k, _)| *k == key)
+                    .and_then(|(_, default)| *default)
+            })
+        };
+        let req = |key: &str| get(key).unwrap_or_default();
+
+        let bind_listeners = parse_listeners("bind.listeners", req("bind.listeners"))?;
+        if bind_listeners.is_empty() {
+            return Err(invalid("bind.listeners", "", "at least one listener is needed"));
+        }
+        let advertised_listeners = match get("advertised.listeners") {
+            Some(v) if !v.trim().is_empty() => parse_listeners("advertised.listeners", v)?,
+            _ => bind_listeners.clone(),
+        };
+        let kafka_listener_names: Vec<String> = split_list(req("kafka.listener.names"))
+            .map(str::to_string)
+            .collect();
+        let kafka_enabled = parse_bool("kafka.enabled", req("kafka.enabled"))?;
+        if kafka_enabled {
+            if kafka_listener_names.is_empty() {
+                return Err(invalid(
+                    "kafka.listener.names",
+                    "",
+                    "kafka.enabled is true but no Kafka listener is named",
+                ));
+            }
+            for name in &kafka_listener_names {
+                if !bind_listeners.iter().any(|l| &l.name == name) {
+                    return Err(invalid(
+                        "kafka.listener.names",
+                        name,
+                        "no listener of that name in bind.listeners",
+                    ));
+                }
+            }
+        }
+        let default_db = req("kafka.default.database").to_string();
+        if default_db.is_empty() {
+            return Err(invalid("kafka.default.database", "", "must not be empty"));
+        }
+        let cores = match get("server.cores") {
+            Some(v) => {
+                let n = parse_number("server.cores", v)?;
+                if n == 0 || n > 1024 {
+                    return Err(invalid("server.cores", v, "must be between 1 and 1024"));
+                }
+                n as usize
+            }
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        let bucket_number = parse_number("default.bucket.number", req("default.bucket.number"))?;
+        if bucket_number == 0 || bucket_number > 1 << 20 {
+            return Err(invalid(
+                "default.bucket.number",
+                req("default.bucket.number"),
+                "must be between 1 and 1048576",
+            ));
+        }
+        let flush_policy = FlushPolicy::parse(req("log.flush.policy")).ok_or_else(|| {
+            invalid(
+                "log.flush.policy",
+                req("log.flush.policy"),
+                "expected ack, always or never",
+            )
+        })?;
+        let positive_size = |key: &str| -> Result<u64, ConfigError> {
+            let n = parse_size(key, req(key))?;
+            if n == 0 {
+                return Err(invalid(key, req(key), "must be positive"));
+            }
+            Ok(n)
+        };
+        let positive_duration = |key: &str| -> Result<Duration, ConfigError> {
+            let d = parse_duration(key, req(key))?;
+            if d.is_zero() {
+                return Err(invalid(key, req(key), "must be positive"));
+            }
+            Ok(d)
+        };
+        let max_request_size = positive_size("kafka.max-request-size")?;
+        if max_request_size > i32::MAX as u64 {
+            return Err(invalid(
+                "kafka.max-request-size",
+                req("kafka.max-request-size"),
+                "must be below 2gb (Kafka frame sizes are i32)",
+            ));
+        }
+        let max_inflight = parse_number(
+            "kafka.connection.max-inflight-requests",
+            req("kafka.connection.max-inflight-requests"),
+        )?;
+        if max_inflight == 0 || max_inflight > 1024 {
+            return Err(invalid(
+                "kafka.connection.max-inflight-requests",
+                req("kafka.connection.max-inflight-requests"),
+                "must be between 1 and 1024",
+            ));
+        }
+        Ok(ServerConfig {
+            bind_listeners,
+            advertised_listeners,
+            data_dir: PathBuf::from(req("data.dir")),
+            kafka_enabled,
+            kafka_listener_names,
+            kafka_default_database: default_db,
+            security_protocol_map: req("security.protocol.map").to_string(),
+            sasl_enabled_mechanisms: req("security.sasl.enabled.mechanisms").to_string(),
+            sasl_plain_credentials: req("security.sasl.plain.credentials").to_string(),
+            authorizer_enabled: parse_bool("authorizer.enabled", req("authorizer.enabled"))?,
+            super_users: req("super.users").to_string(),
+            default_bucket_number: bucket_number as u32,
+            connection_max_idle_time: positive_duration("kafka.connection.max-idle-time")?,
+            max_request_size: max_request_size as usize,
+            max_record_size: positive_size("kafka.max-record-size")? as usize,
+            max_connections: parse_number("kafka.max-connections", req("kafka.max-connections"))? as usize,
+            max_inflight_requests: max_inflight as usize,
+            cores,
+            flush_policy,
+            segment_size: positive_size("log.segment.size")?,
+            log_ttl: positive_duration("table.log.ttl")?,
+            retention_check_interval: positive_duration("log.retention.check-interval")?,
+            admin_max_request_size: positive_size("admin.max-request-size")? as usize,
+        })
+    }
+
+    /// The bind listeners that serve Kafka (empty when Kafka is disabled).
+    pub fn kafka_bind_listeners(&self) -> Vec<&Listener> {
+        if !self.kafka_enabled {
+            return Vec::new();
+        }
+        self.bind_listeners
+            .iter()
+            .filter(|l| self.kafka_listener_names.contains(&l.name))
+            .collect()
+    }
+
+    /// The Fluss (admin HTTP) listener: the first bind listener that is not a Kafka listener.
+    pub fn fluss_bind_listener(&self) -> Option<&Listener> {
+        self.bind_listeners
+            .iter()
+            .find(|l| !(self.kafka_enabled && self.kafka_listener_names.contains(&l.name)))
+    }
+
+    /// Where clients should connect for listener `name`: its advertised entry, else its bind
+    /// entry (with `bound_port` when the bind port was 0).
+    pub fn advertised(&self, name: &str) -> Option<&Listener> {
+        self.advertised_listeners
+            .iter()
+            .find(|l| l.name == name)
+            .or_else(|| self.bind_listeners.iter().find(|l| l.name == name))
+    }
+}
+
+/// Parses flat YAML: `key: value` lines, `#` comments (whole line, or after whitespace outside
+/// quotes), optional single or double quotes around the value.
+pub fn parse_yaml(text: &str) -> Result<RawConfig, ConfigError> {
+    let mut raw = RawConfig::new();
+    for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
+        let content = strip_comment(line).trim();
+        if content.is_empty() || content == "---" {
+            continue;
+        }
+        let (key, value) = content.split_once(':').ok_or_else(|| ConfigError::Syntax {
+            line: number,
+            text: line.chars().take(120).collect(),
+        })?;
+        let key = unquote(key.trim());
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            return Err(ConfigError::Syntax {
+                line: number,
+                text: line.chars().take(120).collect(),
+            });
+        }
+        if raw
+            .insert(key.to_string(), unquote(value.trim()).to_string())
+            .is_some()
+        {
+            return Err(ConfigError::Duplicate {
+                key: key.to_string(),
+                line: number,
+            });
+        }
+    }
+    Ok(raw)
+}
+
+/// Cuts a `#` comment that starts the line or follows whitespace, outside quotes.
+fn strip_comment(line: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut previous_is_space = true;
+    for (i, c) in line.char_indices() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '"' || c == '\'' => quote = Some(c),
+            None if c == '#' && previous_is_space => return &line[..i],
+            None => {}
+        }
+        previous_is_space = c.is_whitespace();
+    }
+    line
+}
+
+fn unquote(value: &str) -> &str {
+    for q in ['"', '\''] {
+        if value.len() >= 2 && value.starts_with(q) && value.ends_with(q) {
+            return &value[1..value.len() - 1];
+        }
+    }
+    value
+}
+
+fn split_list(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
+    let mut listeners: Vec<Listener> = Vec::new();
+    for entry in split_list(value) {
+        let (name, address) = entry
+            .split_once("://")
+            .ok_or_else(|| invalid(key, entry, "expected NAME://host:port"))?;
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(invalid(key, entry, "listener name must be [A-Za-z0-9_-]+"));
+        }
+        let (host, port) = address
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(key, entry, "expected NAME://host:port"))?;
+        if host.is_empty() {
+            return Err(invalid(key, entry, "missing host"));
+        }
+        let port: u16 = port
+            .parse()
+            .map_err(|_| invalid(key, entry, "port must be a number 0-65535"))?;
+        if listeners.iter().any(|l| l.name == name) {
+            return Err(invalid(key, entry, "listener name used twice"));
+        }
+        listeners.push(Listener {
+            name: name.to_string(),
+            host: host.to_string(),
+            port,
+        });
+    }
+    Ok(listeners)
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(invalid(key, value, "expected true or false")),
+    }
+}
+
+fn parse_number(key: &str, value: &str) -> Result<u64, ConfigError> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| invalid(key, value, "expected a non-negative integer"))
+}
+
+/// Splits `"100mb"` / `"60 s"` into the number and its lower-cased unit.
+fn number_and_unit(key: &str, value: &str) -> Result<(u64, String), ConfigError> {
+    let trimmed = value.trim();
+    let digits_end = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    if digits_end == 0 {
+        return Err(invalid(key, value, "expected a number with an optional unit"));
+    }
+    let number: u64 = trimmed[..digits_end]
+        .parse()
+        .map_err(|_| invalid(key, value, "number too large"))?;
+    Ok((number, trimmed[digits_end..].trim().to_ascii_lowercase()))
+}
+
+/// Sizes: a byte count with an optional unit b, kb, mb, gb, tb (powers of 1024; `k`, `kib` ... too).
+pub fn parse_size(key: &str, value: &str) -> Result<u64, ConfigError> {
+    let (number, unit) = number_and_unit(key, value)?;
+    let shift = match unit.as_str() {
+        "" | "b" | "bytes" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(invalid(key, value, "unknown size unit (use b, kb, mb, gb)")),
+    };
+    number
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| invalid(key, value, "size too large"))
+}
+
+/// Durations: a number with a unit ms, s, min (or m), h, d; a bare number is milliseconds.
+pub fn parse_duration(key: &str, value: &str) -> Result<Duration, ConfigError> {
+    let (number, unit) = number_and_unit(key, value)?;
+    let millis_per_unit: u64 = match unit.as_str() {
+        "" | "ms" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        "d" | "day" | "days" => 86_400_000,
+        _ => {
+            return Err(invalid(
+                key,
+                value,
+                "unknown duration unit (use ms, s, min, h, d)",
+            ))
+        }
+    };
+    number
+        .checked_mul(millis_per_unit)
+        .map(Duration::from_millis)
+        .ok_or_else(|| invalid(key, value, "duration too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED: &str = "kafka.enabled: true\nkafka.listener.names: KAFKA\nkafka.default.database: fluss\nbind.listeners: FLUSS://localhost:9123,KAFKA://localhost:9092\n";
+
+    #[test]
+    fn seed_server_yaml_works_as_written() {
+        let raw = parse_yaml(SEED).unwrap();
+        let config = ServerConfig::from_raw(&raw).unwrap();
+        assert!(config.kafka_enabled);
+        assert_eq!(config.kafka_bind_listeners()[0].port, 9092);
+        assert_eq!(config.fluss_bind_listener().unwrap().port, 9123);
+        assert_eq!(config.max_request_size, 100 << 20);
+        assert_eq!(config.connection_max_idle_time, Duration::from_secs(60));
+        assert_eq!(config.kafka_default_database, "fluss");
+    }
+
+    #[test]
+    fn embedded_default_matches_the_readme() {
+        let config = ServerConfig::load(None, &[]).unwrap();
+        assert_eq!(config.data_dir, PathBuf::from("./data"));
+        assert_eq!(config.bind_listeners.len(), 2);
+        assert!(config.cores >= 1);
+    }
+
+    #[test]
+    fn comments_quotes_and_overrides() {
+        let raw = parse_yaml(
+            "# header\nsecurity.sasl.plain.credentials: \"writer:change-me\" # trailing\ndata.dir: '/tmp/x#y'\n",
+        )
+        .unwrap();
+        assert_eq!(raw["security.sasl.plain.credentials"], "writer:change-me");
+        assert_eq!(raw["data.dir"], "/tmp/x#y");
+        let config = ServerConfig::load(
+            None,
+            &[
+                "bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0".into(),
+                "server.cores=2".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.kafka_bind_listeners()[0].port, 0);
+        assert_eq!(config.cores, 2);
+    }
+
+    #[test]
+    fn unknown_key_and_bad_values_name_the_key() {
+        let err = ServerConfig::load(None, &["kafka.enabeld=true".into()]).unwrap_err();
+        assert_eq!(err.to_string(), "unknown config key \"kafka.enabeld\"");
+        for (entry, key) in [
+            ("kafka.max-request-size=lots", "kafka.max-request-size"),
+            (
+                "kafka.connection.max-idle-time=5 fortnights",
+                "kafka.connection.max-idle-time",
+            ),
+            ("kafka.enabled=yes", "kafka.enabled"),
+            ("bind.listeners=localhost:9092", "bind.listeners"),
+            ("server.cores=0", "server.cores"),
+            ("log.flush.policy=sometimes", "log.flush.policy"),
+            ("kafka.listener.names=OTHER", "kafka.listener.names"),
+        ] {
+            let err = ServerConfig::load(None, &[entry.into()]).unwrap_err();
+            assert!(err.to_string().contains(key), "{entry}: {err}");
+        }
+        assert!(matches!(
+            parse_yaml("a: 1\na: 2"),
+            Err(ConfigError::Duplicate { line: 2, .. })
+        ));
+        assert!(matches!(
+            parse_yaml("no colon here"),
+            Err(ConfigError::Syntax { line: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(parse_size("k", "100mb").unwrap(), 100 << 20);
+        assert_eq!(parse_size("k", "512").unwrap(), 512);
+        assert_eq!(parse_size("k", "2 KiB").unwrap(), 2048);
+        assert!(parse_size("k", "99999999999999gb").is_err());
+        assert_eq!(parse_duration("k", "60s").unwrap(), Duration::from_secs(60));
+        assert_eq!(
+            parse_duration("k", "7 d").unwrap(),
+            Duration::from_secs(7 * 86_400)
+        );
+        assert_eq!(parse_duration("k", "250").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("k", "s").is_err());
+    }
+}

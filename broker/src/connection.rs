@@ -1,1 +1,342 @@
-//! TODO
+//! One Kafka connection on the core that accepted it.
+//!
+//! Two tasks share the socket: the reader splits frames (checking the size prefix against
+//! `kafka.max-request-size` before reading a body byte), hands each to
+//! [`handlers::dispatch`](crate::handlers::dispatch) and queues the pending response; the writer
+//! sends responses strictly in request order. The queue is bounded by
+//! `kafka.connection.max-inflight-requests`, so a slow disk or a slow consumer of responses
+//! stops the reader, which stops reading the socket: memory per connection stays bounded and
+//! TCP pushes back on the client. The reader also closes a connection idle for
+//! `kafka.connection.max-idle-time`, and stops at shutdown after queued responses are written.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel::{self, LocalReceiver};
+use glommio::net::TcpStream;
+
+use crate::handlers::{self, Dispatch, PendingResponse, Response};
+use crate::shard::{KafkaListener, Shard};
+
+/// How many bytes the reader asks the socket for at most while waiting for a frame prefix
+/// (pipelined small requests arrive together; big bodies are read to their exact end).
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Everything a handler may need to know about the connection a request came on.
+pub struct ConnectionContext {
+    pub shard: Rc<Shard>,
+    pub peer: SocketAddr,
+    pub listener: Rc<KafkaListener>,
+    /// The SASL state machine; also holds the principal once authenticated.
+    pub sasl: RefCell<kafluss_auth::SaslSession>,
+}
+
+/// Why a connection ended (logged at debug level; errors at info).
+#[derive(Debug)]
+enum CloseReason {
+    PeerClosed,
+    Idle,
+    Shutdown,
+    FrameTooLarge { size: i64, max: usize },
+    Io(std::io::Error),
+    Handler,
+}
+
+/// The socket shared by the reader and writer tasks. Each half borrows the stream only inside
+/// one `poll_*` call, never across an await, and glommio keeps separate read and write wakers.
+#[derive(Clone)]
+struct SharedStream(Rc<RefCell<TcpStream>>);
+
+impl futures_lite::AsyncRead for SharedStream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let mut stream = self.0.borrow_mut();
+        std::pin::Pin::new(&mut *stream).poll_read(cx, buf)
+    }
+}
+
+impl futures_lite::AsyncWrite for SharedStream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let mut stream = self.0.borrow_mut();
+        std::pin::Pin::new(&mut *stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let mut stream = self.0.borrow_mut();
+        std::pin::Pin::new(&mut *stream).poll_flush(cx)
+    }
+
+    fn poll_close(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let mut stream = self.0.borrow_mut();
+        std::pin::Pin::new(&mut *stream).poll_close(cx)
+    }
+}
+
+/// A queued response with what the metrics need about its request.
+struct Queued {
+    api_key: i16,
+    received: Instant,
+    request_bytes: usize,
+    response: PendingResponse,
+}
+
+/// Outcome of waiting for the next frame.
+enum FrameEvent {
+    Frame(Bytes),
+    Closed(CloseReason),
+}
+
+/// Splits the byte stream into frames; holds at most one frame plus one read chunk.
+struct FrameReader {
+    buffer: BytesMut,
+    max_frame: usize,
+}
+
+impl FrameReader {
+    fn new(max_frame: usize) -> Self {
+        Self {
+            buffer: BytesMut::with_capacity(READ_CHUNK),
+            max_frame,
+        }
+    }
+
+    /// A complete frame body if the buffer holds one; the size prefix is checked as soon as its
+    /// four bytes are here, before any body byte is read.
+    fn take_frame(&mut self) -> Result<Option<Bytes>, CloseReason> {
+        if self.buffer.len() < 4 {
+            return Ok(None);
+        }
+        let size = i32::from_be_bytes([self.buffer[0], self.buffer[1], self.buffer[2], self.buffer[3]]);
+        if size < 0 || size as usize > self.max_frame {
+            return Err(CloseReason::FrameTooLarge {
+                size: i64::from(size),
+                max: self.max_frame,
+            });
+        }
+        let size = size as usize;
+        if self.buffer.len() < 4 + size {
+            return Ok(None);
+        }
+        self.buffer.advance(4);
+        Ok(Some(self.buffer.split_to(size).freeze()))
+    }
+
+    /// How many bytes to ask the socket for: the rest of the current frame when its size is
+    /// known (so a huge frame is read to its end, not beyond), else one chunk.
+    fn want(&self) -> usize {
+        if self.buffer.len() >= 4 {
+            let size =
+                i32::from_be_bytes([self.buffer[0], self.buffer[1], self.buffer[2], self.buffer[3]]) as usize;
+            (4 + size).saturating_sub(self.buffer.len()).clamp(1, READ_CHUNK)
+        } else {
+            READ_CHUNK
+        }
+    }
+
+    async fn next(&mut self, stream: &mut SharedStream, idle: Duration, shard: &Shard) -> FrameEvent {
+        let idle_deadline = Instant::now() + idle;
+        loop {
+            match self.take_frame() {
+                Ok(Some(frame)) => return FrameEvent::Frame(frame),
+                Ok(None) => {}
+                Err(reason) => return FrameEvent::Closed(reason),
+            }
+            let want = self.want();
+            let start = self.buffer.len();
+            self.buffer.resize(start + want, 0);
+            let remaining = idle_deadline.saturating_duration_since(Instant::now());
+            // A pending glommio read consumes nothing, so losing this race loses no bytes.
+            let read = futures_lite::future::or(
+                async { Some(stream.read(&mut self.buffer[start..]).await) },
+                async {
+                    futures_lite::future::or(
+                        async {
+                            glommio::timer::sleep(remaining).await;
+                        },
+                        shard.stopping(),
+                    )
+                    .await;
+                    None
+                },
+            )
+            .await;
+            match read {
+                Some(Ok(0)) => {
+                    self.buffer.truncate(start);
+                    return FrameEvent::Closed(CloseReason::PeerClosed);
+                }
+                Some(Ok(n)) => self.buffer.truncate(start + n),
+                Some(Err(e)) => {
+                    self.buffer.truncate(start);
+                    return FrameEvent::Closed(CloseReason::Io(e));
+                }
+                None => {
+                    self.buffer.truncate(start);
+                    let reason = if shard.is_stopping() {
+                        CloseReason::Shutdown
+                    } else {
+                        CloseReason::Idle
+                    };
+                    return FrameEvent::Closed(reason);
+                }
+            }
+        }
+    }
+}
+
+/// Serves one accepted connection until it closes; never panics on client input.
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<KafkaListener>) {
+    let peer = match stream.peer_addr() {
+        Ok(peer) => peer,
+        Err(_) => return,
+    };
+    let _ = stream.set_nodelay(true);
+    let config = shard.config();
+    let context = Rc::new(ConnectionContext {
+        shard: shard.clone(),
+        peer,
+        sasl: RefCell::new(kafluss_auth::SaslSession::new(listener.security)),
+        listener,
+    });
+    let stream = SharedStream(Rc::new(RefCell::new(stream)));
+    let (queue, queued) = local_channel::new_bounded::<Queued>(config.max_inflight_requests);
+    let writer = glommio::spawn_local(write_responses(shard.clone(), stream.clone(), queued));
+
+    let mut reader = FrameReader::new(config.max_request_size);
+    let mut read_stream = stream.clone();
+    let reason = loop {
+        // Before authentication frames are bounded much lower (a PLAIN token is small).
+        reader.max_frame = match context.sasl.borrow().max_frame_len() {
+            Some(limit) => limit.min(config.max_request_size),
+            None => config.max_request_size,
+        };
+        let frame = match reader
+            .next(&mut read_stream, config.connection_max_idle_time, &shard)
+            .await
+        {
+            FrameEvent::Frame(frame) => frame,
+            FrameEvent::Closed(reason) => break reason,
+        };
+        let request_bytes = frame.len() + 4;
+        let received = Instant::now();
+        match handlers::dispatch(&context, frame).await {
+            Dispatch::Respond { api_key, response } => {
+                let close_after = response.closes_connection();
+                let item = Queued {
+                    api_key,
+                    received,
+                    request_bytes,
+                    response,
+                };
+                if queue.send(item).await.is_err() {
+                    break CloseReason::Handler;
+                }
+                if close_after {
+                    break CloseReason::Handler;
+                }
+            }
+            Dispatch::Close { why } => {
+                tracing::info!(%peer, "closing Kafka connection: {why}");
+                break CloseReason::Handler;
+            }
+        }
+    };
+    match &reason {
+        CloseReason::FrameTooLarge { size, max } => {
+            tracing::info!(%peer, size, max, "closing Kafka connection: request larger than kafka.max-request-size")
+        }
+        CloseReason::Io(e) => tracing::info!(%peer, "Kafka connection I/O error: {e}"),
+        other => tracing::debug!(%peer, "Kafka connection closing: {other:?}"),
+    }
+    // Closing the queue lets the writer finish what is queued, then stop.
+    drop(queue);
+    writer.await;
+    let mut stream = stream;
+    let _ = stream.close().await;
+}
+
+/// Writes responses in request order as each becomes ready; records metrics.
+async fn write_responses(shard: Rc<Shard>, mut stream: SharedStream, queued: LocalReceiver<Queued>) {
+    let mut broken = false;
+    while let Some(item) = queued.recv().await {
+        let response: Response = match item.response {
+            PendingResponse::Ready(response) => response,
+            PendingResponse::Later(task) => task.await,
+        };
+        let bytes_out = response.frame.as_ref().map_or(0, |f| f.len());
+        shard.metrics().record_request(
+            item.api_key,
+            item.request_bytes,
+            bytes_out,
+            item.received.elapsed(),
+            response.failed,
+        );
+        if broken {
+            continue; // keep awaiting in-flight work so nothing is abandoned half-done
+        }
+        if let Some(frame) = response.frame {
+            if stream.write_all(&frame).await.is_err() {
+                broken = true;
+                continue;
+            }
+        }
+        if response.close_after {
+            broken = true;
+        }
+    }
+    let _ = stream.flush().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_reader_checks_the_prefix_before_the_body() {
+        let mut reader = FrameReader::new(10);
+        reader.buffer.extend_from_slice(&11i32.to_be_bytes());
+        assert!(matches!(
+            reader.take_frame(),
+            Err(CloseReason::FrameTooLarge { size: 11, max: 10 })
+        ));
+        let mut reader = FrameReader::new(10);
+        reader.buffer.extend_from_slice(&(-1i32).to_be_bytes());
+        assert!(reader.take_frame().is_err());
+    }
+
+    #[test]
+    fn frame_reader_splits_pipelined_frames() {
+        let mut reader = FrameReader::new(100);
+        for body in [&b"abc"[..], b"", b"defg"] {
+            reader
+                .buffer
+                .extend_from_slice(&(body.len() as i32).to_be_bytes());
+            reader.buffer.extend_from_slice(body);
+        }
+        reader.buffer.extend_from_slice(&5i32.to_be_bytes()[..3]);
+        assert_eq!(reader.take_frame().unwrap().unwrap(), Bytes::from_static(b"abc"));
+        assert_eq!(reader.take_frame().unwrap().unwrap(), Bytes::new());
+        assert_eq!(reader.take_frame().unwrap().unwrap(), Bytes::from_static(b"defg"));
+        assert!(reader.take_frame().unwrap().is_none());
+        assert_eq!(reader.want(), READ_CHUNK);
+        reader.buffer.extend_from_slice(&[5, b'x']);
+        assert_eq!(reader.want(), 4);
+    }
+}

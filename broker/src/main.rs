@@ -1,4 +1,103 @@
-fn main() {
-    eprintln!("kafluss: not yet implemented");
-    std::process::exit(2);
+//! The `kafluss` binary: `serve` runs the broker; `sql` and `scan` talk to a running one.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use kafluss_broker::cli::scan::ScanArgs;
+use kafluss_broker::config::ServerConfig;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kafluss",
+    version,
+    about = "Kafka producers writing Fluss log tables as Arrow"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server (prints `kafluss ready: ...` once every core serves).
+    Serve {
+        /// server.yaml (flat `key: value` lines); without it the embedded default is used.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Set a config key, overriding the file: `-D key=value` (repeatable).
+        #[arg(short = 'D', value_name = "KEY=VALUE")]
+        define: Vec<String>,
+    },
+    /// Run SQL (DDL, SHOW, DESCRIBE, CALL sys.*) on a running server.
+    Sql {
+        /// The server's Fluss listener, HOST:PORT.
+        #[arg(long, default_value = "localhost:9123")]
+        server: String,
+        /// The SQL text (`;`-separated statements).
+        #[arg(
+            short = 'e',
+            long = "execute",
+            conflicts_with = "file",
+            required_unless_present = "file"
+        )]
+        execute: Option<String>,
+        /// A file of SQL statements.
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+    },
+    /// Read rows of a table back.
+    Scan(ScanArgs),
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config, define } => {
+            init_tracing();
+            let config = match ServerConfig::load(config.as_deref(), &define) {
+                Ok(config) => config,
+                Err(e) => {
+                    eprintln!("kafluss: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match kafluss_broker::server::run(config) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("kafluss: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Sql {
+            server,
+            execute,
+            file,
+        } => {
+            let source = match (execute, file) {
+                (Some(text), _) => kafluss_broker::cli::sql::SqlSource::Text(text),
+                (None, Some(path)) => kafluss_broker::cli::sql::SqlSource::File(path),
+                (None, None) => {
+                    eprintln!("kafluss sql: give -e SQL or -f FILE");
+                    return ExitCode::from(2);
+                }
+            };
+            exit_code(kafluss_broker::cli::sql::run(&server, source))
+        }
+        Command::Scan(args) => exit_code(kafluss_broker::cli::scan::run(args)),
+    }
 }

@@ -1,1 +1,375 @@
-//! TODO
+//! Start-up and shutdown of `kafluss serve`.
+//!
+//! The main thread validates the configuration, opens the catalog, resolves each Kafka
+//! listener's concrete port (a probe socket bound with SO_REUSEPORT but never listening, so it
+//! receives no connections), starts one glommio executor pinned per core (each binds the same
+//! address with SO_REUSEPORT and the kernel spreads connections), starts the admin HTTP server
+//! on the Fluss listener's own thread, prints the ready line, and then waits for SIGTERM or
+//! SIGINT. Shutdown: cores stop accepting, finish queued requests, flush their bucket logs;
+//! then the admin server stops and the process exits 0. A second signal exits at once.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::{CpuSet, LocalExecutorBuilder, Placement};
+
+use crate::admin::{start_admin_server, storage, AdminContext, AdminHandle};
+use crate::catalog::ddl::{Catalog, CatalogConfig, TableDroppedHook};
+use crate::catalog::model::TableInfo;
+use crate::config::ServerConfig;
+use crate::log::LogRegistry;
+use crate::metrics::Metrics;
+use crate::shard::{self, CoreStart, KafkaListener, Shard, Shared, MESH_CAPACITY};
+
+/// A start-up failure, printed by `main` before exiting non-zero.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot create data dir {path}: {source}")]
+    DataDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("security configuration: {0}")]
+    Security(String),
+    #[error("cannot bind listener {name} on {address}: {source}")]
+    Bind {
+        name: String,
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("catalog: {0}")]
+    Catalog(String),
+    #[error("admin server: {0}")]
+    Admin(String),
+    #[error("core start-up: {0}")]
+    Core(String),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+}
+
+/// Messages from the admin thread to every core.
+#[derive(Debug, Clone)]
+pub enum ControlMessage {
+    /// A table was dropped: close its bucket logs, then acknowledge on `done`.
+    DropTable {
+        table_id: u64,
+        done: crossbeam_channel::Sender<()>,
+    },
+}
+
+/// Handles one control message on a core.
+pub async fn handle_control(shard: &Shard, message: ControlMessage) {
+    match message {
+        ControlMessage::DropTable { table_id, done } => {
+            shard.close_table(table_id);
+            // Let the closed actors finish their queued jobs and release files.
+            glommio::timer::sleep(Duration::from_millis(20)).await;
+            let _ = done.send(());
+        }
+    }
+}
+
+/// The runtime services every core consults: catalog snapshots, credentials, authorizer,
+/// storage statistics. All lock-free to read on the produce path.
+pub struct Runtime {
+    pub catalog: Arc<Catalog>,
+    pub credentials: Arc<kafluss_auth::CredentialStore>,
+    pub security: kafluss_auth::SecurityConfig,
+    pub log_stats: Arc<LogRegistry>,
+}
+
+impl Runtime {
+    /// The authorizer in force (a lock-free `ArcSwap` load).
+    pub fn authorizer(&self) -> arc_swap::Guard<Arc<kafluss_auth::Authorizer>> {
+        self.catalog.authorizer_cell().load()
+    }
+}
+
+/// Opens the catalog with the server configuration.
+fn open_catalog(config: &ServerConfig) -> Result<Catalog, ServerError> {
+    let super_users = kafluss_auth::parse_super_users(&config.super_users)
+        .map_err(|e| ServerError::Security(format!("super.users: {e}")))?;
+    let catalog_config = CatalogConfig {
+        data_dir: config.data_dir.clone(),
+        default_bucket_number: config.default_bucket_number,
+        kafka_enabled: config.kafka_enabled,
+        kafka_default_database: config.kafka_default_database.clone(),
+        authorizer_enabled: config.authorizer_enabled,
+        super_users,
+        plain_credentials: (!config.sasl_plain_credentials.is_empty())
+            .then(|| config.sasl_plain_credentials.clone()),
+    };
+    Catalog::open(catalog_config).map_err(|e| ServerError::Catalog(e.to_string()))
+}
+
+/// The DROP TABLE hook: every core closes the table's bucket logs, then the directory goes.
+fn table_dropped_hook(
+    data_dir: PathBuf,
+    cores: Vec<crossbeam_channel::Sender<ControlMessage>>,
+    log_stats: Arc<LogRegistry>,
+) -> TableDroppedHook {
+    Arc::new(move |table: &TableInfo| {
+        let (done_tx, done_rx) = crossbeam_channel::bounded(cores.len());
+        let mut asked = 0;
+        for core in &cores {
+            let message = ControlMessage::DropTable {
+                table_id: table.id,
+                done: done_tx.clone(),
+            };
+            if core.send_timeout(message, Duration::from_secs(5)).is_ok() {
+                asked += 1;
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for _ in 0..asked {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if done_rx.recv_timeout(remaining).is_err() {
+                tracing::warn!("a core did not confirm closing {} within 10s", table.path());
+                break;
+            }
+        }
+        log_stats.remove_table(table.id);
+        let dir = data_dir.join(table.relative_dir());
+        if let Err(e) = crate::log::remove_table_dir(&dir) {
+            tracing::error!(
+                "cannot delete the directory of dropped table {}: {e}",
+                table.path()
+            );
+        }
+    })
+}
+
+/// Binds `listener` once, without listening, to learn its concrete address when port 0 was
+/// asked for. Keeping it bound until every core has bound the same port reserves the port.
+fn probe_bind(name: &str, address: SocketAddr) -> Result<(socket2::Socket, SocketAddr), ServerError> {
+    let bind_error = |source| ServerError::Bind {
+        name: name.to_string(),
+        address: address.to_string(),
+        source,
+    };
+    let domain = if address.is_ipv6() {
+        socket2::Domain::IPV6
+    } else {
+        socket2::Domain::IPV4
+    };
+    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))
+        .map_err(bind_error)?;
+    socket.set_reuse_port(true).map_err(bind_error)?;
+    socket.set_reuse_address(true).map_err(bind_error)?;
+    socket.bind(&address.into()).map_err(bind_error)?;
+    let bound = socket
+        .local_addr()
+        .map_err(bind_error)?
+        .as_socket()
+        .ok_or_else(|| bind_error(std::io::Error::other("not an inet address")))?;
+    Ok((socket, bound))
+}
+
+/// CPU ids executors are pinned to, in order; core `i` runs on `cpus[i % cpus.len()]`.
+fn cpu_ids() -> Vec<usize> {
+    let mut ids: Vec<usize> = CpuSet::online()
+        .map(|set| set.iter().map(|location| location.cpu).collect())
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        ids.push(0);
+    }
+    ids
+}
+
+/// Runs the server until a signal; returns after a clean shutdown.
+pub fn run(config: ServerConfig) -> Result<(), ServerError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServerError::DataDir {
+        path: config.data_dir.display().to_string(),
+        source,
+    })?;
+    let security = kafluss_auth::SecurityConfig::parse(
+        Some(&config.security_protocol_map),
+        Some(&config.sasl_enabled_mechanisms),
+    )
+    .map_err(|e| ServerError::Security(e.to_string()))?;
+    let names: Vec<&str> = config.bind_listeners.iter().map(|l| l.name.as_str()).collect();
+    security
+        .check_listeners_exist(&names)
+        .map_err(|e| ServerError::Security(e.to_string()))?;
+
+    let shutdown = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // A second signal while shutting down exits at once with status 1.
+        signal_hook::flag::register_conditional_shutdown(signal, 1, shutdown.clone())
+            .map_err(ServerError::Signals)?;
+        signal_hook::flag::register(signal, shutdown.clone()).map_err(ServerError::Signals)?;
+    }
+
+    let catalog = Arc::new(open_catalog(&config)?);
+    let log_stats = Arc::new(LogRegistry::new());
+    let runtime = Runtime {
+        credentials: catalog.credential_store(),
+        catalog: catalog.clone(),
+        security,
+        log_stats: log_stats.clone(),
+    };
+
+    // Kafka listeners: concrete addresses, reserved by probes until the cores have bound.
+    let mut probes = Vec::new();
+    let mut kafka_listeners = Vec::new();
+    for listener in config.kafka_bind_listeners() {
+        let address = listener.socket_addr().map_err(|source| ServerError::Bind {
+            name: listener.name.clone(),
+            address: format!("{}:{}", listener.host, listener.port),
+            source,
+        })?;
+        let (probe, bound) = probe_bind(&listener.name, address)?;
+        probes.push(probe);
+        let advertised = config.advertised(&listener.name).cloned();
+        let (advertised_host, advertised_port) = match advertised {
+            Some(a) if a.port != 0 => (a.host, a.port),
+            Some(a) => (a.host, bound.port()),
+            None => (listener.host.clone(), bound.port()),
+        };
+        kafka_listeners.push(KafkaListener {
+            name: listener.name.clone(),
+            bound,
+            advertised_host,
+            advertised_port,
+            security: runtime.security.listener_security(&listener.name),
+        });
+    }
+
+    let cores = config.cores;
+    let metrics = Arc::new(Metrics::new(cores));
+    let shared = Arc::new(Shared {
+        config: config.clone(),
+        metrics: metrics.clone(),
+        runtime,
+        kafka_listeners: kafka_listeners.clone(),
+        open_connections: AtomicUsize::new(0),
+        shutdown: shutdown.clone(),
+        drained_cores: AtomicUsize::new(0),
+    });
+
+    let append_mesh = MeshBuilder::full(cores, MESH_CAPACITY);
+    let reply_mesh = MeshBuilder::full(cores, MESH_CAPACITY);
+    let (ready_tx, ready_rx) = crossbeam_channel::bounded(cores);
+    let (exited_tx, exited_rx) = crossbeam_channel::bounded(cores);
+    let mut control_senders = Vec::with_capacity(cores);
+    let mut handles = Vec::with_capacity(cores);
+    let cpus = cpu_ids();
+    for index in 0..cores {
+        let (control_tx, control_rx) = crossbeam_channel::bounded(64);
+        control_senders.push(control_tx);
+        let start = CoreStart {
+            shared: shared.clone(),
+            append_mesh: append_mesh.clone(),
+            reply_mesh: reply_mesh.clone(),
+            ready: ready_tx.clone(),
+            exited: exited_tx.clone(),
+            control: control_rx,
+        };
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpus[index % cpus.len()]))
+            .name(&format!("kafluss-core-{index}"))
+            // Segment writes use buffered files, so little io_uring memory is needed; staying
+            // small keeps many cores under the default 8 MiB memlock limit.
+            .io_memory(256 << 10)
+            .spawn(move || shard::run_core(start))
+            .map_err(|e| ServerError::Core(format!("cannot start core {index}: {e}")))?;
+        handles.push(handle);
+    }
+    drop(ready_tx);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for _ in 0..cores {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        match ready_rx.recv_timeout(remaining) {
+            Ok(Ok(_)) => {}
+            Ok(Err(message)) => {
+                shutdown.store(true, Ordering::SeqCst);
+                return Err(ServerError::Core(message));
+            }
+            Err(_) => {
+                shutdown.store(true, Ordering::SeqCst);
+                return Err(ServerError::Core("cores did not start within 60s".into()));
+            }
+        }
+    }
+    drop(probes);
+
+    catalog.set_table_dropped_hook(table_dropped_hook(
+        config.data_dir.clone(),
+        control_senders,
+        log_stats.clone(),
+    ));
+    let ready = Arc::new(AtomicBool::new(false));
+    let admin = start_admin(&config, &shared.runtime, &metrics, &ready)?;
+    ready.store(true, Ordering::SeqCst);
+
+    let mut line = String::from("kafluss ready:");
+    if let Some(admin) = &admin {
+        line.push_str(&format!(" {}={}", admin.0, admin.1.local_addr()));
+    }
+    for listener in &kafka_listeners {
+        line.push_str(&format!(" {}={}", listener.name, listener.bound));
+    }
+    line.push_str(&format!(" cores={cores}"));
+    println!("{line}");
+    tracing::info!("{line}");
+
+    while !shutdown.load(Ordering::SeqCst) {
+        if let Ok(core) = exited_rx.try_recv() {
+            tracing::error!("core {core} stopped unexpectedly; shutting down");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    shutdown.store(true, Ordering::SeqCst);
+    tracing::info!("shutting down: draining connections and flushing bucket logs");
+    for handle in handles {
+        let _ = handle.join();
+    }
+    if let Some((_, admin)) = admin {
+        admin.stop();
+    }
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+/// Starts the admin HTTP server on the Fluss listener (the first non-Kafka listener), with
+/// the storage and metrics hooks; returns the listener name and the running server.
+fn start_admin(
+    config: &ServerConfig,
+    runtime: &Runtime,
+    metrics: &Arc<Metrics>,
+    ready: &Arc<AtomicBool>,
+) -> Result<Option<(String, AdminHandle)>, ServerError> {
+    let Some(listener) = config.fluss_bind_listener() else {
+        return Ok(None);
+    };
+    let address = listener.socket_addr().map_err(|source| ServerError::Bind {
+        name: listener.name.clone(),
+        address: format!("{}:{}", listener.host, listener.port),
+        source,
+    })?;
+    let mut context = AdminContext::new(runtime.catalog.clone(), ready.clone());
+    if runtime.security.listener_security(&listener.name) == kafluss_auth::ListenerSecurity::Sasl {
+        context.credentials = Some(runtime.credentials.clone());
+    }
+    context.row_counts = Some(storage::row_counts_hook(
+        config.data_dir.clone(),
+        runtime.log_stats.clone(),
+    ));
+    context.scan = Some(storage::scan_hook(
+        config.data_dir.clone(),
+        runtime.log_stats.clone(),
+    ));
+    let metrics = metrics.clone();
+    context.metrics = Some(Arc::new(move || metrics.render()));
+    context.max_body_bytes = config.admin_max_request_size;
+    let handle = start_admin_server(address, context).map_err(|e| ServerError::Admin(e.to_string()))?;
+    Ok(Some((listener.name.clone(), handle)))
+}

@@ -1,0 +1,119 @@
+//! Metadata (api key 3, v0–12): topics are Kafka-enabled Fluss tables, partitions are buckets,
+//! and this node leads every bucket (behaviour.md "Topics").
+//!
+//! Requested names are echoed as sent; an all-topics request lists every Kafka-enabled,
+//! eligible table as `db.table`, sorted, minus those the principal may not DESCRIBE. Lookups by
+//! topic id answer UNKNOWN_TOPIC_ID. Topics are never auto-created.
+
+use bytes::Bytes;
+use kafluss_protocol::Uuid;
+use kafluss_protocol::{encode_response_frame, Message};
+use kafluss_protocol::{ErrorCode, RequestHeader};
+use kafluss_protocol::{
+    MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
+    AUTHORIZED_OPERATIONS_OMITTED,
+};
+
+use crate::catalog::model::TableInfo;
+use crate::connection::ConnectionContext;
+use crate::errors;
+
+use super::Response;
+
+/// The only node: this server.
+pub const NODE_ID: i32 = 0;
+
+fn may_describe(context: &ConnectionContext, table: &TableInfo) -> bool {
+    let principal = context
+        .sasl
+        .borrow()
+        .principal()
+        .cloned()
+        .unwrap_or_else(kafluss_auth::Principal::anonymous);
+    context.shard.runtime().authorizer().authorize(
+        &principal,
+        context.peer.ip(),
+        kafluss_auth::Operation::Describe,
+        &kafluss_auth::Resource::Table {
+            database: table.database.clone(),
+            table: table.name.clone(),
+        },
+    )
+}
+
+fn topic_entry(name: Option<String>, table: &TableInfo) -> MetadataTopic {
+    MetadataTopic {
+        error_code: ErrorCode::None,
+        name,
+        topic_id: Uuid(table.topic_id),
+        is_internal: false,
+        partitions: (0..table.bucket_count)
+            .map(|bucket| MetadataPartition {
+                error_code: ErrorCode::None,
+                partition_index: bucket as i32,
+                leader_id: NODE_ID,
+                leader_epoch: 0,
+                replica_nodes: vec![NODE_ID],
+                isr_nodes: vec![NODE_ID],
+                offline_replicas: Vec::new(),
+            })
+            .collect(),
+        topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+    }
+}
+
+pub fn handle(context: &ConnectionContext, header: &RequestHeader, body: Bytes) -> Result<Response, String> {
+    let version = header.api_version;
+    let request = MetadataRequest::decode(&body, version)
+        .map_err(|e| format!("undecodable Metadata v{version} request: {e}"))?;
+    let runtime = context.shard.runtime();
+    let snapshot = runtime.catalog.snapshot();
+    let default_db = &context.shard.config().kafka_default_database;
+    // v0 has no "all topics" null: an empty list means all there.
+    let requested = match request.topics {
+        Some(topics) if !(version == 0 && topics.is_empty()) => Some(topics),
+        _ => None,
+    };
+    let topics = match requested {
+        None => snapshot
+            .kafka_topics
+            .iter()
+            .filter(|topic| may_describe(context, &topic.table))
+            .map(|topic| topic_entry(Some(topic.name.clone()), &topic.table))
+            .collect(),
+        Some(topics) => topics
+            .into_iter()
+            .map(|topic| match topic.name {
+                None => MetadataTopic::error(None, topic.topic_id, ErrorCode::UnknownTopicId),
+                Some(name) => {
+                    match crate::catalog::resolve::resolve_topic(&snapshot, &name, default_db) {
+                        Ok(table) if may_describe(context, &table) => topic_entry(Some(name), &table),
+                        // A table the principal may not DESCRIBE looks missing.
+                        Ok(_) => {
+                            MetadataTopic::error(Some(name), Uuid::ZERO, ErrorCode::UnknownTopicOrPartition)
+                        }
+                        Err(e) => MetadataTopic::error(Some(name), Uuid::ZERO, errors::topic_error_code(&e)),
+                    }
+                }
+            })
+            .collect(),
+    };
+    let listener = &context.listener;
+    let response = MetadataResponse {
+        throttle_time_ms: 0,
+        brokers: vec![MetadataBroker {
+            node_id: NODE_ID,
+            host: listener.advertised_host.clone(),
+            port: i32::from(listener.advertised_port),
+            rack: None,
+        }],
+        cluster_id: Some(snapshot.cluster_id.clone()),
+        controller_id: NODE_ID,
+        topics,
+        cluster_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+    };
+    let failed = response.topics.iter().any(|t| !t.error_code.is_none());
+    let frame = encode_response_frame(header.correlation_id, version, &response)
+        .map_err(|e| format!("cannot encode Metadata v{version} response: {e}"))?;
+    Ok(Response::frame(frame, failed))
+}

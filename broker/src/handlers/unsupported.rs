@@ -1,0 +1,52 @@
+//! Everything outside the registry: unadvertised APIs and versions, and CreateTopics /
+//! DeleteTopics, which answer with their own response saying that tables are managed through
+//! Fluss SQL (error POLICY_VIOLATION). When not even an error response can be encoded for the
+//! API and version, the connection is closed.
+
+use bytes::Bytes;
+use kafluss_protocol::{encode_error_response, Request};
+use kafluss_protocol::{encode_response_frame, Message};
+use kafluss_protocol::{ApiKey, ErrorCode, RequestHeader};
+use kafluss_protocol::{CreateTopicsRequest, DeleteTopicsRequest};
+
+use super::Response;
+
+pub const CREATE_TOPICS_MESSAGE: &str = "Kafka CreateTopics is not supported: create a Fluss table with CREATE TABLE ... WITH ('table.kafka.enabled' = 'true') through Fluss SQL";
+pub const DELETE_TOPICS_MESSAGE: &str =
+    "Kafka DeleteTopics is not supported: drop the table with DROP TABLE through Fluss SQL";
+
+pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, String> {
+    let version = header.api_version;
+    let correlation_id = header.correlation_id;
+    let frame = match header.api_key {
+        ApiKey::CREATE_TOPICS if CreateTopicsRequest::supports_version(version) => {
+            let request = CreateTopicsRequest::decode(&body, version)
+                .map_err(|e| format!("undecodable CreateTopics v{version} request: {e}"))?;
+            let response = request.error_response(ErrorCode::PolicyViolation, Some(CREATE_TOPICS_MESSAGE));
+            encode_response_frame(correlation_id, version, &response)
+        }
+        ApiKey::DELETE_TOPICS if DeleteTopicsRequest::supports_version(version) => {
+            let request = DeleteTopicsRequest::decode(&body, version)
+                .map_err(|e| format!("undecodable DeleteTopics v{version} request: {e}"))?;
+            let response = request.error_response(ErrorCode::PolicyViolation, Some(DELETE_TOPICS_MESSAGE));
+            encode_response_frame(correlation_id, version, &response)
+        }
+        api_key => match Request::decode(header, &body) {
+            // A known API at an unadvertised version: its own error response, naming its
+            // topics and partitions where it has them.
+            Ok(request) => request.error_response_frame(
+                correlation_id,
+                version,
+                ErrorCode::UnsupportedVersion,
+                Some("unsupported API version"),
+            ),
+            Err(_) => encode_error_response(api_key, version, correlation_id, ErrorCode::UnsupportedVersion),
+        },
+    };
+    frame.map(|frame| Response::frame(frame, true)).map_err(|e| {
+        format!(
+            "api key {} v{version} is not supported and has no error response: {e}",
+            header.api_key.0
+        )
+    })
+}

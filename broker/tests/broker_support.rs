@@ -1,0 +1,320 @@
+//! Shared harness of the `broker_*` integration tests: start the real `kafluss` binary on free
+//! loopback ports, run SQL, scan rows back, drive kcat and confluent-kafka, and speak raw Kafka
+//! for the error cases no client will send on purpose. Included by each test file with
+//! `#[path = "broker_support.rs"] mod support;`.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A running server; killed on drop.
+pub struct Server {
+    pub child: Option<Child>,
+    pub data_dir: PathBuf,
+    pub fluss: SocketAddr,
+    pub kafka: SocketAddr,
+    /// Kept so the directory outlives restarts; removed on drop when owned.
+    _temp: Option<tempfile::TempDir>,
+    stderr_log: PathBuf,
+}
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_kafluss")
+}
+
+impl Server {
+    /// Starts a server with a fresh data dir and `cores` cores.
+    pub fn start(cores: usize, extra: &[&str]) -> Server {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let data_dir = temp.path().join("data");
+        let mut server = Server::start_in(&data_dir, cores, extra);
+        server._temp = Some(temp);
+        server
+    }
+
+    /// Starts a server on an existing data dir (restart after a crash).
+    pub fn start_in(data_dir: &Path, cores: usize, extra: &[&str]) -> Server {
+        let stderr_log = data_dir.with_extension(format!("stderr-{}.log", rand_suffix()));
+        let stderr = std::fs::File::create(&stderr_log).expect("stderr log");
+        let mut command = Command::new(binary());
+        command
+            .arg("serve")
+            .arg("-D")
+            .arg(format!("data.dir={}", data_dir.display()))
+            .arg("-D")
+            .arg("bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0")
+            .arg("-D")
+            .arg(format!("server.cores={cores}"));
+        for entry in extra {
+            command.arg("-D").arg(entry);
+        }
+        let mut child = command
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("start kafluss");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if line.starts_with("kafluss ready:") {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                let log = std::fs::read_to_string(&stderr_log).unwrap_or_default();
+                panic!("kafluss did not print its ready line within 60s; stderr:\n{log}");
+            }
+        };
+        let address = |name: &str| -> SocketAddr {
+            line.split_whitespace()
+                .find_map(|part| part.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("no {name}= in {line:?}"))
+                .parse()
+                .expect("address")
+        };
+        Server {
+            fluss: address("FLUSS"),
+            kafka: address("KAFKA"),
+            child: Some(child),
+            data_dir: data_dir.to_path_buf(),
+            _temp: None,
+            stderr_log,
+        }
+    }
+
+    pub fn bootstrap(&self) -> String {
+        self.kafka.to_string()
+    }
+
+    /// The server's stderr so far (tracing logs).
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.stderr_log).unwrap_or_default()
+    }
+
+    /// SIGKILL, as a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait (bounded) for the exit status.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
+    /// Runs SQL through `POST /v1/sql`; returns (status, body).
+    pub fn sql(&self, sql: &str) -> (u16, String) {
+        http(self.fluss, "POST", "/v1/sql", sql.as_bytes())
+    }
+
+    /// Runs SQL and panics unless it succeeds.
+    pub fn sql_ok(&self, sql: &str) -> String {
+        let (status, body) = self.sql(sql);
+        assert_eq!(status, 200, "SQL failed: {sql}\n{body}");
+        body
+    }
+
+    /// Every row of a table via the scan endpoint, as parsed jsonl lines.
+    pub fn scan(&self, table: &str) -> Vec<serde_json::Value> {
+        let (status, body) = http(
+            self.fluss,
+            "GET",
+            &format!("/v1/tables/{table}/scan?format=jsonl"),
+            b"",
+        );
+        assert_eq!(status, 200, "scan {table} failed: {body}");
+        body.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("jsonl line"))
+            .collect()
+    }
+
+    /// `GET path` on the Fluss listener.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        http(self.fluss, "GET", path, b"")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// A minimal HTTP/1.1 client (`Connection: close`), bounded by timeouts.
+pub fn http(address: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(10)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    stream.write_all(body).expect("write body");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("read");
+    let text = String::from_utf8_lossy(&response).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    let body = if chunked { dechunk(rest) } else { rest.to_string() };
+    (status, body)
+}
+
+fn dechunk(mut text: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = text.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        text = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Runs a command with a timeout; returns (exit ok, stdout, stderr).
+pub fn run_with_timeout(command: &mut Command, stdin: &[u8], timeout: Duration) -> (bool, String, String) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    let mut input = child.stdin.take().expect("stdin");
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = writer.join();
+    let out = out_thread.join().unwrap_or_default();
+    let err = err_thread.join().unwrap_or_default();
+    (status.is_some_and(|s| s.success()), out, err)
+}
+
+/// The Python interpreter with confluent-kafka and pyarrow: `KAFLUSS_PYTHON`, else the repo's
+/// `.venv`. Missing is a test failure, not a skip.
+pub fn python() -> PathBuf {
+    if let Ok(path) = std::env::var("KAFLUSS_PYTHON") {
+        return PathBuf::from(path);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "no Python with confluent-kafka: set KAFLUSS_PYTHON or run ./test.sh (makes .venv)"
+    );
+    venv
+}
+
+/// Runs a Python script with arguments; panics with its output unless it exits 0.
+pub fn python_ok(script: &str, args: &[&str]) -> String {
+    let (ok, out, err) = run_with_timeout(
+        Command::new(python()).arg("-c").arg(script).args(args),
+        b"",
+        Duration::from_secs(120),
+    );
+    assert!(ok, "python failed:\nstdout:\n{out}\nstderr:\n{err}");
+    out
+}
+
+/// kcat's path; missing is a failure.
+pub fn kcat() -> &'static str {
+    assert!(
+        Command::new("kcat").arg("-V").output().is_ok(),
+        "kcat is not installed (apt-get install -y kcat, or ./test.sh)"
+    );
+    "kcat"
+}
+
+/// Produces `lines` (one message each) with kcat; returns (ok, stdout, stderr).
+pub fn kcat_produce(
+    server: &Server,
+    topic: &str,
+    partition: i32,
+    lines: &[&str],
+    extra: &[&str],
+) -> (bool, String, String) {
+    let mut input = lines.join("\n");
+    input.push('\n');
+    let mut command = Command::new(kcat());
+    command
+        .args([
+            "-P",
+            "-b",
+            &server.bootstrap(),
+            "-t",
+            topic,
+            "-p",
+            &partition.to_string(),
+        ])
+        .args(["-X", "enable.idempotence=false", "-X", "acks=all"])
+        .args(extra);
+    run_with_timeout(&mut command, input.as_bytes(), Duration::from_secs(60))
+}
