@@ -23,6 +23,7 @@ Every wait here is bounded; every producer sets enable.idempotence=false (kaflus
 import asyncio
 import base64
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -244,7 +245,8 @@ async def aiokafka_produce_async(plan, case):
                 )
             )
         results = await asyncio.wait_for(asyncio.gather(*futures), DELIVERY_TIMEOUT_S)
-        return [metadata.offset for metadata in results]
+        # With acks=0 aiokafka resolves each send with None: no offset is known.
+        return [metadata.offset if metadata is not None else None for metadata in results]
     finally:
         await asyncio.wait_for(producer.stop(), 5)
 
@@ -358,8 +360,29 @@ CLIENTS = {
 }
 
 
+class RecentLogRecords(logging.Handler):
+    """Keeps the clients' recent warnings: kafka-python and aiokafka log why a connection failed
+    (an authentication error, say) but raise only a generic bootstrap error."""
+
+    def __init__(self, keep=20):
+        super().__init__(level=logging.WARNING)
+        self.keep = keep
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(f"{record.name}: {record.getMessage()}"[:500])
+        del self.lines[: -self.keep]
+
+
+CLIENT_LOG = RecentLogRecords()
+for logger_name in ("kafka", "aiokafka"):
+    logging.getLogger(logger_name).addHandler(CLIENT_LOG)
+    logging.getLogger(logger_name).propagate = False
+
+
 def run_case(client, plan, case):
     metadata, produce = CLIENTS[client]
+    CLIENT_LOG.lines.clear()
     started = now_ms()
     result = {"case": case["name"], "ok": False, "detail": "", "offsets": []}
     try:
@@ -376,6 +399,8 @@ def run_case(client, plan, case):
             result["detail"] = f"unknown case kind {case['kind']!r}"
     except Exception as error:  # noqa: BLE001 - every client raises its own types; all are reported
         text = f"{type(error).__name__}: {error}"
+        if CLIENT_LOG.lines:
+            text += "\nclient log:\n" + "\n".join(CLIENT_LOG.lines)
         result["ok"] = bool(case.get("expect_error"))
         result["detail"] = text[-1000:]
         if not result["ok"]:

@@ -145,8 +145,9 @@ pub struct CaseOutcome {
     pub case: String,
     pub ok: bool,
     pub detail: String,
+    /// Offsets the client reported (null where it learns none, as with acks=0).
     #[serde(default)]
-    pub offsets: Vec<i64>,
+    pub offsets: Vec<Option<i64>>,
     pub started_ms: i64,
     pub finished_ms: i64,
 }
@@ -306,7 +307,7 @@ pub fn check_available(client: Client) -> Result<String, ClientError> {
         }
         Client::ConfluentKafka => {
             python_module_check(client, "confluent_kafka")?;
-            python_version(client, "import confluent_kafka as c; print(f'confluent-kafka {c.version()[0]}, librdkafka {c.libversion()[0]}')")
+            python_version(client, "import confluent_kafka as c; print(f'confluent-kafka {c.__version__}, librdkafka {c.libversion()[0]}')")
         }
         Client::KafkaPython => {
             python_module_check(client, "kafka")?;

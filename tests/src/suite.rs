@@ -355,13 +355,17 @@ fn sasl_cases(client: Client) -> Vec<CaseResult> {
         sasl: Some(user("not-the-password")),
         cases: vec![wrong_case],
     };
+    let rows_before = match server.scan(&table) {
+        Ok(rows) => rows.len(),
+        Err(error) => {
+            return vec![
+                sasl_plain,
+                failed("sasl_wrong_password", format!("scan: {error}")),
+            ]
+        }
+    };
     let wrong = match run_plan(client, &bad) {
-        Ok(outcomes) => check_refused(
-            &server,
-            &table,
-            &outcomes[0],
-            if sasl_plain.passed { case.samples.len() } else { 0 },
-        ),
+        Ok(outcomes) => check_refused(&server, &table, &outcomes[0], rows_before),
         Err(error) => failed("sasl_wrong_password", error.to_string()),
     };
     vec![sasl_plain, wrong]

@@ -196,7 +196,7 @@ fn headers_json(headers: &[(String, Option<Vec<u8>>)]) -> Value {
 }
 
 /// `count` varied records for `mode`: keys (some null), headers (repeated names, odd values),
-/// timestamps (explicit where the client can, else its own clock), the last one a null value.
+/// timestamps (explicit where the client can, else its own clock), the last one a keyed null value.
 /// `seed` keeps cases apart; `partitions` > 1 spreads records over explicit partitions.
 pub fn samples(mode: ValueMode, caps: Capabilities, count: usize, seed: u64, partitions: u32) -> Vec<Sample> {
     (0..count)
@@ -209,7 +209,13 @@ pub fn samples(mode: ValueMode, caps: Capabilities, count: usize, seed: u64, par
             };
             Sample {
                 record: Record {
-                    key: key_for(caps, index),
+                    // A tombstone carries a key, as in compacted topics (and kafka-python and
+                    // aiokafka refuse a record with neither key nor value).
+                    key: if tombstone {
+                        Some(format!("tombstone-{seed}").into_bytes())
+                    } else {
+                        key_for(caps, index)
+                    },
                     value: value_and_columns.0,
                     headers: headers_for(caps, index),
                     timestamp: (caps.timestamps && index % 4 != 3)
