@@ -174,7 +174,12 @@ impl Shard {
 
     /// The queue of the actor of `table`'s `bucket` on this core, started (and its log opened)
     /// on first use. None while shutting down.
-    fn bucket_actor(self: &Rc<Self>, table: &Arc<TableInfo>, bucket: u32) -> Option<BucketQueue> {
+    fn bucket_actor(
+        self: &Rc<Self>,
+        table: &Arc<TableInfo>,
+        bucket: u32,
+        opened: Option<BucketState>,
+    ) -> Option<BucketQueue> {
         let key = (table.id, bucket);
         if let Some(queue) = self.buckets.borrow().get(&key) {
             return Some(queue.clone());
@@ -187,7 +192,11 @@ impl Shard {
         let table = table.clone();
         glommio::spawn_local(async move {
             let _pass = pass;
-            let mut state: Option<BucketState> = match produce::open_bucket(&shard, &table, bucket).await {
+            let opened = match opened {
+                Some(state) => Ok(state),
+                None => produce::open_bucket(&shard, &table, bucket).await,
+            };
+            let mut state: Option<BucketState> = match opened {
                 Ok(state) => Some(state),
                 Err(e) => {
                     // Retried by the next append; each failing append answers KAFKA_STORAGE_ERROR.
@@ -218,16 +227,24 @@ impl Shard {
         Some(tx)
     }
 
-    /// Starts the actors (opening and recovering the logs) of every bucket this core owns
-    /// that has data on disk, so scans see every durable row before the first new produce.
-    pub fn open_existing_buckets(self: &Rc<Self>) {
+    /// Opens (recovering) every bucket this core owns that has data on disk and starts its
+    /// actor, before the core reports ready: scans then see every durable row at once.
+    pub async fn open_existing_buckets(self: &Rc<Self>) {
         let snapshot = self.runtime().catalog.snapshot();
         for table in snapshot.tables() {
             let table_dir = self.config().data_dir.join(table.relative_dir());
             for bucket in 0..table.bucket_count {
                 let owner = crate::routing::owner_core(table.id, bucket, self.cores);
-                if owner == self.id && crate::log::bucket_dir(&table_dir, bucket).exists() {
-                    let _ = self.bucket_actor(table, bucket);
+                if owner != self.id || !crate::log::bucket_dir(&table_dir, bucket).exists() {
+                    continue;
+                }
+                match produce::open_bucket(self, table, bucket).await {
+                    Ok(state) => {
+                        let _ = self.bucket_actor(table, bucket, Some(state));
+                    }
+                    Err(e) => {
+                        tracing::error!("cannot recover bucket {bucket} of {}: {e}", table.path())
+                    }
                 }
             }
         }
@@ -235,7 +252,7 @@ impl Shard {
 
     /// Queues a job for its local bucket actor.
     async fn submit_local(self: &Rc<Self>, job: AppendJob, reply: ReplyTo) {
-        let Some(queue) = self.bucket_actor(&job.table, job.bucket) else {
+        let Some(queue) = self.bucket_actor(&job.table, job.bucket, None) else {
             self.reply(
                 reply,
                 PartitionOutcome::storage_error("the server is shutting down"),
@@ -339,7 +356,7 @@ pub async fn run_core(start: CoreStart) {
         connections: Gate::new(),
     });
     let mesh_tasks = spawn_mesh_receivers(&shard, append_rx, reply_rx);
-    shard.open_existing_buckets();
+    shard.open_existing_buckets().await;
     let control_task = glommio::spawn_local(watch_control(shard.clone(), control));
     let mut accept_tasks = Vec::new();
     for (listener, info) in listeners {

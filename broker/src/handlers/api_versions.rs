@@ -30,7 +30,7 @@ pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, String> {
             ApiVersionsResponse::unsupported_version_frame(header.correlation_id, advertised_ranges());
         return Ok(Response::frame(frame, true));
     }
-    let error_code = match ApiVersionsRequest::decode(&body, version) {
+    let error_code = match super::decode_request::<ApiVersionsRequest>(&body, version) {
         Ok(request) if version < 3 || request.has_valid_client_software() => ErrorCode::None,
         Ok(_) => ErrorCode::InvalidRequest,
         Err(e) => return Err(format!("undecodable ApiVersions v{version} request: {e}")),

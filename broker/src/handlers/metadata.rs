@@ -6,8 +6,8 @@
 //! topic id answer UNKNOWN_TOPIC_ID. Topics are never auto-created.
 
 use bytes::Bytes;
+use kafluss_protocol::encode_response_frame;
 use kafluss_protocol::Uuid;
-use kafluss_protocol::{encode_response_frame, Message};
 use kafluss_protocol::{ErrorCode, RequestHeader};
 use kafluss_protocol::{
     MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
@@ -64,8 +64,12 @@ fn topic_entry(name: Option<String>, table: &TableInfo) -> MetadataTopic {
 
 pub fn handle(context: &ConnectionContext, header: &RequestHeader, body: Bytes) -> Result<Response, String> {
     let version = header.api_version;
-    let request = MetadataRequest::decode(&body, version)
-        .map_err(|e| format!("undecodable Metadata v{version} request: {e}"))?;
+    let request = super::decode_request::<MetadataRequest>(&body, version).map_err(|e| {
+        format!(
+            "undecodable Metadata v{version} request: {e} (body starts {:02x?})",
+            &body[..body.len().min(48)]
+        )
+    })?;
     let runtime = context.shard.runtime();
     let snapshot = runtime.catalog.snapshot();
     let default_db = &context.shard.config().kafka_default_database;

@@ -14,7 +14,7 @@ pub mod unsupported;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use kafluss_protocol::{ApiKey, RequestHeader};
+use kafluss_protocol::{ApiKey, DecodeError, Message, RequestHeader};
 
 use crate::connection::ConnectionContext;
 
@@ -123,6 +123,19 @@ pub enum Dispatch {
     Close {
         why: String,
     },
+}
+
+/// Decodes a request body like the Java broker does: fields are read in order and bytes after
+/// the last field are ignored. librdkafka relies on this: its Metadata v12 "all topics" request
+/// carries three stray bytes after the tagged fields (its topic-count placeholder is not
+/// shrunk), which a strict decoder refuses.
+pub fn decode_request<M: Message>(body: &Bytes, version: i16) -> Result<M, DecodeError> {
+    match M::decode(body, version) {
+        Err(DecodeError::TrailingBytes(extra)) if extra < body.len() => {
+            M::decode(&body.slice(..body.len() - extra), version)
+        }
+        other => other,
+    }
 }
 
 /// Prefixes `body` (header + response body) with its size, as a frame.

@@ -21,7 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use kafluss_convert::ConversionPlan;
 use kafluss_convert::{KafkaRecord, TimestampType};
-use kafluss_protocol::{encode_response_frame, Message};
+use kafluss_protocol::encode_response_frame;
 use kafluss_protocol::{
     BatchIndexAndErrorMessage, ProducePartitionResponse, ProduceRequest, ProduceResponse,
     ProduceTopicResponse,
@@ -171,7 +171,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
     let api_key = header.api_key.0;
     let version = header.api_version;
     let correlation_id = header.correlation_id;
-    let request = match ProduceRequest::decode(&body, version) {
+    let request = match super::decode_request::<ProduceRequest>(&body, version) {
         Ok(request) => request,
         Err(e) => {
             return Dispatch::Close {

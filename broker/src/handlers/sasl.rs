@@ -3,7 +3,7 @@
 //! asks, encodes, and closes the connection when the session says so.
 
 use bytes::Bytes;
-use kafluss_protocol::{encode_response_frame, Message};
+use kafluss_protocol::encode_response_frame;
 use kafluss_protocol::{ErrorCode, RequestHeader};
 use kafluss_protocol::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
@@ -19,7 +19,7 @@ pub fn handshake(
     body: Bytes,
 ) -> Result<Response, String> {
     let version = header.api_version;
-    let request = SaslHandshakeRequest::decode(&body, version)
+    let request = super::decode_request::<SaslHandshakeRequest>(&body, version)
         .map_err(|e| format!("undecodable SaslHandshake v{version} request: {e}"))?;
     let outcome = context
         .sasl
@@ -47,7 +47,7 @@ pub fn authenticate(
     body: Bytes,
 ) -> Result<Response, String> {
     let version = header.api_version;
-    let request = SaslAuthenticateRequest::decode(&body, version)
+    let request = super::decode_request::<SaslAuthenticateRequest>(&body, version)
         .map_err(|e| format!("undecodable SaslAuthenticate v{version} request: {e}"))?;
     let result = context
         .sasl

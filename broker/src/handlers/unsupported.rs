@@ -20,13 +20,13 @@ pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, String> {
     let correlation_id = header.correlation_id;
     let frame = match header.api_key {
         ApiKey::CREATE_TOPICS if CreateTopicsRequest::supports_version(version) => {
-            let request = CreateTopicsRequest::decode(&body, version)
+            let request = super::decode_request::<CreateTopicsRequest>(&body, version)
                 .map_err(|e| format!("undecodable CreateTopics v{version} request: {e}"))?;
             let response = request.error_response(ErrorCode::PolicyViolation, Some(CREATE_TOPICS_MESSAGE));
             encode_response_frame(correlation_id, version, &response)
         }
         ApiKey::DELETE_TOPICS if DeleteTopicsRequest::supports_version(version) => {
-            let request = DeleteTopicsRequest::decode(&body, version)
+            let request = super::decode_request::<DeleteTopicsRequest>(&body, version)
                 .map_err(|e| format!("undecodable DeleteTopics v{version} request: {e}"))?;
             let response = request.error_response(ErrorCode::PolicyViolation, Some(DELETE_TOPICS_MESSAGE));
             encode_response_frame(correlation_id, version, &response)
