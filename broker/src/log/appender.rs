@@ -102,6 +102,7 @@ impl<S: SegmentStore> BucketLog<S> {
         } = recover(&store, dir).await?;
         stats.log_start_offset.store(log_start_offset, Ordering::Release);
         stats.next_offset.store(next_offset, Ordering::Release);
+        stats.opened.store(true, Ordering::Release);
         let commit = CommitState::default();
         // Every closed segment was fsync'd when it was rolled, the last one just above.
         commit.durable.set(next_offset);

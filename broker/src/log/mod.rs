@@ -23,7 +23,7 @@ pub mod sim;
 
 use std::path::{Path, PathBuf};
 use std::rc::Weak;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 pub use appender::BucketLog;
@@ -120,6 +120,22 @@ pub struct BucketStats {
     pub next_offset: AtomicU64,
     /// The first retained offset (moves when retention deletes segments).
     pub log_start_offset: AtomicU64,
+    /// Set once recovery published the offsets above; until then they mean nothing and readers
+    /// fall back to the segment files.
+    pub opened: AtomicBool,
+}
+
+impl BucketStats {
+    /// `(log_start_offset, next_offset)` once the bucket was opened, else None.
+    pub fn offsets(&self) -> Option<(u64, u64)> {
+        if !self.opened.load(Ordering::Acquire) {
+            return None;
+        }
+        Some((
+            self.log_start_offset.load(Ordering::Acquire),
+            self.next_offset.load(Ordering::Acquire),
+        ))
+    }
 }
 
 /// `data.dir/<db>/<table>-<table_id>`.

@@ -6,7 +6,6 @@
 //! stays off the hot path.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 
 use super::BucketStats;
@@ -38,10 +37,11 @@ impl LogRegistry {
         buckets.get(&(table_id, bucket)).cloned()
     }
 
-    /// The published high watermark (`next_offset`) of a bucket, if it was opened.
+    /// The published high watermark (`next_offset`) of a bucket, once a core opened it.
     pub fn high_watermark(&self, table_id: u64, bucket: u32) -> Option<u64> {
         self.get(table_id, bucket)
-            .map(|stats| stats.next_offset.load(Ordering::Acquire))
+            .and_then(|stats| stats.offsets())
+            .map(|(_, next)| next)
     }
 
     /// Rows currently retained per opened bucket of a table: `(bucket, next - start)`.
@@ -52,10 +52,9 @@ impl LogRegistry {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         buckets
             .range((table_id, 0)..=(table_id, u32::MAX))
-            .map(|(&(_, bucket), stats)| {
-                let next = stats.next_offset.load(Ordering::Acquire);
-                let start = stats.log_start_offset.load(Ordering::Acquire);
-                (bucket, next.saturating_sub(start))
+            .filter_map(|(&(_, bucket), stats)| {
+                let (start, next) = stats.offsets()?;
+                Some((bucket, next.saturating_sub(start)))
             })
             .collect()
     }
@@ -72,6 +71,8 @@ impl LogRegistry {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use super::*;
 
     #[test]
@@ -82,8 +83,15 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &b));
         a.next_offset.store(10, Ordering::Release);
         a.log_start_offset.store(4, Ordering::Release);
-        registry.register(1, 1).next_offset.store(3, Ordering::Release);
-        registry.register(2, 0).next_offset.store(99, Ordering::Release);
+        // Not opened yet: the numbers are not published.
+        assert_eq!(registry.high_watermark(1, 0), None);
+        a.opened.store(true, Ordering::Release);
+        let b = registry.register(1, 1);
+        b.next_offset.store(3, Ordering::Release);
+        b.opened.store(true, Ordering::Release);
+        let c = registry.register(2, 0);
+        c.next_offset.store(99, Ordering::Release);
+        c.opened.store(true, Ordering::Release);
         assert_eq!(registry.high_watermark(1, 0), Some(10));
         assert_eq!(registry.row_counts(1), vec![(0, 6), (1, 3)]);
         registry.remove_table(1);

@@ -172,12 +172,11 @@ fn check_bucket(target: &ScanTarget, bucket: Option<u32>) -> Result<(), ScanErro
 pub fn row_counts(target: &ScanTarget, registry: &LogRegistry) -> Vec<(u32, u64)> {
     (0..target.bucket_count)
         .map(|bucket| {
-            let rows = match registry.get(target.table_id, bucket) {
-                Some(stats) => {
-                    let next = stats.next_offset.load(std::sync::atomic::Ordering::Acquire);
-                    let start = stats.log_start_offset.load(std::sync::atomic::Ordering::Acquire);
-                    next.saturating_sub(start)
-                }
+            let rows = match registry
+                .get(target.table_id, bucket)
+                .and_then(|stats| stats.offsets())
+            {
+                Some((start, next)) => next.saturating_sub(start),
                 None => reader::on_disk_offsets(&bucket_dir(&target.table_dir, bucket))
                     .map(|offsets| offsets.rows())
                     .unwrap_or(0),
