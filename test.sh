@@ -137,9 +137,9 @@ if [[ " ${failed[*]} " == *" build "* ]]; then
     exit 1
 fi
 step clippy cargo clippy --workspace --all-targets -- -D warnings
-step unit-tests cargo test --workspace --exclude kafluss-tests
+step unit-tests cargo test --workspace --exclude kafluss-tests --no-fail-fast
 rm -rf "$KAFLUSS_RESULTS_DIR"
-step client-suite cargo test -p kafluss-tests -- --test-threads="$SUITE_THREADS"
+step client-suite cargo test -p kafluss-tests --no-fail-fast -- --test-threads="$SUITE_THREADS"
 step suite-report cargo run -q -p kafluss-tests --bin kafluss-suite-report
 
 echo
