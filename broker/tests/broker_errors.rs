@@ -93,7 +93,10 @@ fn batch(values: &[&str]) -> Bytes {
     builder.build().expect("batch")
 }
 
-fn request(acks: i16, topics: Vec<(&str, Vec<(i32, Option<Bytes>)>)>) -> ProduceRequest {
+/// (partition, records) pairs of one topic.
+type Partitions = Vec<(i32, Option<Bytes>)>;
+
+fn request(acks: i16, topics: Vec<(&str, Partitions)>) -> ProduceRequest {
     ProduceRequest {
         transactional_id: None,
         acks,
@@ -112,8 +115,10 @@ fn request(acks: i16, topics: Vec<(&str, Vec<(i32, Option<Bytes>)>)>) -> Produce
     }
 }
 
-/// (topic, partition, code, base_offset, message, record_errors) of every partition.
-fn outcomes(response: &ProduceResponse) -> Vec<(String, i32, ErrorCode, i64, String, Vec<i32>)> {
+/// (topic, partition, code, base_offset, message, record_errors) of one partition.
+type Outcome = (String, i32, ErrorCode, i64, String, Vec<i32>);
+
+fn outcomes(response: &ProduceResponse) -> Vec<Outcome> {
     response
         .topics
         .iter()
@@ -434,7 +439,7 @@ fn acks_zero_is_silent_and_pipelined_responses_keep_request_order() {
     let mut next = [1i64, 0];
     for (i, correlation) in correlations.into_iter().enumerate() {
         let response: ProduceResponse = raw.recv(9, correlation);
-        let partition = ((i + 1) % 2) as usize;
+        let partition = (i + 1) % 2;
         let got = outcomes(&response);
         assert_eq!(got[0].2, ErrorCode::None);
         assert_eq!(got[0].3, next[partition], "offsets are contiguous per bucket");
