@@ -1,0 +1,104 @@
+//! Catalog changes reaching the cores while the server runs: DROP TABLE closes the owner cores'
+//! bucket logs and deletes the table directory; a re-created table starts at offset 0 with a
+//! new topic id; ALTER that disables or re-enables the Kafka mapping applies to the next
+//! request; connections idle past `kafka.connection.max-idle-time` are closed.
+
+#[path = "broker_support.rs"]
+mod support;
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{kcat_produce, Server};
+
+fn table_dirs(server: &Server, database: &str, prefix: &str) -> Vec<String> {
+    std::fs::read_dir(server.data_dir.join(database))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|name| name.starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn topic_id(server: &Server, table: &str) -> String {
+    let (status, body) = server.get(&format!("/v1/tables/{table}"));
+    assert_eq!(status, 200, "{body}");
+    let info: Value = serde_json::from_str(&body).expect("json");
+    info["kafka"]["topic_id"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn drop_recreate_and_alter_reach_the_cores() {
+    let server = Server::start(2, &["kafka.connection.max-idle-time=2s"]);
+    let create =
+        "CREATE TABLE fluss.events (n INT) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '2')";
+    server.sql_ok(create);
+    let first_id = topic_id(&server, "fluss.events");
+    for partition in 0..2 {
+        let (ok, _, err) = kcat_produce(&server, "events", partition, &[r#"{"n":1}"#, r#"{"n":2}"#], &[]);
+        assert!(ok, "{err}");
+    }
+    assert_eq!(server.scan("fluss.events").len(), 4);
+    assert_eq!(table_dirs(&server, "fluss", "events-").len(), 1);
+
+    server.sql_ok("DROP TABLE fluss.events");
+    assert!(
+        table_dirs(&server, "fluss", "events-").is_empty(),
+        "the dropped table's directory is deleted"
+    );
+    let (ok, _, _) = kcat_produce(
+        &server,
+        "events",
+        0,
+        &[r#"{"n":3}"#],
+        &["-X", "message.timeout.ms=3000"],
+    );
+    assert!(!ok, "a dropped table is no topic");
+
+    server.sql_ok(create);
+    assert_ne!(
+        topic_id(&server, "fluss.events"),
+        first_id,
+        "a re-created table is a new topic"
+    );
+    let (ok, _, err) = kcat_produce(&server, "events", 1, &[r#"{"n":4}"#], &[]);
+    assert!(ok, "{err}");
+    let rows = server.scan("fluss.events");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["offset"].as_i64(), Some(0));
+    assert_eq!(rows[0]["row"]["n"].as_i64(), Some(4));
+
+    server.sql_ok("ALTER TABLE fluss.events SET ('table.kafka.enabled' = 'false')");
+    let (ok, _, _) = kcat_produce(
+        &server,
+        "events",
+        1,
+        &[r#"{"n":5}"#],
+        &["-X", "message.timeout.ms=3000"],
+    );
+    assert!(!ok, "a disabled mapping refuses produce");
+    server.sql_ok("ALTER TABLE fluss.events SET ('table.kafka.enabled' = 'true')");
+    let (ok, _, err) = kcat_produce(&server, "events", 1, &[r#"{"n":6}"#], &[]);
+    assert!(ok, "{err}");
+    let rows = server.scan("fluss.events");
+    let ns: Vec<i64> = rows.iter().map(|r| r["row"]["n"].as_i64().unwrap()).collect();
+    assert_eq!(ns, vec![4, 6]);
+    assert_eq!(rows[1]["offset"].as_i64(), Some(1));
+
+    // An idle connection is closed after kafka.connection.max-idle-time (2s here).
+    let mut idle = TcpStream::connect(server.kafka).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let started = Instant::now();
+    let mut byte = [0u8; 1];
+    assert_eq!(idle.read(&mut byte).unwrap_or(0), 0);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(15),
+        "{waited:?}"
+    );
+}
