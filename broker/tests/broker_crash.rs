@@ -33,8 +33,17 @@ for seq in range(200000):
 p.flush(10)
 "#;
 
-#[test]
-fn acknowledged_rows_survive_sigkill_exactly_once_in_order() {
+/// How the server is stopped mid-stream.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Kill,
+    Terminate,
+}
+
+/// Streams acks=-1 rows into `fluss.crash`, stops the server after `acks` acknowledgements,
+/// restarts it, and checks every acknowledged row is stored once, in order, and that producing
+/// continues at the next offset.
+fn stop_mid_stream_and_check(stop: Stop, acks: usize) {
     let mut server = Server::start(1, &[]);
     server.sql_ok("CREATE TABLE fluss.crash (seq BIGINT) WITH ('table.kafka.enabled' = 'true')");
 
@@ -57,14 +66,24 @@ fn acknowledged_rows_survive_sigkill_exactly_once_in_order() {
         }
     });
     let mut acked: Vec<(i64, i64)> = Vec::new();
-    while acked.len() < 3000 {
+    while acked.len() < acks {
         match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(ack) => acked.push(ack),
             Err(_) => panic!("producer stalled after {} acks\n{}", acked.len(), server.logs()),
         }
     }
-    server.kill();
-    // Acks that arrived before the kill still count.
+    match stop {
+        Stop::Kill => server.kill(),
+        Stop::Terminate => {
+            let status = server.terminate().expect("kafluss exits after SIGTERM");
+            assert!(
+                status.success(),
+                "SIGTERM under load exits 0, got {status:?}\n{}",
+                server.logs()
+            );
+        }
+    }
+    // Acks that arrived before the stop still count.
     while let Ok(ack) = rx.recv_timeout(Duration::from_secs(6)) {
         acked.push(ack);
     }
@@ -98,7 +117,7 @@ fn acknowledged_rows_survive_sigkill_exactly_once_in_order() {
             "acknowledged seq {seq} at offset {offset} must be stored there"
         );
     }
-    assert!(acked.len() >= 3000);
+    assert!(acked.len() >= acks);
 
     // Producing continues at the next offset.
     let next = stored.len() as i64;
@@ -108,4 +127,14 @@ fn acknowledged_rows_survive_sigkill_exactly_once_in_order() {
     assert_eq!(rows.len() as i64, next + 1);
     assert_eq!(rows[next as usize]["offset"].as_i64(), Some(next));
     assert_eq!(rows[next as usize]["row"]["seq"].as_i64(), Some(999_999_999));
+}
+
+#[test]
+fn acknowledged_rows_survive_sigkill_exactly_once_in_order() {
+    stop_mid_stream_and_check(Stop::Kill, 3000);
+}
+
+#[test]
+fn sigterm_under_load_exits_zero_and_keeps_acknowledged_rows() {
+    stop_mid_stream_and_check(Stop::Terminate, 1000);
 }
