@@ -1,12 +1,14 @@
 //! Seeded simulation: appends, fsyncs, injected write/fsync faults and crashes over the
 //! in-memory store. After every crash and recovery: every row acknowledged as durable reads
 //! back, offsets are contiguous, and the log holds a prefix of the appended batches, nothing
-//! partial. A failure prints the seed; `KAFLUSS_SIM_SEED=<n>` replays one seed.
+//! partial; retention (on a simulated clock) only ever removes a prefix. A failure prints the
+//! seed; `KAFLUSS_SIM_SEED=<n>` replays one seed, `KAFLUSS_SIM_SEEDS=<count>` runs 1..=count.
 
 mod log_support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafluss_broker::log::segment::parse_segment_file_name;
 use kafluss_broker::log::sim::{SimFaults, SimRng, SimStore};
@@ -41,8 +43,10 @@ fn ids_on_disk(store: &SimStore, dir: &Path) -> Vec<i64> {
     ids
 }
 
-/// Returns how many crashes lost rows that were appended but not synced (proves tearing).
-async fn simulate(seed: u64) -> u32 {
+/// Returns how many crashes lost rows that were appended but not synced (proves tearing) and
+/// how many segments retention deleted.
+async fn simulate(seed: u64) -> (u32, usize) {
+    let mut deleted_segments = 0;
     let mut lossy_crashes = 0;
     let mut rng = SimRng::new(seed);
     let store = SimStore::new(seed.wrapping_mul(31).wrapping_add(7));
@@ -55,9 +59,11 @@ async fn simulate(seed: u64) -> u32 {
     let config = LogConfig {
         segment_size: rng.range(300, 4_000),
         flush_policy: FlushPolicy::Ack,
-        retention: None,
+        retention: Some(Duration::from_secs(rng.range(100, 1_000))),
     };
     let mut acked_durable = 0u64;
+    // Retention removes files at once in the simulated disk, so the start survives crashes.
+    let mut log_start = 0u64;
     // Ends of batches whose append returned Ok (crash recovery must land on one of them).
     let mut batch_ends = vec![0u64];
     for round in 0..8 {
@@ -79,10 +85,15 @@ async fn simulate(seed: u64) -> u32 {
             batch_ends.contains(&next),
             "seed {seed}: round {round}: recovered to {next}, not a batch boundary of {batch_ends:?}"
         );
+        assert_eq!(
+            log.log_start_offset(),
+            log_start,
+            "seed {seed}: round {round}: log start"
+        );
         let ids = ids_on_disk(&store, &dir);
         assert_eq!(
             ids,
-            (0..next as i64).collect::<Vec<_>>(),
+            (log_start as i64..next as i64).collect::<Vec<_>>(),
             "seed {seed}: round {round}"
         );
         if batch_ends.last().is_some_and(|&end| end > next) {
@@ -110,6 +121,16 @@ async fn simulate(seed: u64) -> u32 {
                     continue;
                 }
             }
+            if rng.chance(100_000) {
+                store.advance_clock(Duration::from_secs(rng.range(0, 600)));
+                match log.enforce_retention(log.now()).await {
+                    Ok(deleted) => {
+                        deleted_segments += deleted;
+                        log_start = log.log_start_offset();
+                    }
+                    Err(_) => break,
+                }
+            }
             if rng.chance(300_000) {
                 let target = log.next_offset();
                 match log.sync_to(target).await {
@@ -121,20 +142,34 @@ async fn simulate(seed: u64) -> u32 {
         drop(log);
         store.crash();
     }
-    lossy_crashes
+    (lossy_crashes, deleted_segments)
 }
 
 #[test]
 fn crashes_and_faults_never_lose_acknowledged_rows_or_show_partial_batches() {
     let seeds: Vec<u64> = match std::env::var("KAFLUSS_SIM_SEED") {
         Ok(seed) => vec![seed.parse().expect("KAFLUSS_SIM_SEED is a number")],
-        Err(_) => (1..=40).collect(),
+        // KAFLUSS_SIM_SEEDS=<count> runs a longer swarm (default 40 seeds).
+        Err(_) => {
+            let count = std::env::var("KAFLUSS_SIM_SEEDS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(40);
+            (1..=count).collect()
+        }
     };
     let single = seeds.len() == 1;
     let mut lossy_crashes = 0;
+    let mut deleted_segments = 0;
     for seed in seeds {
-        lossy_crashes += run_local(simulate(seed));
+        let (lossy, deleted) = run_local(simulate(seed));
+        lossy_crashes += lossy;
+        deleted_segments += deleted;
     }
+    assert!(
+        single || deleted_segments > 10,
+        "retention deleted only {deleted_segments} segments"
+    );
     assert!(
         single || lossy_crashes > 10,
         "crashes tore unsynced tails only {lossy_crashes} times"

@@ -124,6 +124,11 @@ impl<S: SegmentStore> BucketLog<S> {
         })
     }
 
+    /// The store's clock (wall clock in production).
+    pub fn now(&self) -> SystemTime {
+        self.store.now()
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -261,7 +266,7 @@ impl<S: SegmentStore> BucketLog<S> {
             }
             return Err(LogError::io(self.active_path(), "write", err));
         }
-        let now = SystemTime::now();
+        let now = self.store.now();
         {
             let mut state = self.state.borrow_mut();
             if let Some(active) = state.active.as_mut() {

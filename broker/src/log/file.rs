@@ -47,6 +47,9 @@ pub trait SegmentStore {
     async fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Last modification time, used as the append time of a recovered segment's newest row.
     async fn modified(&self, path: &Path) -> io::Result<SystemTime>;
+    /// The clock append times and retention are measured with (simulated in tests, so file
+    /// times and append times agree).
+    fn now(&self) -> SystemTime;
 }
 
 /// The production store: glommio buffered files on the calling core's io_uring.
@@ -139,5 +142,9 @@ impl SegmentStore for GlommioStore {
 
     async fn modified(&self, path: &Path) -> io::Result<SystemTime> {
         std::fs::metadata(path)?.modified()
+    }
+
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
     }
 }

@@ -24,7 +24,7 @@ pub mod sim;
 use std::path::{Path, PathBuf};
 use std::rc::Weak;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 pub use appender::BucketLog;
 pub use error::LogError;
@@ -168,7 +168,7 @@ pub async fn run_retention<S: SegmentStore>(log: Weak<BucketLog<S>>, interval: D
         let Some(log) = log.upgrade() else {
             return;
         };
-        if let Err(err) = log.enforce_retention(SystemTime::now()).await {
+        if let Err(err) = log.enforce_retention(log.now()).await {
             tracing::warn!(dir = %log.dir().display(), %err, "log retention failed");
         }
     }

@@ -35,7 +35,7 @@ pub(super) async fn recover<S: SegmentStore>(store: &S, dir: &Path) -> Result<Re
     let bases = list_segments(store, dir).await?;
     let mut closed = VecDeque::new();
     let mut active = None;
-    let mut active_last_append = SystemTime::now();
+    let mut active_last_append = store.now();
     let mut next_offset = bases.first().copied().unwrap_or(0);
     let log_start_offset = next_offset;
     for (index, &base_offset) in bases.iter().enumerate() {

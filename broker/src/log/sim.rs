@@ -345,4 +345,8 @@ impl SegmentStore for SimStore {
             .map(|f| f.modified)
             .ok_or_else(|| not_found(path))
     }
+
+    fn now(&self) -> SystemTime {
+        self.disk.borrow().clock
+    }
 }
