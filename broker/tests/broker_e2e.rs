@@ -237,3 +237,38 @@ fn unknown_config_key_fails_start_up_naming_it() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("kafka.enabeld"), "{stderr}");
 }
+
+const PRODUCE_CODECS: &str = r#"
+import json, sys
+from confluent_kafka import Producer
+bootstrap = sys.argv[1]
+reports = []
+for n, codec in enumerate(["none", "gzip", "snappy", "lz4", "zstd"]):
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, "acks": "all",
+                  "compression.type": codec, "linger.ms": 10})
+    for i in range(50):
+        p.produce("sales.orders", json.dumps({"order_id": n * 100 + i, "amount": "1.00"}).encode(), partition=0,
+                  on_delivery=lambda err, msg: reports.append(str(err) if err else None))
+    p.flush(30)
+print(json.dumps(reports))
+"#;
+
+#[test]
+fn every_compression_codec_is_stored() {
+    let server = Server::start(1, &[]);
+    create_tables(&server);
+    let out = python_ok(PRODUCE_CODECS, &[&server.bootstrap()]);
+    let reports: Value = serde_json::from_str(out.trim().lines().last().unwrap()).expect("json");
+    assert_eq!(reports.as_array().map(Vec::len), Some(250));
+    assert!(
+        reports.as_array().unwrap().iter().all(Value::is_null),
+        "{reports}"
+    );
+    let rows = rows_of(&server, "sales.orders");
+    let ids: Vec<i64> = rows
+        .iter()
+        .map(|r| r["row"]["order_id"].as_i64().unwrap())
+        .collect();
+    let expected: Vec<i64> = (0..5).flat_map(|n| (0..50).map(move |i| n * 100 + i)).collect();
+    assert_eq!(ids, expected);
+}

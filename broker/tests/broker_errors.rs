@@ -449,3 +449,35 @@ fn acks_zero_is_silent_and_pipelined_responses_keep_request_order() {
     assert_eq!(rows.len(), 21);
     assert_eq!(rows[0]["row"]["id"], json!(0));
 }
+
+#[test]
+fn log_append_time_batches_store_the_append_time() {
+    let server = Server::start(1, &[]);
+    server.sql_ok(
+        "CREATE TABLE fluss.stamped (id INT, _kafka_metadata ROW<`timestamp` TIMESTAMP_LTZ(3), timestamp_type INT, `partition` INT>) WITH ('table.kafka.enabled' = 'true')",
+    );
+    let mut raw = Raw::connect(server.kafka);
+    let mut builder = RecordBatchBuilder::new(Compression::Lz4)
+        .timestamp_type(kafluss_protocol::TimestampType::LogAppendTime);
+    builder.append(1_000, None, Some(br#"{"id":1}"#), &[]);
+    let create_time = batch(&[r#"{"id":2}"#]);
+    let got = outcomes(&raw.produce(
+        9,
+        &request(1, vec![("stamped", vec![(0, Some(builder.build().unwrap()))])]),
+    ));
+    assert_eq!(got[0].2, ErrorCode::None);
+    let got = outcomes(&raw.produce(9, &request(1, vec![("stamped", vec![(0, Some(create_time))])])));
+    assert_eq!(got[0].3, 1);
+    let rows = server.scan("fluss.stamped");
+    let metadata = &rows[0]["row"]["_kafka_metadata"];
+    assert_eq!(metadata["timestamp_type"], json!(1));
+    assert_eq!(metadata["partition"], json!(0));
+    let stamp = metadata["timestamp"].as_str().expect("timestamp");
+    assert!(
+        !stamp.starts_with("1970"),
+        "append time, not the batch's 1970 timestamp: {stamp}"
+    );
+    let metadata = &rows[1]["row"]["_kafka_metadata"];
+    assert_eq!(metadata["timestamp_type"], json!(0));
+    assert_eq!(metadata["timestamp"], json!("2023-11-14T22:13:20Z"));
+}
