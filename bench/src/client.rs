@@ -64,6 +64,7 @@ fn optional_common_version(response: &ApiVersionsResponse, api: ApiKey, ours: (i
 pub struct FrameReader {
     stream: TcpStream,
     buf: BytesMut,
+    chunk: Vec<u8>,
     splitter: FrameSplitter,
     endpoint: String,
 }
@@ -82,18 +83,15 @@ impl FrameReader {
             if let Some(frame) = frame {
                 return Ok(frame);
             }
-            let needed = self.splitter.bytes_needed(&self.buf).unwrap_or(READ_CHUNK);
-            let start = self.buf.len();
-            self.buf.resize(start + needed.max(READ_CHUNK), 0);
-            let read = self.stream.read(&mut self.buf[start..]);
-            let read = match read {
-                Ok(read) => read,
-                Err(source) => {
-                    self.buf.truncate(start);
-                    return Err(BenchError::io(format!("reading from {}", self.endpoint), source));
-                }
-            };
-            self.buf.truncate(start + read);
+            if self.chunk.is_empty() {
+                // Zeroed once per connection, not per read.
+                self.chunk = vec![0u8; READ_CHUNK];
+            }
+            let read = self
+                .stream
+                .read(&mut self.chunk)
+                .map_err(|source| BenchError::io(format!("reading from {}", self.endpoint), source))?;
+            self.buf.extend_from_slice(&self.chunk[..read]);
             if read == 0 {
                 return Err(BenchError::io(
                     format!("reading from {}", self.endpoint),
@@ -155,6 +153,7 @@ impl KafkaConnection {
             reader: FrameReader {
                 stream,
                 buf: BytesMut::new(),
+                chunk: Vec::new(),
                 splitter: FrameSplitter::new(MAX_RESPONSE_FRAME),
                 endpoint: endpoint.to_owned(),
             },
@@ -315,6 +314,7 @@ impl KafkaConnection {
     /// Frees the read buffer: ten thousand idle connections should cost the harness little.
     pub fn release_buffers(&mut self) {
         self.reader.buf = BytesMut::new();
+        self.reader.chunk = Vec::new();
     }
 
     /// Splits into the writing and the reading half.

@@ -137,17 +137,16 @@ fn serve_connection(mut stream: TcpStream, state: &SinkState) {
     // Nagle would hold small answers back; a failure only costs latency.
     let _ = stream.set_nodelay(true);
     let splitter = FrameSplitter::new(MAX_REQUEST_FRAME);
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut buf = BytesMut::new();
+    // Zeroed once: growing `buf` for every read would clear the whole chunk each time.
+    let mut chunk = vec![0u8; READ_CHUNK];
     let mut out = BytesMut::new();
     loop {
-        let start = buf.len();
-        let want = splitter.bytes_needed(&buf).unwrap_or(0).max(READ_CHUNK);
-        buf.resize(start + want, 0);
-        let read = match stream.read(&mut buf[start..]) {
+        let read = match stream.read(&mut chunk) {
             Ok(0) | Err(_) => return,
             Ok(read) => read,
         };
-        buf.truncate(start + read);
+        buf.extend_from_slice(&chunk[..read]);
         loop {
             match splitter.split(&mut buf) {
                 Ok(Some(frame)) => match answer(&frame, state) {
