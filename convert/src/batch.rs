@@ -144,7 +144,7 @@ impl<'p> BatchBuilder<'p> {
                         record_index: index,
                         bytes: std::mem::take(&mut self.bytes),
                     };
-                    let written = writer.write_row(columns, shape, index, doc.root(), &Path::Root, true);
+                    let written = writer.write_row(columns, shape, doc.root(), &Path::Root, true);
                     finish_record(writer, written, &doc, &mut self.rescue_text, &mut self.bytes)?
                 }
             },

@@ -188,10 +188,9 @@ impl<'d, 's> ValueWriter<'d, 's> {
                 },
                 JsonValue::Object(object),
             ) => {
-                let before = nulls.len();
                 nulls.append_non_null();
                 let root = matches!(path, Path::Root);
-                return self.write_row(children, shape, before, object, path, root);
+                return self.write_row(children, shape, object, path, root);
             }
             (_, other) => Err(expected(type_name, other)),
         };
@@ -202,17 +201,16 @@ impl<'d, 's> ValueWriter<'d, 's> {
     }
 
     /// Writes the members of `object` into the fields of a row whose columns all hold
-    /// `before` values; fields without a member get null.
+    /// the same number of values; fields without a member get null.
     pub(crate) fn write_row(
         &mut self,
         children: &mut [Column<'_>],
         shape: &RowShape,
-        before: usize,
         object: Members,
         path: &Path<'_>,
         root: bool,
     ) -> Written {
-        let written = self.write_members(children, shape, before, object, path, root);
+        let written = self.write_members(children, shape, object, path, root);
         if root {
             if let Err(Refusal::Record(_)) = &written {
                 // A repeated root key makes the value invalid JSON, which outranks the
@@ -229,12 +227,12 @@ impl<'d, 's> ValueWriter<'d, 's> {
         &mut self,
         children: &mut [Column<'_>],
         shape: &RowShape,
-        before: usize,
         object: Members,
         path: &Path<'_>,
         root: bool,
     ) -> Written {
         let doc = self.doc;
+        let mut written = FieldSet::new(children.len());
         let mut node: Option<RescueId> = None;
         let mut keys_checked = !root;
         for (position, (key, value)) in doc.members(object).enumerate() {
@@ -242,7 +240,7 @@ impl<'d, 's> ValueWriter<'d, 's> {
             let field = shape.lookup(key, position);
             // The parser leaves the root's keys to this loop: a field written twice, or the
             // first unknown member (then all keys are compared once), reveals a repeated key.
-            let repeated = field.is_some_and(|f| children[f].len() > before);
+            let repeated = field.is_some_and(|f| written.contains(f));
             if root && (repeated || (field.is_none() && !keys_checked)) {
                 keys_checked = true;
                 if let Err(reason) = doc.check_duplicate_keys(object) {
@@ -258,6 +256,7 @@ impl<'d, 's> ValueWriter<'d, 's> {
                 self.refuse_member(&mut node, key, value, &member_path, reason)?;
                 continue;
             };
+            written.insert(field);
             match self.write(&mut children[field], value, &member_path) {
                 Ok(None) => {}
                 Ok(Some(child)) => {
@@ -272,8 +271,8 @@ impl<'d, 's> ValueWriter<'d, 's> {
                 Err(record) => return Err(record),
             }
         }
-        for child in children.iter_mut() {
-            if child.len() == before {
+        for (i, child) in children.iter_mut().enumerate() {
+            if !written.contains(i) {
                 child.append_null();
             }
         }
@@ -378,6 +377,36 @@ impl<'d, 's> ValueWriter<'d, 's> {
 
     fn record_error(&self, path: &Path<'_>, reason: String) -> Refusal {
         Refusal::Record(ConvertError::new(self.record_index, path.render(), reason))
+    }
+}
+
+/// The fields of one row written so far.
+enum FieldSet {
+    Narrow(u64),
+    Wide(Vec<bool>),
+}
+
+impl FieldSet {
+    fn new(fields: usize) -> Self {
+        if fields <= 64 {
+            FieldSet::Narrow(0)
+        } else {
+            FieldSet::Wide(vec![false; fields])
+        }
+    }
+
+    fn insert(&mut self, field: usize) {
+        match self {
+            FieldSet::Narrow(bits) => *bits |= 1 << field,
+            FieldSet::Wide(flags) => flags[field] = true,
+        }
+    }
+
+    fn contains(&self, field: usize) -> bool {
+        match self {
+            FieldSet::Narrow(bits) => bits & (1 << field) != 0,
+            FieldSet::Wide(flags) => flags[field],
+        }
     }
 }
 

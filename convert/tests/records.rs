@@ -375,3 +375,21 @@ fn repeated_root_keys_are_invalid_json_in_both_layouts() {
         }
     }
 }
+
+#[test]
+fn wide_rows_fill_missing_fields_and_find_members_by_name() {
+    // 70 columns: more than one 64-bit field set, and a hashed name lookup.
+    let columns: Vec<_> = (0..70).map(|i| col(&format!("c{i}"), DataType::Int)).collect();
+    let plan = flat_plan(columns.clone());
+    let batch = convert(&plan, &[r#"{"c69":69,"c0":0,"c64":64}"#, "{}"]).unwrap();
+    let first = render_row(&batch, 0);
+    assert!(first.starts_with(r#"{"c0":0,"c1":null,"#), "{first}");
+    assert!(first.contains(r#""c63":null,"c64":64,"c65":null"#), "{first}");
+    assert!(first.ends_with(r#""c69":69}"#), "{first}");
+    assert_eq!(render_row(&batch, 1).matches("null").count(), 70);
+    let err = convert_one(&plan, r#"{"c65":1,"c1":2,"c65":3}"#).unwrap_err();
+    assert_eq!(err.reason, r#"invalid JSON: duplicate key "c65""#);
+    let nested = nested_plan(vec![col("_kafka_value", row(columns))]);
+    let batch = convert(&nested, &[r#"{"c66":6}"#]).unwrap();
+    assert!(render_row(&batch, 0).contains(r#""c65":null,"c66":6,"c67":null"#));
+}
