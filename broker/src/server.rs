@@ -67,9 +67,7 @@ pub enum ControlMessage {
 pub async fn handle_control(shard: &Shard, message: ControlMessage) {
     match message {
         ControlMessage::DropTable { table_id, done } => {
-            shard.close_table(table_id);
-            // Let the closed actors finish their queued jobs and release files.
-            glommio::timer::sleep(Duration::from_millis(20)).await;
+            shard.close_table(table_id).await;
             let _ = done.send(());
         }
     }
@@ -126,11 +124,11 @@ fn table_dropped_hook(
                 asked += 1;
             }
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(15);
         for _ in 0..asked {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if done_rx.recv_timeout(remaining).is_err() {
-                tracing::warn!("a core did not confirm closing {} within 10s", table.path());
+                tracing::warn!("a core did not confirm closing {} within 15s", table.path());
                 break;
             }
         }

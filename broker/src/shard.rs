@@ -11,7 +11,7 @@
 //! senders, which stop reading sockets.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -94,6 +94,10 @@ pub struct Shard {
     pending: RefCell<HashMap<u64, LocalSender<PartitionOutcome>>>,
     next_request_id: Cell<u64>,
     buckets: RefCell<HashMap<(u64, u32), BucketQueue>>,
+    /// Buckets whose actor runs (until its log is closed).
+    open_buckets: RefCell<HashSet<(u64, u32)>>,
+    /// Tables dropped while this server runs: their buckets are never reopened.
+    dropped_tables: RefCell<HashSet<u64>>,
     /// Bucket actors enter it; shutdown waits for them to flush and close their logs.
     bucket_tasks: Gate,
     plans: RefCell<PlanCache>,
@@ -184,10 +188,14 @@ impl Shard {
         if let Some(queue) = self.buckets.borrow().get(&key) {
             return Some(queue.clone());
         }
+        if self.dropped_tables.borrow().contains(&table.id) {
+            return None;
+        }
         let pass = self.bucket_tasks.enter().ok()?;
         let (tx, rx) = local_channel::new_bounded::<(AppendJob, ReplyTo)>(BUCKET_QUEUE);
         let tx = Rc::new(tx);
         self.buckets.borrow_mut().insert(key, tx.clone());
+        self.open_buckets.borrow_mut().insert(key);
         let shard = self.clone();
         let table = table.clone();
         glommio::spawn_local(async move {
@@ -222,6 +230,7 @@ impl Shard {
             if let Some(state) = state {
                 produce::close_bucket(state).await;
             }
+            shard.open_buckets.borrow_mut().remove(&key);
         })
         .detach();
         Some(tx)
@@ -253,11 +262,15 @@ impl Shard {
     /// Queues a job for its local bucket actor.
     async fn submit_local(self: &Rc<Self>, job: AppendJob, reply: ReplyTo) {
         let Some(queue) = self.bucket_actor(&job.table, job.bucket, None) else {
-            self.reply(
-                reply,
-                PartitionOutcome::storage_error("the server is shutting down"),
-            )
-            .await;
+            let outcome = if self.dropped_tables.borrow().contains(&job.table.id) {
+                PartitionOutcome::error(
+                    kafluss_protocol::ErrorCode::UnknownTopicOrPartition,
+                    format!("table {} was dropped", job.table.path()),
+                )
+            } else {
+                PartitionOutcome::storage_error("the server is shutting down")
+            };
+            self.reply(reply, outcome).await;
             return;
         };
         // The actor is gone (table dropped while queued): answer so nobody waits forever.
@@ -283,9 +296,21 @@ impl Shard {
         }
     }
 
-    /// Closes every bucket actor of `table_id` on this core (after their queued jobs finish).
-    pub fn close_table(&self, table_id: u64) {
+    /// Closes every bucket actor of `table_id` on this core and waits (at most 10 s) until
+    /// their queued jobs finished and their logs are closed. The table id is remembered so
+    /// that a job still carrying the dropped table cannot reopen (and re-create) its bucket;
+    /// ids are never reused, so the set only grows by one id per dropped table.
+    pub async fn close_table(&self, table_id: u64) {
+        self.dropped_tables.borrow_mut().insert(table_id);
         self.buckets.borrow_mut().retain(|(id, _), _| *id != table_id);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while self.open_buckets.borrow().iter().any(|(id, _)| *id == table_id) {
+            if std::time::Instant::now() > deadline {
+                tracing::warn!("bucket logs of dropped table {table_id} still open after 10s");
+                return;
+            }
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
     }
 }
 
@@ -348,6 +373,8 @@ pub async fn run_core(start: CoreStart) {
         pending: RefCell::new(HashMap::new()),
         next_request_id: Cell::new(0),
         buckets: RefCell::new(HashMap::new()),
+        open_buckets: RefCell::new(HashSet::new()),
+        dropped_tables: RefCell::new(HashSet::new()),
         bucket_tasks: Gate::new(),
         plans: RefCell::new(PlanCache::default()),
         json_scratch: RefCell::new(JsonScratch::default()),
