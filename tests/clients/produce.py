@@ -33,11 +33,20 @@ import traceback
 # Bounds for one case, in seconds. A failing authentication must fail within these too.
 DELIVERY_TIMEOUT_S = 20
 METADATA_TIMEOUT_S = 10
+# A case that must fail (unknown topic, wrong password) gives up sooner.
+EXPECTED_FAILURE_TIMEOUT_S = 5
 KCAT_TIMEOUT_S = 40
 
 
 def now_ms():
     return int(time.time() * 1000)
+
+
+def message_timeout_ms(case):
+    """How long a client keeps trying to deliver a record of `case` (None: metadata only)."""
+    if case is not None and case.get("expect_error"):
+        return EXPECTED_FAILURE_TIMEOUT_S * 1000
+    return DELIVERY_TIMEOUT_S * 1000 // 2
 
 
 def decode(b64):
@@ -66,7 +75,7 @@ def confluent_config(plan, case):
     config = {
         "bootstrap.servers": plan["bootstrap"],
         "enable.idempotence": False,
-        "message.timeout.ms": DELIVERY_TIMEOUT_S * 1000 // 2,
+        "message.timeout.ms": message_timeout_ms(case),
         "socket.timeout.ms": DELIVERY_TIMEOUT_S * 1000 // 2,
         "linger.ms": 5,
         "allow.auto.create.topics": False,
@@ -142,9 +151,9 @@ def kafka_python_producer(plan, case):
         "bootstrap_servers": plan["bootstrap"],
         "enable_idempotence": False,
         "linger_ms": 5,
-        "max_block_ms": METADATA_TIMEOUT_S * 1000,
-        "bootstrap_timeout_ms": METADATA_TIMEOUT_S * 1000,
-        "request_timeout_ms": DELIVERY_TIMEOUT_S * 1000 // 2,
+        "max_block_ms": min(METADATA_TIMEOUT_S * 1000, message_timeout_ms(case)),
+        "bootstrap_timeout_ms": min(METADATA_TIMEOUT_S * 1000, message_timeout_ms(case)),
+        "request_timeout_ms": message_timeout_ms(case),
         "retries": 0,
         "allow_auto_create_topics": False,
     }
@@ -201,7 +210,7 @@ def aiokafka_producer(plan, case):
         "bootstrap_servers": plan["bootstrap"],
         "enable_idempotence": False,
         "linger_ms": 5,
-        "request_timeout_ms": DELIVERY_TIMEOUT_S * 1000 // 2,
+        "request_timeout_ms": message_timeout_ms(case),
     }
     if case is not None:
         config["acks"] = "all" if case["acks"] == -1 else case["acks"]
@@ -330,7 +339,7 @@ def kcat_produce(plan, case):
             "-X", "enable.idempotence=false",
             "-X", f"acks={case['acks']}",
             "-X", f"compression.codec={case['compression']}",
-            "-X", f"message.timeout.ms={DELIVERY_TIMEOUT_S * 1000 // 2}",
+            "-X", f"message.timeout.ms={message_timeout_ms(case)}",
         ]
         if partition is not None:
             args += ["-p", str(partition)]

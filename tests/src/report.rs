@@ -9,7 +9,7 @@ use crate::clients::Client;
 use crate::server::{target_dir, workspace_root};
 
 /// The features of the matrix, in its row order, each checked by one case per client.
-pub const FEATURES: [(&str, &str); 16] = [
+pub const FEATURES: [(&str, &str); 18] = [
     ("metadata", "Metadata (one topic and all topics)"),
     ("partitions", "Explicit partitions = buckets"),
     ("binary", "Value `binary` + key, headers, timestamp"),
@@ -24,6 +24,8 @@ pub const FEATURES: [(&str, &str); 16] = [
     ("acks_0", "acks=0"),
     ("acks_1", "acks=1"),
     ("acks_all", "acks=-1 (all)"),
+    ("unknown_topic", "Unknown topic refused, not created"),
+    ("invalid_json", "Invalid JSON refused, nothing stored"),
     ("sasl_plain", "SASL_PLAINTEXT, PLAIN"),
     ("sasl_wrong_password", "Wrong password refused"),
 ];

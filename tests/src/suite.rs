@@ -16,7 +16,9 @@ use crate::expect::compare_rows;
 use crate::process::{run_with_timeout, tail};
 use crate::report::{CaseResult, ClientReport};
 use crate::server::{parse_jsonl_rows, KaflussServer, ScanRow, ServerConfig, ServerError};
-use crate::tables::{compressible_samples, expected_by_bucket, samples, Sample, ValueMode};
+use crate::tables::{
+    compressible_samples, expected_by_bucket, invalid_json_samples, samples, Sample, ValueMode,
+};
 
 /// Records per value-mode case (the last one a null value).
 const MODE_RECORDS: usize = 9;
@@ -38,7 +40,10 @@ pub const SASL_PASSWORD: &str = "change-me";
 struct ProduceCase {
     name: String,
     table: String,
-    create_sql: String,
+    /// `None`: the topic has no table behind it.
+    create_sql: Option<String>,
+    /// The client must report an error and nothing may be stored.
+    expect_error: bool,
     acks: i32,
     compression: &'static str,
     samples: Vec<Sample>,
@@ -108,7 +113,8 @@ fn plaintext_produce_cases(client: Client) -> Vec<ProduceCase> {
     cases.push(ProduceCase {
         name: "partitions".into(),
         table: multi.clone(),
-        create_sql: ValueMode::Binary.create_table_sql(&multi, MULTI_BUCKETS),
+        create_sql: Some(ValueMode::Binary.create_table_sql(&multi, MULTI_BUCKETS)),
+        expect_error: false,
         acks: -1,
         compression: "none",
         samples: samples(ValueMode::Binary, caps, 9, 1, MULTI_BUCKETS),
@@ -117,7 +123,8 @@ fn plaintext_produce_cases(client: Client) -> Vec<ProduceCase> {
         let table = format!("{db}.{}", mode.name());
         cases.push(ProduceCase {
             name: mode.name().into(),
-            create_sql: mode.create_table_sql(&table, 1),
+            create_sql: Some(mode.create_table_sql(&table, 1)),
+            expect_error: false,
             table,
             acks: -1,
             compression: "none",
@@ -128,7 +135,8 @@ fn plaintext_produce_cases(client: Client) -> Vec<ProduceCase> {
         let table = format!("{db}.codec_{codec}");
         cases.push(ProduceCase {
             name: (*codec).into(),
-            create_sql: ValueMode::String.create_table_sql(&table, 1),
+            create_sql: Some(ValueMode::String.create_table_sql(&table, 1)),
+            expect_error: false,
             table,
             acks: 1,
             compression: codec,
@@ -139,13 +147,35 @@ fn plaintext_produce_cases(client: Client) -> Vec<ProduceCase> {
         let table = format!("{db}.{name}");
         cases.push(ProduceCase {
             name: name.into(),
-            create_sql: ValueMode::String.create_table_sql(&table, 1),
+            create_sql: Some(ValueMode::String.create_table_sql(&table, 1)),
+            expect_error: false,
             table,
             acks,
             compression: "none",
             samples: samples(ValueMode::String, caps, ACKS_RECORDS, seed, 1),
         });
     }
+    // Must fail: no table behind the topic, and producing must not create one.
+    cases.push(ProduceCase {
+        name: "unknown_topic".into(),
+        table: format!("{db}.no_such_table"),
+        create_sql: None,
+        expect_error: true,
+        acks: -1,
+        compression: "none",
+        samples: samples(ValueMode::String, caps, 1, 40, 1),
+    });
+    // Must fail: a value that is not JSON fails its batch; nothing is stored.
+    let rejects = format!("{db}.rejects");
+    cases.push(ProduceCase {
+        name: "invalid_json".into(),
+        create_sql: Some(ValueMode::JsonFlat.create_table_sql(&rejects, 1)),
+        table: rejects,
+        expect_error: true,
+        acks: -1,
+        compression: "none",
+        samples: invalid_json_samples(),
+    });
     cases
 }
 
@@ -160,7 +190,7 @@ fn plaintext_cases(client: Client) -> Vec<CaseResult> {
     };
     let db = client.slug();
     let mut setup = vec![format!("CREATE DATABASE {db}")];
-    setup.extend(produce_cases.iter().map(|case| case.create_sql.clone()));
+    setup.extend(produce_cases.iter().filter_map(|case| case.create_sql.clone()));
     for sql in &setup {
         if let Err(error) = server.sql(sql) {
             return all_failed(&names, &format!("set-up SQL failed: {error}"));
@@ -172,7 +202,7 @@ fn plaintext_cases(client: Client) -> Vec<CaseResult> {
         topic: format!("{db}.multi"),
         partitions: MULTI_BUCKETS,
     }];
-    specs.extend(produce_cases.iter().map(|case| case.spec(false)));
+    specs.extend(produce_cases.iter().map(|case| case.spec(case.expect_error)));
     let plan = Plan {
         bootstrap: server.kafka_bootstrap(),
         sasl: None,
@@ -215,6 +245,9 @@ fn send_window(outcome: &CaseOutcome) -> (i64, i64) {
 
 /// The client's answer, then the scan compared with what was sent.
 fn check_produce(server: &KaflussServer, case: &ProduceCase, outcome: &CaseOutcome) -> CaseResult {
+    if case.expect_error {
+        return check_rejected(server, case, outcome);
+    }
     if !outcome.ok {
         return failed(
             &case.name,
@@ -230,6 +263,33 @@ fn check_produce(server: &KaflussServer, case: &ProduceCase, outcome: &CaseOutco
         Err(error) => return failed(&case.name, format!("scan: {error}")),
     };
     compare_result(&case.name, &case.samples, outcome, &rows, "scan")
+}
+
+/// A case that must fail: the client reported an error, and nothing was stored (no table was
+/// created for an unknown topic; the existing table stayed empty).
+fn check_rejected(server: &KaflussServer, case: &ProduceCase, outcome: &CaseOutcome) -> CaseResult {
+    if !outcome.ok {
+        return failed(
+            &case.name,
+            format!("the client reported no error: {}", outcome.detail),
+        );
+    }
+    let refused = format!("refused: {}", tail(&outcome.detail, 300));
+    if case.create_sql.is_none() {
+        return match server.table_info(&case.table) {
+            Err(ServerError::Rejected { status: 404, .. }) => passed(&case.name, refused),
+            Ok(info) => failed(&case.name, format!("producing created {}: {info}", case.table)),
+            Err(error) => failed(&case.name, format!("table info: {error}")),
+        };
+    }
+    match server.scan(&case.table) {
+        Ok(rows) if rows.is_empty() => passed(&case.name, refused),
+        Ok(rows) => failed(
+            &case.name,
+            format!("{} rows stored although the batch was refused", rows.len()),
+        ),
+        Err(error) => failed(&case.name, format!("scan: {error}")),
+    }
 }
 
 fn compare_result(
@@ -310,13 +370,17 @@ fn sasl_cases(client: Client) -> Vec<CaseResult> {
     let table = format!("{db}.secured");
     let case = ProduceCase {
         name: "sasl_plain".into(),
-        create_sql: ValueMode::String.create_table_sql(&table, 1),
+        create_sql: Some(ValueMode::String.create_table_sql(&table, 1)),
+        expect_error: false,
         table: table.clone(),
         acks: -1,
         compression: "none",
         samples: samples(ValueMode::String, client.capabilities(), 6, 30, 1),
     };
-    for sql in [format!("CREATE DATABASE {db}"), case.create_sql.clone()] {
+    for sql in [Some(format!("CREATE DATABASE {db}")), case.create_sql.clone()]
+        .into_iter()
+        .flatten()
+    {
         if let Err(error) = server.sql(&sql) {
             return all_failed(&names, &format!("set-up SQL failed: {error}"));
         }

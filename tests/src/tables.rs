@@ -250,6 +250,20 @@ pub fn compressible_samples(caps: Capabilities, count: usize, label: &str) -> Ve
         .collect()
 }
 
+/// One record whose value is not valid JSON (truncated object): it must fail its batch.
+pub fn invalid_json_samples() -> Vec<Sample> {
+    vec![Sample {
+        record: Record {
+            key: Some(b"bad".to_vec()),
+            value: Some(br#"{"id": 1, "name": "truncated"#.to_vec()),
+            headers: vec![],
+            timestamp: None,
+            partition: None,
+        },
+        value_columns: Map::new(),
+    }]
+}
+
 fn key_for(caps: Capabilities, index: usize) -> Option<Vec<u8>> {
     match index % 3 {
         0 => Some(format!("key-{index}").into_bytes()),
