@@ -210,7 +210,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn registry_is_exactly_behaviour_md() {
+    fn registry_is_behaviour_md_plus_fetch_for_librdkafka() {
         let listed: Vec<(i16, i16, i16)> = SUPPORTED_APIS.iter().map(|r| (r.api_key, r.min, r.max)).collect();
         assert_eq!(
             listed,

@@ -474,6 +474,7 @@ pub async fn close_bucket(state: BucketState) {
 }
 
 /// One decoded Kafka batch: its timestamp facts and records.
+#[derive(Debug)]
 pub struct DecodedBatch {
     pub timestamp_type: TimestampType,
     pub base_timestamp: i64,
@@ -492,6 +493,7 @@ pub fn decode_batches(
     };
     let mut decoded = Vec::new();
     let mut total_records = 0usize;
+    let mut decompress_budget = max_decompressed;
     for batch in RecordBatches::new(bytes) {
         let batch = batch.map_err(BatchRejection::Wire)?;
         if batch.has_producer_id() || batch.attributes.is_transactional() {
@@ -505,7 +507,11 @@ pub fn decode_batches(
             WireTimestampType::CreateTime => TimestampType::CreateTime,
         };
         let mut records = Vec::with_capacity(batch.record_count.clamp(0, 4096) as usize);
-        for record in batch.records(max_decompressed).map_err(BatchRejection::Wire)? {
+        // One budget for all batches of the partition, so several batches cannot each
+        // decompress up to the limit.
+        let inflated = batch.records(decompress_budget).map_err(BatchRejection::Wire)?;
+        decompress_budget = decompress_budget.saturating_sub(inflated.data().len());
+        for record in inflated {
             let record = record.map_err(BatchRejection::Wire)?;
             let size = record.key.as_ref().map_or(0, |k| k.len())
                 + record.value.as_ref().map_or(0, |v| v.len())
@@ -565,5 +571,111 @@ impl PlanCache {
         })?);
         self.plans.insert(table.id, (table.clone(), plan.clone()));
         Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafluss_protocol::{Compression, ProducePartitionData, ProduceTopicData, RecordBatchBuilder};
+
+    use super::*;
+
+    fn batch(values: &[&str], compression: Compression) -> Bytes {
+        let mut builder = RecordBatchBuilder::new(compression);
+        for value in values {
+            builder.append(5, Some(b"k"), Some(value.as_bytes()), &[(b"h", Some(b"v"))]);
+        }
+        builder.build().unwrap()
+    }
+
+    fn request(acks: i16, partitions: &[(&str, i32)]) -> ProduceRequest {
+        ProduceRequest {
+            transactional_id: None,
+            acks,
+            timeout_ms: 1000,
+            topics: partitions
+                .iter()
+                .map(|(name, index)| ProduceTopicData {
+                    name: name.to_string(),
+                    partitions: vec![ProducePartitionData {
+                        index: *index,
+                        records: None,
+                    }],
+                })
+                .collect(),
+            unknown_tagged_fields: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn whole_request_checks() {
+        assert_eq!(whole_request_error(&request(1, &[("a", 0), ("a", 1)])), None);
+        assert_eq!(
+            whole_request_error(&request(2, &[("a", 0)])).map(|e| e.0),
+            Some(ErrorCode::InvalidRequiredAcks)
+        );
+        assert_eq!(
+            whole_request_error(&request(-1, &[("a", 0), ("a", 0)])).map(|e| e.0),
+            Some(ErrorCode::InvalidRequest)
+        );
+        let mut transactional = request(1, &[("a", 0)]);
+        transactional.transactional_id = Some("t".into());
+        assert_eq!(
+            whole_request_error(&transactional).map(|e| e.0),
+            Some(ErrorCode::InvalidRequest)
+        );
+    }
+
+    #[test]
+    fn decodes_several_batches_and_refuses_what_behaviour_md_refuses() {
+        let mut two = batch(&["a", "b"], Compression::None).to_vec();
+        two.extend_from_slice(&batch(&["c"], Compression::Zstd));
+        let decoded = decode_batches(Some(&Bytes::from(two)), 1 << 20, 1 << 10).unwrap();
+        let values: Vec<&[u8]> = decoded
+            .iter()
+            .flat_map(|b| b.records.iter().map(|r| r.value.as_deref().unwrap()))
+            .collect();
+        assert_eq!(values, vec![&b"a"[..], b"b", b"c"]);
+        assert_eq!(decoded[0].base_timestamp, 5);
+
+        assert_eq!(
+            decode_batches(None, 1 << 20, 1 << 10).unwrap_err(),
+            BatchRejection::Empty
+        );
+        assert_eq!(
+            decode_batches(Some(&Bytes::new()), 1 << 20, 1 << 10).unwrap_err(),
+            BatchRejection::Empty
+        );
+        let mut idempotent = RecordBatchBuilder::new(Compression::None).producer(1, 0, 0);
+        idempotent.append(0, None, Some(b"x"), &[]);
+        assert_eq!(
+            decode_batches(Some(&idempotent.build().unwrap()), 1 << 20, 1 << 10).unwrap_err(),
+            BatchRejection::Idempotent
+        );
+        let mut control = RecordBatchBuilder::new(Compression::None).flags(false, true);
+        control.append(0, None, Some(b"x"), &[]);
+        assert_eq!(
+            decode_batches(Some(&control.build().unwrap()), 1 << 20, 1 << 10).unwrap_err(),
+            BatchRejection::Control
+        );
+        let big = "x".repeat(2000);
+        assert!(matches!(
+            decode_batches(Some(&batch(&[&big], Compression::None)), 1 << 20, 1 << 10),
+            Err(BatchRejection::RecordTooLarge { limit: 1024, .. })
+        ));
+    }
+
+    #[test]
+    fn the_decompression_budget_covers_all_batches_of_a_partition() {
+        let value = "y".repeat(600);
+        let one = batch(&[&value], Compression::Gzip);
+        let inflated_one = decode_batches(Some(&one), 1 << 20, 1 << 20).unwrap();
+        assert_eq!(inflated_one[0].records.len(), 1);
+        let mut two = one.to_vec();
+        two.extend_from_slice(&one);
+        // Each batch inflates to ~620 bytes: one fits in 1000, two do not.
+        assert!(decode_batches(Some(&one), 1000, 1 << 20).is_ok());
+        let err = decode_batches(Some(&Bytes::from(two)), 1000, 1 << 20).unwrap_err();
+        assert_eq!(errors::batch_error_code(&err), ErrorCode::MessageTooLarge);
     }
 }
