@@ -11,8 +11,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-BENCH=$TARGET/release/kafluss-bench
-KAFLUSS=$TARGET/release/kafluss
+BENCH=${BENCH:-$TARGET/release/kafluss-bench}
+KAFLUSS=${KAFLUSS:-$TARGET/release/kafluss}
 RESULTS=${RESULTS:-$TARGET/bench-results}
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 TANSU=${TANSU:-/tmp/tansu-root/bin/tansu}

@@ -271,7 +271,7 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<10} {:>5} {:>12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9}",
+        "{:<14} {:>5} {:>12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9}",
         "endpoint",
         "round",
         "records/s",
@@ -290,7 +290,7 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         let record_latency = LatencySummary::of(&result.record_latency);
         let _ = writeln!(
             out,
-            "{:<10} {:>5} {:>12.0} {:>9.2} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12} {:>9}",
+            "{:<14} {:>5} {:>12.0} {:>9.2} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12} {:>9}",
             run.name,
             run.round,
             result.records_per_second(),
@@ -338,7 +338,7 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         let _ =
             writeln!(
             out,
-            "overall {:<10} {:>12.0} rec/s  p50 {:.3} ms  p99 {:.3} ms  cpu {} s/Mrec  {} µs/req  rss {} KiB",
+            "overall {:<14} {:>12.0} rec/s  p50 {:.3} ms  p99 {:.3} ms  cpu {} s/Mrec  {} µs/req  rss {} KiB",
             total.name,
             total.records_per_second(),
             latency.p50_us / 1000.0,
