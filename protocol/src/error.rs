@@ -1,7 +1,7 @@
 //! Typed decode and encode errors of the wire layer. Kafka error codes live apart in
-//! [`crate::ErrorCode`]; which code a broker answers for which error is decided by the broker
-//! (see `DecodeError::kind` for a hint), except record-batch errors, whose mapping is fixed by
-//! the specification and offered as [`crate::RecordBatchError::error_code`].
+//! [`crate::ErrorCode`]; which code (or a closed connection) answers which error is decided by
+//! the broker, except for record-batch errors, whose mapping `shared/spec/behaviour.md` fixes and
+//! this crate offers as [`crate::RecordBatchError::error_code`].
 
 use crate::ApiKey;
 
