@@ -8,7 +8,8 @@ use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughpu
 use kafluss_convert::JsonScratch;
 
 fn conversion(c: &mut Criterion) {
-    for workload in workloads::all() {
+    for (_, build) in workloads::all() {
+        let workload = build();
         let mut scratch = JsonScratch::default();
         let records = workload.records();
         // Fail loudly instead of timing an error path.

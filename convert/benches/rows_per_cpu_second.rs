@@ -26,10 +26,11 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
-    for workload in workloads::all() {
-        if !filter.is_empty() && !filter.iter().any(|f| workload.name.contains(f.as_str())) {
+    for (name, build) in workloads::all() {
+        if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
             continue;
         }
+        let workload = build();
         let mut scratch = JsonScratch::default();
         let records = workload.records();
         let convert = |scratch: &mut JsonScratch| {

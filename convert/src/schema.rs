@@ -12,9 +12,9 @@
 //! | TIME(p) | p ≤ 3: Time32(ms); p ≤ 6: Time64(µs); else Time64(ns) |
 //! | TIMESTAMP(p) | Timestamp(unit, no zone), unit by p as for TIME (ms, µs, ns) |
 //! | TIMESTAMP_LTZ(p) | Timestamp(unit, "UTC"), unit by p as for TIME |
-//! | ARRAY<T> | List, item field named `element` |
-//! | MAP<K, V> | Map, unsorted, entries struct `entries` (non-null) of `key` (non-null) and `value` |
-//! | ROW<...> | Struct |
+//! | `ARRAY<T>` | List, item field named `element` |
+//! | `MAP<K, V>` | Map, unsorted, entries struct `entries` (non-null) of `key` (non-null) and `value` |
+//! | `ROW<...>` | Struct |
 //!
 //! Field nullability is the Fluss nullability, at every level.
 

@@ -33,8 +33,16 @@ impl Workload {
     }
 }
 
-pub fn all() -> Vec<Workload> {
-    vec![flat_json(), nested_json(), binary_1k()]
+/// Builds a workload on demand (making the binary values takes a while).
+pub type Build = fn() -> Workload;
+
+/// Every workload by name.
+pub fn all() -> Vec<(&'static str, Build)> {
+    vec![
+        ("flat_json_5_columns", flat_json),
+        ("nested_json_array_map", nested_json),
+        ("binary_1kib", binary_1k),
+    ]
 }
 
 fn n(data_type: DataType) -> FieldType {
