@@ -14,6 +14,8 @@ step fails, the Rust side asserts every line):
                 are rotated with CALL sys.set_cluster_configs; A produces again on its
                 established connection; a new producer with the old password fails to
                 authenticate; one with the new password produces.
+  handshake-v0  kafka-python pinned to api_version 0.11 uses SaslHandshake v0 and raw token
+                frames: the right password produces, a wrong one is refused.
   after-restart the old password fails, the new one produces (run after a restart).
   acl           authorizer on: see acl_steps() for the cases.
 Every wait is bounded; every producer sets enable.idempotence=false.
@@ -301,7 +303,32 @@ def sql_with_auth(config, auth, statement):
     return sql(dict(config, admin_auth=list(auth)), statement)
 
 
-SCENARIOS = {"gate": gate, "rotate": rotate, "after-restart": after_restart, "acl": acl}
+def handshake_v0(config):
+    from kafka import KafkaProducer
+
+    def producer(password):
+        # api_version (0, 11): Produce v3 and SaslHandshake v0 (raw PLAIN token frames).
+        return KafkaProducer(
+            bootstrap_servers=config["bootstrap"], api_version=(0, 11, 0), security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN", sasl_plain_username="writer", sasl_plain_password=password,
+            enable_idempotence=False, max_block_ms=5000, request_timeout_ms=5000, retries=0,
+        )
+
+    good = producer(config["password"])
+    try:
+        offset = good.send(config["topic"], json.dumps({"tag": "v0", "n": 1}).encode()).get(timeout=DELIVERY_TIMEOUT_S).offset
+        emit("handshake_v0_produces", offset == 0, f"offset {offset}")
+    finally:
+        good.close(timeout=5)
+    try:
+        bad = producer("not-the-password")
+        bad.send(config["topic"], b"{}").get(timeout=DELIVERY_TIMEOUT_S)
+        emit("handshake_v0_wrong_password_refused", False, "delivered")
+    except Exception as e:
+        emit("handshake_v0_wrong_password_refused", True, repr(e))
+
+
+SCENARIOS = {"gate": gate, "handshake-v0": handshake_v0, "rotate": rotate, "after-restart": after_restart, "acl": acl}
 
 
 def main():

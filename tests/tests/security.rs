@@ -4,6 +4,8 @@
 //! - `client_that_skips_sasl_is_disconnected`: on a SASL listener, Metadata or Produce as the
 //!   first request closes the connection without a byte; SaslAuthenticate before a handshake is
 //!   ILLEGAL_SASL_STATE; a PLAINTEXT producer delivers nothing; nothing is appended.
+//! - `handshake_v0_raw_tokens`: kafka-python pinned to api_version 0.11 authenticates with
+//!   SaslHandshake v0 and a raw token frame; a wrong password is refused.
 //! - `credential_rotation`: connection A keeps producing after `set_cluster_configs` rotates the
 //!   password; a new connection with the old password fails, with the new one succeeds;
 //!   `get_cluster_configs` never shows a password; after a restart the rotation still holds.
@@ -126,6 +128,28 @@ fn client_that_skips_sasl_is_disconnected() {
         row_count(&server, "fluss.gate"),
         0,
         "nothing may be appended without SASL"
+    );
+}
+
+#[test]
+fn handshake_v0_raw_tokens() {
+    if !confluent_available() {
+        return;
+    }
+    let server =
+        KaflussServer::start(ServerConfig::sasl_plain(&[("writer", "change-me")])).expect("server starts");
+    server
+        .sql(&format!("CREATE TABLE fluss.v0 {JSON_TABLE}"))
+        .expect("create table");
+    let config = merge(
+        base_config(&server),
+        json!({"topic": "v0", "password": "change-me"}),
+    );
+    run_scenario(&server, "handshake-v0", config);
+    assert_eq!(
+        row_count(&server, "fluss.v0"),
+        1,
+        "only the authenticated record landed"
     );
 }
 
