@@ -230,6 +230,10 @@ def rotate(config):
         pairs += "," + config["keep_users"]
     sql_ok(config, "rotate_credentials",
            f"CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials', '{pairs}')")
+    status, body = sql(config, "CALL sys.set_cluster_configs(config_pairs => "
+                               "'security.sasl.plain.credentials', 'writer:Leak3dPw,orphanLeak')")
+    emit("bad_credentials_refused_without_echo",
+         status != 200 and "Leak3dPw" not in body and "orphanLeak" not in body, f"HTTP {status}: {body[:300]}")
     status, body = sql(config, "CALL sys.get_cluster_configs()")
     emit("get_cluster_configs_hides_secret", status == 200 and old not in body and new not in body,
          f"HTTP {status}: {body[:300]}")

@@ -100,6 +100,19 @@ fn merge(mut base: Value, extra: Value) -> Value {
     base
 }
 
+/// Secrets must not appear in the server's log or in `/metrics`.
+fn assert_no_secret(server: &KaflussServer, secrets: &[&str]) {
+    let log = server.log_tail();
+    let metrics = server.metrics().expect("metrics");
+    for secret in secrets {
+        assert!(
+            !log.contains(secret),
+            "server log shows a password ({secret}):\n{log}"
+        );
+        assert!(!metrics.contains(secret), "/metrics shows a password ({secret})");
+    }
+}
+
 fn row_count(server: &KaflussServer, table: &str) -> usize {
     server
         .scan(table)
@@ -166,10 +179,12 @@ fn credential_rotation() {
     let passwords = json!({"topic": "rotation", "old_password": "old-secret", "new_password": "new-secret"});
     run_scenario(&server, "rotate", merge(base_config(&server), passwords.clone()));
     assert_eq!(row_count(&server, "fluss.rotation"), 15);
+    assert_no_secret(&server, &["old-secret", "new-secret", "Leak3dPw", "orphanLeak"]);
 
     let server = server.restart().expect("server restarts");
     run_scenario(&server, "after-restart", merge(base_config(&server), passwords));
     assert_eq!(row_count(&server, "fluss.rotation"), 20);
+    assert_no_secret(&server, &["old-secret", "new-secret"]);
 }
 
 #[test]
@@ -208,4 +223,5 @@ fn acls() {
     assert_eq!(row_count(&server, "acl.guarded"), 5);
     assert_eq!(row_count(&server, "acl.other"), 3);
     assert_eq!(row_count(&server, "hidden.secret"), 2);
+    assert_no_secret(&server, &["admin-secret", "writer-secret", "reader-secret"]);
 }
