@@ -250,16 +250,27 @@ impl Catalog {
         let several = statements.len() > 1;
         let mut results = Vec::with_capacity(statements.len());
         for (index, parsed) in statements.into_iter().enumerate() {
+            // The summary never holds literals, so secrets of `set_cluster_configs` stay out
+            // of the log.
+            let summary = parsed.statement.summary();
+            let principal = session.principal.to_string();
             match self.execute_statement(parsed.statement, session) {
-                Ok(result) => results.push(result),
+                Ok(result) => {
+                    tracing::info!(%principal, statement = %summary, "SQL statement done");
+                    results.push(result)
+                }
                 Err(error) if several => {
+                    tracing::info!(%principal, statement = %summary, %error, "SQL statement failed");
                     return Err(SqlError::InStatement {
                         index: index + 1,
                         line: parsed.line,
                         source: Box::new(error),
-                    })
+                    });
                 }
-                Err(error) => return Err(error),
+                Err(error) => {
+                    tracing::info!(%principal, statement = %summary, %error, "SQL statement failed");
+                    return Err(error);
+                }
             }
         }
         Ok(results)

@@ -914,6 +914,30 @@ fn syntax_error(script: &str, error: nom::Err<RawError<'_>>) -> SyntaxError {
     }
 }
 
+impl Statement {
+    /// What the statement does, without any literal (option values, procedure arguments may
+    /// be secrets): `CREATE TABLE sales.orders`, `CALL sys.set_cluster_configs`.
+    pub fn summary(&self) -> String {
+        match self {
+            Statement::CreateDatabase { name, .. } => format!("CREATE DATABASE {name}"),
+            Statement::DropDatabase { name, .. } => format!("DROP DATABASE {name}"),
+            Statement::ShowDatabases => "SHOW DATABASES".to_string(),
+            Statement::CreateTable(create) => format!("CREATE TABLE {}", create.table),
+            Statement::AlterTableSet { table, .. } => format!("ALTER TABLE {table} SET"),
+            Statement::AlterTableReset { table, .. } => format!("ALTER TABLE {table} RESET"),
+            Statement::DropTable { table, .. } => format!("DROP TABLE {table}"),
+            Statement::ShowTables { database: Some(db) } => format!("SHOW TABLES FROM {db}"),
+            Statement::ShowTables { database: None } => "SHOW TABLES".to_string(),
+            Statement::Describe { table } => format!("DESCRIBE {table}"),
+            Statement::ShowCreateTable { table } => format!("SHOW CREATE TABLE {table}"),
+            Statement::Use { database } => format!("USE {database}"),
+            Statement::Call {
+                namespace, procedure, ..
+            } => format!("CALL {namespace}.{procedure}"),
+        }
+    }
+}
+
 impl fmt::Display for ObjectName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.database {
