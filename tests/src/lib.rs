@@ -5,7 +5,8 @@
 //! `server` runs the binary; `http` and `process` are the bounded plumbing; `clients` finds the
 //! client tools and runs plans through the driver scripts in `tests/clients/`; `tables` makes
 //! the records and the rows they must become; `expect` compares; `suite` strings it together per
-//! client; `report` gathers results into the summary line and the compatibility matrix.
+//! client; `report` gathers results into the summary line and the compatibility matrix;
+//! `wire_tap` is a loopback proxy that notes what each client really put on the wire.
 
 pub mod clients;
 pub mod expect;
@@ -16,3 +17,4 @@ pub mod server;
 pub mod suite;
 pub mod tables;
 pub mod timestamp;
+pub mod wire_tap;

@@ -47,7 +47,14 @@ pub struct CaseResult {
     pub name: String,
     pub passed: bool,
     pub detail: String,
+    /// A passed case where the client did something other than asked, that the matrix shows
+    /// (today only [`SENT_UNCOMPRESSED`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
+
+/// The client was asked for a codec but sent plain batches (the rows are still right).
+pub const SENT_UNCOMPRESSED: &str = "sent uncompressed";
 
 /// Everything one client's test found.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -152,11 +159,14 @@ impl ClientReport {
         }
     }
 
-    fn cell(&self, feature: &str) -> &'static str {
+    fn cell(&self, feature: &str) -> String {
         match self.cases.iter().find(|case| case.name == feature) {
-            Some(case) if case.passed => "✅",
-            Some(_) => "❌",
-            None => "—",
+            Some(case) if case.passed => match &case.note {
+                Some(note) => format!("⚠️ {note}"),
+                None => "✅".into(),
+            },
+            Some(_) => "❌".into(),
+            None => "—".into(),
         }
     }
 }
@@ -180,7 +190,9 @@ pub fn matrix_markdown(reports: &[(Client, Option<ClientReport>)]) -> String {
     for (name, title) in FEATURES {
         text.push_str(&format!("| {title} |"));
         for (_, report) in reports {
-            let cell = report.as_ref().map_or("?", |report| report.cell(name));
+            let cell = report
+                .as_ref()
+                .map_or_else(|| "?".to_owned(), |report| report.cell(name));
             text.push_str(&format!(" {cell} |"));
         }
         text.push('\n');
@@ -221,6 +233,7 @@ mod tests {
                     name: (*name).into(),
                     passed: *passed,
                     detail: "line one\nline two".into(),
+                    note: (*name == "lz4").then(|| SENT_UNCOMPRESSED.to_owned()),
                 })
                 .collect(),
         }
@@ -242,7 +255,7 @@ mod tests {
         let matrix = matrix_markdown(&[
             (
                 Client::Kafkajs,
-                Some(report(&[("metadata", true), ("gzip", false)])),
+                Some(report(&[("metadata", true), ("gzip", false), ("lz4", true)])),
             ),
             (Client::Aiokafka, None),
         ]);
@@ -252,6 +265,10 @@ mod tests {
         );
         assert!(matrix.contains("| Compression gzip | ❌ | ? |"), "{matrix}");
         assert!(matrix.contains("| acks=0 | — | ? |"), "{matrix}");
+        assert!(
+            matrix.contains("| Compression lz4 | ⚠️ sent uncompressed | ? |"),
+            "{matrix}"
+        );
     }
 
     #[test]

@@ -251,6 +251,11 @@ impl KaflussServer {
         self.kafka.to_string()
     }
 
+    /// The Kafka listener as bound (what the ready line said).
+    pub fn kafka_addr(&self) -> SocketAddr {
+        self.kafka
+    }
+
     /// The Fluss listener (admin HTTP and `kafluss sql --server`).
     pub fn fluss_addr(&self) -> SocketAddr {
         self.fluss

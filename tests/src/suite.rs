@@ -4,7 +4,7 @@
 //! Each client gets its own servers (plaintext, then SASL) and its own database named after it,
 //! one table per case, so clients and cases never see each other's rows.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -14,11 +14,12 @@ use serde_json::Value;
 use crate::clients::{check_available, run_plan, CaseOutcome, CaseSpec, Client, Plan, SaslUser};
 use crate::expect::compare_rows;
 use crate::process::{run_with_timeout, tail};
-use crate::report::{CaseResult, ClientReport};
+use crate::report::{CaseResult, ClientReport, SENT_UNCOMPRESSED};
 use crate::server::{parse_jsonl_rows, KaflussServer, ScanRow, ServerConfig, ServerError};
 use crate::tables::{
     compressible_samples, expected_by_bucket, invalid_json_samples, samples, Sample, ValueMode,
 };
+use crate::wire_tap::{BatchSeen, WireTap};
 
 /// Records per value-mode case (the last one a null value).
 const MODE_RECORDS: usize = 9;
@@ -81,6 +82,7 @@ fn failed(name: &str, detail: impl Into<String>) -> CaseResult {
         name: name.to_owned(),
         passed: false,
         detail: detail.into(),
+        note: None,
     }
 }
 
@@ -89,6 +91,7 @@ fn passed(name: &str, detail: impl Into<String>) -> CaseResult {
         name: name.to_owned(),
         passed: true,
         detail: detail.into(),
+        note: None,
     }
 }
 
@@ -184,10 +187,17 @@ fn plaintext_cases(client: Client) -> Vec<CaseResult> {
     let mut names: Vec<&str> = vec!["metadata", "segment_files"];
     names.extend(produce_cases.iter().map(|case| case.name.as_str()));
 
-    let server = match KaflussServer::start(ServerConfig::plaintext()) {
+    // Every Kafka connection of the client goes through the tap: it is the advertised listener.
+    let tap = match WireTap::start() {
+        Ok(tap) => tap,
+        Err(error) => return all_failed(&names, &format!("wire tap did not start: {error}")),
+    };
+    let config = ServerConfig::plaintext().with("advertised.listeners", &format!("KAFKA://{}", tap.addr()));
+    let server = match KaflussServer::start(config) {
         Ok(server) => server,
         Err(error) => return all_failed(&names, &format!("plaintext server did not start: {error}")),
     };
+    tap.set_upstream(server.kafka_addr());
     let db = client.slug();
     let mut setup = vec![format!("CREATE DATABASE {db}")];
     setup.extend(produce_cases.iter().filter_map(|case| case.create_sql.clone()));
@@ -204,7 +214,7 @@ fn plaintext_cases(client: Client) -> Vec<CaseResult> {
     }];
     specs.extend(produce_cases.iter().map(|case| case.spec(case.expect_error)));
     let plan = Plan {
-        bootstrap: server.kafka_bootstrap(),
+        bootstrap: tap.addr().to_string(),
         sasl: None,
         cases: specs,
     };
@@ -213,10 +223,17 @@ fn plaintext_cases(client: Client) -> Vec<CaseResult> {
         Err(error) => return all_failed(&names, &format!("{error}\nserver log:\n{}", server.log_tail())),
     };
 
-    let mut results = vec![metadata_result(&outcomes[0])];
+    let mut metadata = metadata_result(&outcomes[0]);
+    metadata
+        .detail
+        .push_str(&format!("; requests seen: {}", tap.versions_used()));
+    let mut results = vec![metadata];
     let mut segment_checks = Vec::new();
     for (case, outcome) in produce_cases.iter().zip(&outcomes[1..]) {
-        let result = check_produce(&server, case, outcome);
+        let mut result = check_produce(&server, case, outcome);
+        if result.passed && !case.expect_error {
+            result = check_wire(&tap, case, result);
+        }
         let mode_table = ValueMode::ALL.iter().any(|mode| mode.name() == case.name);
         if mode_table && result.passed {
             segment_checks.push((case, outcome));
@@ -233,6 +250,7 @@ fn metadata_result(outcome: &CaseOutcome) -> CaseResult {
         name: "metadata".into(),
         passed: outcome.ok,
         detail: outcome.detail.clone(),
+        note: None,
     }
 }
 
@@ -263,6 +281,62 @@ fn check_produce(server: &KaflussServer, case: &ProduceCase, outcome: &CaseOutco
         Err(error) => return failed(&case.name, format!("scan: {error}")),
     };
     compare_result(&case.name, &case.samples, outcome, &rows, "scan")
+}
+
+/// What the tap saw for the case's topic: its acks, its codec, no producer id (idempotence off)
+/// and v2 batches only.
+fn check_wire(tap: &WireTap, case: &ProduceCase, result: CaseResult) -> CaseResult {
+    let seen = tap.produce_for(&case.table);
+    if seen.is_empty() {
+        return failed(
+            &case.name,
+            format!(
+                "no Produce request for {} went through the wire tap; unreadable frames: {:?}",
+                case.table,
+                tap.unparsed()
+            ),
+        );
+    }
+    let versions: BTreeSet<i16> = seen.iter().map(|s| s.api_version).collect();
+    let acks: BTreeSet<i16> = seen.iter().map(|s| s.acks).collect();
+    let batches: Vec<&BatchSeen> = seen.iter().flat_map(|s| &s.batches).collect();
+    let codecs: BTreeSet<&str> = batches.iter().map(|b| b.codec.as_str()).collect();
+    let wire = format!(
+        "Produce v{versions:?}, acks {acks:?}, {} batches, codecs {codecs:?}",
+        batches.len()
+    );
+    if acks.iter().any(|a| i32::from(*a) != case.acks) {
+        return failed(
+            &case.name,
+            format!("asked for acks {}, the client sent: {wire}", case.acks),
+        );
+    }
+    let uncompressed = case.compression != "none" && codecs.iter().all(|codec| *codec == "none");
+    if !uncompressed && codecs.iter().any(|codec| *codec != case.compression) {
+        return failed(
+            &case.name,
+            format!(
+                "asked for {} compression, the client sent: {wire}",
+                case.compression
+            ),
+        );
+    }
+    if let Some(batch) = batches.iter().find(|b| b.magic != 2 || b.producer_id != -1) {
+        return failed(
+            &case.name,
+            format!(
+                "a batch with magic {} and producer id {}: {wire}",
+                batch.magic, batch.producer_id
+            ),
+        );
+    }
+    let mut result = passed(&case.name, format!("{}; on the wire: {wire}", result.detail));
+    if uncompressed {
+        // The client chose not to compress (librdkafka decides from the ApiVersions answer);
+        // the rows are right, and the matrix says what happened instead of a plain pass.
+        result.note = Some(SENT_UNCOMPRESSED.to_owned());
+    }
+    result
 }
 
 /// A case that must fail: the client reported an error, and nothing was stored (no table was
