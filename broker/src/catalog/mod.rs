@@ -8,9 +8,12 @@ pub mod error;
 pub mod model;
 pub mod output;
 pub mod procedures;
+mod publish;
 pub mod resolve;
 pub mod sql;
 pub mod store;
+mod tables;
+pub mod validate;
 
 pub use ddl::{Catalog, CatalogConfig, Session, TableDroppedHook, DEFAULT_DATABASE};
 pub use error::{CatalogError, SqlError};

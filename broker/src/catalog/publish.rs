@@ -1,0 +1,117 @@
+//! Turning the stored catalog into what the runtime reads: the snapshot with its tables'
+//! effective settings and Kafka mappings, and the credentials in force.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafluss_auth::{PlainCredentials, PLAIN_CREDENTIALS_KEY};
+use kafluss_convert::mapping::{validate_kafka_mapping, TableShape};
+
+use super::ddl::CatalogConfig;
+use super::error::CatalogError;
+use super::model::{
+    topic_id, CatalogSnapshot, DatabaseInfo, KafkaTopic, TableInfo, BUCKET_NUM_OPTION, LOG_FORMAT_OPTION,
+};
+use super::store::{StoredCatalog, StoredTable};
+use super::validate::{check_log_format, parse_bucket_count};
+
+/// The snapshot for a stored catalog.
+pub(crate) fn build_snapshot(config: &CatalogConfig, stored: &StoredCatalog) -> CatalogSnapshot {
+    let mut databases = BTreeMap::new();
+    let mut kafka_topics = Vec::new();
+    for (database, tables) in &stored.databases {
+        let mut infos = BTreeMap::new();
+        for (name, table) in tables {
+            let info = Arc::new(table_info(&stored.cluster_id, database, name, table, config));
+            if info.is_kafka_topic() {
+                kafka_topics.push(KafkaTopic {
+                    name: info.path(),
+                    table: Arc::clone(&info),
+                });
+            }
+            infos.insert(name.clone(), info);
+        }
+        databases.insert(
+            database.clone(),
+            DatabaseInfo {
+                name: database.clone(),
+                tables: infos,
+            },
+        );
+    }
+    kafka_topics.sort_by(|a, b| a.name.cmp(&b.name));
+    CatalogSnapshot {
+        revision: stored.revision,
+        cluster_id: stored.cluster_id.clone(),
+        default_database: config.kafka_default_database.clone(),
+        databases,
+        kafka_topics,
+    }
+}
+
+pub(crate) fn table_info(
+    cluster_id: &str,
+    database: &str,
+    name: &str,
+    table: &StoredTable,
+    config: &CatalogConfig,
+) -> TableInfo {
+    let bucket_count = table
+        .options
+        .get(BUCKET_NUM_OPTION)
+        .and_then(|text| parse_bucket_count(text).ok())
+        .unwrap_or(config.default_bucket_number);
+    let log_format =
+        check_log_format(&table.options).unwrap_or_else(|_| table.options[LOG_FORMAT_OPTION].clone());
+    let shape = TableShape {
+        partitioned: !table.partition_keys.is_empty(),
+        has_primary_key: !table.primary_key.is_empty(),
+        log_format: &log_format,
+    };
+    let (kafka, kafka_error) = match validate_kafka_mapping(&table.schema, &table.options, shape) {
+        Ok(mapping) => (mapping, None),
+        Err(error) => (None, Some(error.to_string())),
+    };
+    TableInfo {
+        id: table.id,
+        database: database.to_string(),
+        name: name.to_string(),
+        schema: table.schema.clone(),
+        options: table.options.clone(),
+        bucket_count,
+        log_format,
+        partition_keys: table.partition_keys.clone(),
+        primary_key: table.primary_key.clone(),
+        kafka,
+        kafka_error,
+        revision: table.revision,
+        topic_id: topic_id(cluster_id, table.id),
+    }
+}
+
+/// The PLAIN credentials in force: the dynamic value when set, else the configured one.
+pub(crate) fn effective_credentials(
+    config: &CatalogConfig,
+    dynamic: &BTreeMap<String, String>,
+) -> Result<PlainCredentials, CatalogError> {
+    let text = dynamic
+        .get(PLAIN_CREDENTIALS_KEY)
+        .or(config.plain_credentials.as_ref());
+    match text {
+        None => Ok(PlainCredentials::empty()),
+        Some(text) => PlainCredentials::parse(text).map_err(|error| CatalogError::Config {
+            key: PLAIN_CREDENTIALS_KEY,
+            reason: error.to_string(),
+        }),
+    }
+}
+
+/// A new cluster id: 16 random bytes as URL-safe base64 without padding (22 characters,
+/// the shape Kafka uses).
+pub(crate) fn new_cluster_id() -> std::io::Result<String> {
+    use base64::Engine;
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}

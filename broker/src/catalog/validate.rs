@@ -1,0 +1,135 @@
+//! Table rules that need no Kafka knowledge: names, unique columns, keys, options. The Kafka
+//! mapping rules live in `kafluss_convert::mapping`; [`check_kafka`] applies them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafluss_convert::mapping::{validate_kafka_mapping, TableShape};
+use kafluss_convert::types::{DataType, Field, FieldType, Schema};
+
+use super::error::SqlError;
+use super::model::{BUCKET_NUM_OPTION, DEFAULT_LOG_FORMAT, LOG_FORMAT_OPTION};
+use super::resolve::check_fluss_name;
+
+/// Upper bound of `bucket.num`: each bucket is a directory and a log on some core.
+pub const MAX_BUCKETS: u32 = 1024;
+/// Retention of a table's log (read by the storage's retention task).
+pub const LOG_TTL_OPTION: &str = "table.log.ttl";
+/// Log formats Fluss knows; only `arrow` can be mapped to Kafka.
+pub const LOG_FORMATS: [&str; 3] = ["arrow", "indexed", "compacted"];
+
+/// Options fixed at CREATE: changing them would reinterpret stored data.
+pub(crate) const FIXED_OPTIONS: [&str; 2] = [BUCKET_NUM_OPTION, LOG_FORMAT_OPTION];
+
+pub(crate) fn check_name(name: &str) -> Result<(), SqlError> {
+    check_fluss_name(name).map_err(|reason| SqlError::InvalidName {
+        name: name.to_string(),
+        reason,
+    })
+}
+
+/// Column and ROW field names are unique at each level (recursively).
+pub(crate) fn check_unique_fields(fields: &[Field], prefix: &str) -> Result<(), String> {
+    let mut seen = BTreeSet::new();
+    for field in fields {
+        let path = format!("{prefix}{}", field.name);
+        if !seen.insert(field.name.as_str()) {
+            return Err(format!("duplicate column '{path}'"));
+        }
+        check_unique_nested(&field.field_type, &path)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn check_unique_nested(field_type: &FieldType, path: &str) -> Result<(), String> {
+    match &field_type.data_type {
+        DataType::Row(fields) => check_unique_fields(fields, &format!("{path}.")),
+        DataType::Array(element) => check_unique_nested(element, &format!("{path}[]")),
+        DataType::Map { key, value } => {
+            check_unique_nested(key, &format!("{path}{{key}}"))?;
+            check_unique_nested(value, &format!("{path}{{}}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn check_key_columns(columns: &[Field], keys: &[String], clause: &str) -> Result<(), String> {
+    let mut seen = BTreeSet::new();
+    for key in keys {
+        if !columns.iter().any(|c| &c.name == key) {
+            return Err(format!("{clause} column '{key}' is not a column of the table"));
+        }
+        if !seen.insert(key) {
+            return Err(format!("{clause} names column '{key}' twice"));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn collect_options(pairs: Vec<(String, String)>) -> Result<BTreeMap<String, String>, String> {
+    let mut options = BTreeMap::new();
+    for (key, value) in pairs {
+        if key.trim().is_empty() {
+            return Err("option keys cannot be empty".to_string());
+        }
+        if options.insert(key.clone(), value).is_some() {
+            return Err(format!("option '{key}' is given twice"));
+        }
+    }
+    Ok(options)
+}
+
+pub(crate) fn parse_bucket_count(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n @ 1..=MAX_BUCKETS) => Ok(n),
+        _ => Err(format!(
+            "'{BUCKET_NUM_OPTION}' must be an integer between 1 and {MAX_BUCKETS}, got '{text}'"
+        )),
+    }
+}
+
+/// `table.log.ttl`, when set, must be a duration the retention task understands.
+pub(crate) fn check_log_ttl(options: &BTreeMap<String, String>) -> Result<(), String> {
+    match options.get(LOG_TTL_OPTION) {
+        Some(value) if crate::log::parse_ttl(value).is_none() => Err(format!(
+            "'{LOG_TTL_OPTION}' must be a positive duration such as '7d', '12h' or '30min', got '{value}'"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The effective `table.log.format`, lowercase.
+pub(crate) fn check_log_format(options: &BTreeMap<String, String>) -> Result<String, String> {
+    let Some(value) = options.get(LOG_FORMAT_OPTION) else {
+        return Ok(DEFAULT_LOG_FORMAT.to_string());
+    };
+    let format = value.trim().to_ascii_lowercase();
+    if LOG_FORMATS.contains(&format.as_str()) {
+        Ok(format)
+    } else {
+        Err(format!(
+            "'{LOG_FORMAT_OPTION}' must be one of {}, got '{value}'",
+            LOG_FORMATS.join(", ")
+        ))
+    }
+}
+
+pub(crate) fn check_kafka(
+    path: &str,
+    schema: &Schema,
+    options: &BTreeMap<String, String>,
+    partition_keys: &[String],
+    primary_key: &[String],
+    log_format: &str,
+) -> Result<(), SqlError> {
+    let shape = TableShape {
+        partitioned: !partition_keys.is_empty(),
+        has_primary_key: !primary_key.is_empty(),
+        log_format,
+    };
+    validate_kafka_mapping(schema, options, shape)
+        .map(|_| ())
+        .map_err(|source| SqlError::KafkaMapping {
+            table: path.to_string(),
+            source,
+        })
+}
