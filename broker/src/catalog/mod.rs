@@ -11,6 +11,8 @@ pub mod procedures;
 mod publish;
 pub mod resolve;
 pub mod sql;
+mod sql_lexer;
+mod sql_types;
 pub mod store;
 mod tables;
 pub mod validate;

@@ -1,4 +1,5 @@
 use super::*;
+use kafluss_convert::types::{DataType, FieldType};
 
 fn one(text: &str) -> Statement {
     parse_statement(text).unwrap_or_else(|e| panic!("{text}: {e}"))
