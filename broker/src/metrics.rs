@@ -148,7 +148,10 @@ impl Metrics {
     }
 
     fn sum(&self, read: impl Fn(&CoreMetrics) -> &AtomicU64) -> u64 {
-        self.cores.iter().map(|c| read(&c.0).load(Ordering::Relaxed)).sum()
+        self.cores
+            .iter()
+            .map(|c| read(&c.0).load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Prometheus text exposition format (version 0.0.4).
