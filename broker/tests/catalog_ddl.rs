@@ -207,6 +207,18 @@ fn create_refuses_invalid_kafka_tables_with_the_column_path() {
             .contains("unknown table option 'table.kafka.enabld'"),
         "{error}"
     );
+    let long_db = "d".repeat(150);
+    run(&catalog, &format!("CREATE DATABASE {long_db}"));
+    let long_table = "t".repeat(100);
+    let error = fails(
+        &catalog,
+        &format!("CREATE TABLE {long_db}.{long_table} (id BIGINT) WITH ('table.kafka.enabled' = 'true')"),
+    );
+    assert!(error.to_string().contains("Kafka allows at most 249"), "{error}");
+    run(
+        &catalog,
+        &format!("CREATE TABLE {long_db}.{long_table} (id BIGINT)"),
+    );
     assert!(
         catalog.snapshot().table("fluss", "t").is_none(),
         "nothing was created"

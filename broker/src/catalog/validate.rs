@@ -8,7 +8,7 @@ use kafluss_convert::types::{DataType, Field, FieldType, Schema};
 
 use super::error::SqlError;
 use super::model::{BUCKET_NUM_OPTION, DEFAULT_LOG_FORMAT, LOG_FORMAT_OPTION};
-use super::resolve::check_fluss_name;
+use super::resolve::{check_fluss_name, MAX_TOPIC_NAME_LEN};
 
 /// Upper bound of `bucket.num`: each bucket is a directory and a log on some core.
 pub const MAX_BUCKETS: u32 = 1024;
@@ -126,10 +126,20 @@ pub(crate) fn check_kafka(
         has_primary_key: !primary_key.is_empty(),
         log_format,
     };
-    validate_kafka_mapping(schema, options, shape)
-        .map(|_| ())
-        .map_err(|source| SqlError::KafkaMapping {
+    let mapping =
+        validate_kafka_mapping(schema, options, shape).map_err(|source| SqlError::KafkaMapping {
             table: path.to_string(),
             source,
-        })
+        })?;
+    // Every topic is listed as `db.table`, which Kafka clients accept only up to 249 bytes.
+    if mapping.is_some() && path.len() > MAX_TOPIC_NAME_LEN {
+        return Err(SqlError::InvalidTable {
+            table: path.to_string(),
+            reason: format!(
+                "its Kafka topic name '<database>.<table>' is {} characters, Kafka allows at most {MAX_TOPIC_NAME_LEN}",
+                path.len()
+            ),
+        });
+    }
+    Ok(())
 }
