@@ -22,6 +22,8 @@ pub const DEFAULT_SERVER: &str = "localhost:9123";
 /// Environment variables holding Basic-auth credentials for a `sasl` Fluss listener.
 pub const USER_ENV: &str = "KAFLUSS_USER";
 pub const PASSWORD_ENV: &str = "KAFLUSS_PASSWORD";
+/// Largest script read from `-f FILE`.
+const MAX_SCRIPT_BYTES: u64 = 64 * 1024 * 1024;
 /// Largest response accepted.
 const MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -39,7 +41,7 @@ pub enum SqlSource {
 pub fn run(server: &str, sql: SqlSource) -> i32 {
     let text = match sql {
         SqlSource::Text(text) => text,
-        SqlSource::File(path) => match std::fs::read_to_string(&path) {
+        SqlSource::File(path) => match read_script(&path) {
             Ok(text) => text,
             Err(error) => {
                 eprintln!("kafluss sql: cannot read {}: {error}", path.display());
@@ -68,6 +70,21 @@ pub fn run(server: &str, sql: SqlSource) -> i32 {
             1
         }
     }
+}
+
+/// Reads a script of at most `MAX_SCRIPT_BYTES` (the server refuses larger bodies anyway).
+fn read_script(path: &std::path::Path) -> io::Result<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_SCRIPT_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_SCRIPT_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("the script is larger than {MAX_SCRIPT_BYTES} bytes"),
+        ));
+    }
+    Ok(text)
 }
 
 /// An HTTP reply: status and body.
