@@ -390,6 +390,9 @@ pub async fn append_on_owner(
             ));
         }
     };
+    // Decompression and conversion run without awaiting; let other tasks of this core (reads
+    // of other connections, group commits) run between the two CPU-heavy steps.
+    glommio::yield_if_needed().await;
     let converted = {
         let mut headers_storage: Vec<Vec<kafluss_convert::Header<'_>>> = Vec::new();
         for batch in &batches {
