@@ -24,7 +24,8 @@ use glommio::sync::{Gate, Semaphore};
 
 use crate::catalog::model::TableInfo;
 use crate::config::ServerConfig;
-use crate::handlers::produce::{self, AppendJob, BucketState, PartitionOutcome, PlanCache};
+use crate::handlers::produce::{AppendJob, PartitionOutcome};
+use crate::handlers::produce_owner::{self as produce, BucketState, PlanCache};
 use crate::metrics::{CoreMetrics, Metrics};
 use crate::server::Runtime;
 use kafluss_convert::ConversionPlan;

@@ -8,6 +8,7 @@
 pub mod api_versions;
 pub mod metadata;
 pub mod produce;
+pub mod produce_owner;
 pub mod sasl;
 pub mod unsupported;
 
