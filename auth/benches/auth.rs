@@ -56,6 +56,17 @@ fn bench_login(c: &mut Criterion) {
     c.bench_function("verify_1000_users", |b| {
         b.iter(|| black_box(store.verify(black_box("user500"), black_box(b"password-500"))))
     });
+    // Same cost whether the password is right, wrong at the first byte, of another length, or
+    // the user is unknown: the comparison is over padded 255-byte buffers.
+    for (name, user, password) in [
+        ("verify_wrong_first_byte", "user500", &b"Xassword-500"[..]),
+        ("verify_wrong_length", "user500", &b"p"[..]),
+        ("verify_unknown_user", "nobody", &b"password-500"[..]),
+    ] {
+        c.bench_function(name, |b| {
+            b.iter(|| black_box(store.verify(black_box(user), black_box(password))))
+        });
+    }
     c.bench_function("sasl_v1_exchange", |b| {
         b.iter(|| {
             let mut session = SaslSession::new(ListenerSecurity::Sasl);
