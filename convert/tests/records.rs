@@ -344,6 +344,9 @@ fn plan_is_send_and_sync() {
     fn shared<T: Send + Sync>() {}
     shared::<ConversionPlan>();
     shared::<std::sync::Arc<ConversionPlan>>();
+    // A core's scratch may be made anywhere and moved to its core.
+    fn movable<T: Send>() {}
+    movable::<kafluss_convert::JsonScratch>();
 }
 
 #[test]
