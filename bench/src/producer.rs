@@ -403,7 +403,7 @@ fn spawn_connection(
         records_total,
     } = load;
     let first_correlation_id = connection.next_correlation_id();
-    let (frame_writer, frame_reader) = connection.split();
+    let (frame_writer, frame_reader) = connection.split()?;
     let expects_answers = workload.acks != 0;
     // Window slots: the writer takes one per request, the reader gives it back per answer.
     let (slot_return, slots) = mpsc::sync_channel::<()>(workload.inflight);

@@ -231,7 +231,8 @@ pub fn results_json(workload: &Workload, runs: &[NamedRun], names: &[String]) ->
     })
 }
 
-/// `2 cores, 23 GiB, Linux 6.x` from /proc (empty parts left out).
+/// `2 cores (model), 23 GiB, Linux 6.x, ..., load average 1.0 0.5 0.2` from /proc (empty parts
+/// left out).
 pub fn machine_line() -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let memory_gib = std::fs::read_to_string("/proc/meminfo")
@@ -259,6 +260,11 @@ pub fn machine_line() -> String {
         let _ = write!(line, ", Linux {kernel}");
     }
     line.push_str(", client and server on loopback");
+    // Other work on the machine skews every figure; say how much there was.
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        let averages: Vec<&str> = load.split_whitespace().take(3).collect();
+        let _ = write!(line, ", load average {}", averages.join(" "));
+    }
     line
 }
 
