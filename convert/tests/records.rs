@@ -396,3 +396,11 @@ fn wide_rows_fill_missing_fields_and_find_members_by_name() {
     let batch = convert(&nested, &[r#"{"c66":6}"#]).unwrap();
     assert!(render_row(&batch, 0).contains(r#""c65":null,"c66":6,"c67":null"#));
 }
+
+#[test]
+fn an_empty_batch_has_the_schema_and_no_rows() {
+    let plan = flat_plan(vec![col("a", DataType::Int), col("_kafka_metadata", metadata_type())]);
+    let batch = plan.convert_batch(std::iter::empty()).unwrap();
+    assert_eq!(batch.num_rows(), 0);
+    assert_eq!(batch.schema(), plan.arrow_schema());
+}
