@@ -1,10 +1,10 @@
 //! Request frames captured from real clients (librdkafka via confluent-kafka, kafka-python,
-//! aiokafka) by `tests/capture/capture.py`: every codec decodes to the records the script sent.
+//! aiokafka, kafkajs) by `tests/capture/capture.py`: every codec decodes to the records the script sent.
 
 use bytes::Bytes;
 use kafluss_protocol::*;
 
-const CLIENTS: [&str; 3] = ["librdkafka", "kafka-python", "aiokafka"];
+const CLIENTS: [&str; 4] = ["librdkafka", "kafka-python", "aiokafka", "kafkajs"];
 const LIMIT: usize = 1024 * 1024;
 
 fn frame(name: &str) -> Bytes {
@@ -112,6 +112,8 @@ fn captured_api_versions_and_metadata_requests_decode() {
         "kafka-python-metadata-v8.bin",
         "aiokafka-api_versions-v0.bin",
         "aiokafka-metadata-v5.bin",
+        "kafkajs-api_versions-v2.bin",
+        "kafkajs-metadata-v6.bin",
     ];
     for name in names {
         let frame = frame(name);

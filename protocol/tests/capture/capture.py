@@ -3,13 +3,14 @@
 
 Runs a throwaway Kafka-ish listener on 127.0.0.1 (a random port) that answers ApiVersions,
 Metadata and Produce just well enough for a producer to send one batch, then makes real clients
-(confluent-kafka = librdkafka, kafka-python, aiokafka) produce the same records with every
+(confluent-kafka = librdkafka, kafka-python, aiokafka, kafkajs) produce the same records with every
 compression codec. Every request frame (without its 4-byte length prefix) is written to
 ../data/: `<client>-produce-<codec>.bin` for Produce, `<client>-<api>-v<version>.bin` for the
 first ApiVersions/Metadata request of each version.
 
 Usage: .venv/bin/python protocol/tests/capture/capture.py   (needs confluent-kafka, kafka-python,
-aiokafka, python-snappy/cramjam, lz4, zstandard). The Rust tests read the committed files and
+aiokafka, python-snappy/cramjam, lz4, zstandard; node with the tests/clients npm install for
+kafkajs). The Rust tests read the committed files and
 need no network.
 """
 
@@ -17,6 +18,7 @@ import asyncio
 import os
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -301,10 +303,16 @@ def produce_aiokafka(listener, codec):
     asyncio.run(asyncio.wait_for(run(), 30))
 
 
+def produce_kafkajs(listener, codec):
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "capture_kafkajs.mjs")
+    subprocess.run(["node", script, str(listener.port), codec], check=True, timeout=60)
+
+
 CLIENTS = {
     "librdkafka": produce_confluent,
     "kafka-python": produce_kafka_python,
     "aiokafka": produce_aiokafka,
+    "kafkajs": produce_kafkajs,
 }
 
 
