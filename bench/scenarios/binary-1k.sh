@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Random 1 KiB binary values, acks=1, flat out: kafluss (binary conversion, 2 buckets) against
 # the references, alternating, in one invocation.
-# shellcheck disable=SC2119 # start_kafluss takes optional -D settings
+# shellcheck source-path=SCRIPTDIR disable=SC2119 # start_kafluss takes optional -D settings
 source "$(dirname "$0")/lib.sh"
 build
 start_kafluss

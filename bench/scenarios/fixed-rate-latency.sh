@@ -3,7 +3,7 @@
 # the maximum, then the same records at half that rate (open loop, 5 ms linger, latency from each
 # request's scheduled time) with acks=1 and with acks=-1 (fsync'd on kafluss), against the
 # references at the same rate, in one invocation each.
-# shellcheck disable=SC2119 # start_kafluss takes optional -D settings
+# shellcheck source-path=SCRIPTDIR disable=SC2119 # start_kafluss takes optional -D settings
 source "$(dirname "$0")/lib.sh"
 build
 start_kafluss

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Flat JSON records of 100 bytes, acks=1, flat out: kafluss (2 buckets) against the null sink,
 # librdkafka's mock cluster and tansu (memory), alternating, in one invocation.
-# shellcheck disable=SC2119 # start_kafluss takes optional -D settings
+# shellcheck source-path=SCRIPTDIR disable=SC2119 # start_kafluss takes optional -D settings
 source "$(dirname "$0")/lib.sh"
 build
 start_kafluss

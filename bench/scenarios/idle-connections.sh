@@ -3,7 +3,7 @@
 # 100 B load runs: the server's RSS at start, with the idle connections, after the load, and each
 # second (timeline). kafluss's idle timeout and connection limit (10,000 by default) are raised so
 # the idle connections and the load fit.
-# shellcheck disable=SC2119 # start_kafluss takes optional -D settings
+# shellcheck source-path=SCRIPTDIR disable=SC2119 # start_kafluss takes optional -D settings
 source "$(dirname "$0")/lib.sh"
 IDLE=${IDLE:-10000}
 ulimit -n "$(ulimit -Hn)"
