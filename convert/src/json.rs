@@ -104,13 +104,24 @@ impl JsonScratch {
 /// simd-json's structural indexes, the value starts are those at `{ [ " t f n - 0-9`, and
 /// each of them is one tape node (`: , ] }` make none).
 fn value_starts(input: &[u8], structurals: &[u32], starts: &mut Vec<u32>) {
+    const fn value_start_table() -> [bool; 256] {
+        let mut table = [false; 256];
+        let starts = b"{[\"tfn-0123456789";
+        let mut i = 0;
+        while i < starts.len() {
+            table[starts[i] as usize] = true;
+            i += 1;
+        }
+        table
+    }
+    const VALUE_START: [bool; 256] = value_start_table();
     starts.clear();
-    starts.extend(structurals.iter().copied().filter(|&at| {
-        matches!(
-            input.get(at as usize),
-            Some(b'{' | b'[' | b'"' | b't' | b'f' | b'n' | b'-' | b'0'..=b'9')
-        )
-    }));
+    starts.extend(
+        structurals
+            .iter()
+            .copied()
+            .filter(|&at| input.get(at as usize).is_some_and(|&b| VALUE_START[b as usize])),
+    );
 }
 
 /// The document checks on a parsed tape; on failure the tape's allocation goes back.

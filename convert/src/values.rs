@@ -62,6 +62,9 @@ pub(crate) fn decimal(text: &str, precision: u8, scale: u8) -> Result<i128, Stri
             describe_text(text)
         )
     };
+    if let Some(unscaled) = plain_decimal(text.as_bytes(), precision, scale) {
+        return Ok(unscaled);
+    }
     let literal = DecimalLiteral::parse(text.as_bytes()).ok_or_else(refuse)?;
     // value = digits × 10^(exponent - fraction digits). Work on the significant digits:
     // no leading zeros, and trailing zeros dropped as far as the target scale allows.
@@ -98,6 +101,50 @@ pub(crate) fn decimal(text: &str, precision: u8, scale: u8) -> Result<i128, Stri
         unscaled *= 10;
     }
     Ok(if literal.negative { -unscaled } else { unscaled })
+}
+
+/// The common case on a short path: `-?d+(.d+)?` with at most 18 digits and no more fraction
+/// digits than `scale`. `None` sends everything else (and every refusal) the general way.
+fn plain_decimal(bytes: &[u8], precision: u8, scale: u8) -> Option<i128> {
+    let (negative, rest) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, bytes),
+    };
+    if rest.is_empty() || rest.len() > 19 {
+        return None;
+    }
+    let mut value: u64 = 0;
+    let mut integer_digits = 0u32;
+    let mut fraction_digits: Option<u32> = None;
+    let mut leading_zeros = true;
+    for &b in rest {
+        match b {
+            b'0'..=b'9' => {
+                value = value * 10 + u64::from(b - b'0');
+                match &mut fraction_digits {
+                    Some(n) => *n += 1,
+                    None if leading_zeros && b == b'0' => {}
+                    None => {
+                        leading_zeros = false;
+                        integer_digits += 1;
+                    }
+                }
+            }
+            b'.' if fraction_digits.is_none() => fraction_digits = Some(0),
+            _ => return None,
+        }
+    }
+    let fraction_digits = fraction_digits.unwrap_or(0);
+    // `1.` and `.5` are decimal literals too, but rare: the general path takes them.
+    if fraction_digits > u32::from(scale) || rest.first() == Some(&b'.') || rest.last() == Some(&b'.') {
+        return None;
+    }
+    if integer_digits + u32::from(scale) > u32::from(precision) {
+        return None;
+    }
+    // At most 18 digits times 10^(38 - 0): within i128 since the precision check passed.
+    let unscaled = i128::from(value) * 10i128.pow(u32::from(scale) - fraction_digits);
+    Some(if negative { -unscaled } else { unscaled })
 }
 
 /// The parts of a decimal literal, borrowed from its text.

@@ -399,7 +399,10 @@ fn wide_rows_fill_missing_fields_and_find_members_by_name() {
 
 #[test]
 fn an_empty_batch_has_the_schema_and_no_rows() {
-    let plan = flat_plan(vec![col("a", DataType::Int), col("_kafka_metadata", metadata_type())]);
+    let plan = flat_plan(vec![
+        col("a", DataType::Int),
+        col("_kafka_metadata", metadata_type()),
+    ]);
     let batch = plan.convert_batch(std::iter::empty()).unwrap();
     assert_eq!(batch.num_rows(), 0);
     assert_eq!(batch.schema(), plan.arrow_schema());
