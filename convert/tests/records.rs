@@ -407,3 +407,42 @@ fn an_empty_batch_has_the_schema_and_no_rows() {
     assert_eq!(batch.num_rows(), 0);
     assert_eq!(batch.schema(), plan.arrow_schema());
 }
+
+#[test]
+fn malformed_utf8_is_refused_in_json_and_string_values() {
+    let json = flat_plan(vec![
+        col("s", DataType::String),
+        col("_kafka_rescue", DataType::String),
+    ]);
+    let string = {
+        let schema = Schema::new(vec![col("_kafka_value", DataType::String)]);
+        ConversionPlan::compile(&schema, &mapping(&schema, ValueType::String, ValueLayout::Flat)).unwrap()
+    };
+    let bad: [&[u8]; 5] = [
+        b"\xc0\xaf",         // overlong '/'
+        b"\xed\xa0\x80",     // a UTF-16 surrogate encoded in UTF-8
+        b"\xe2\x82",         // truncated sequence
+        b"\xf4\x90\x80\x80", // beyond U+10FFFF
+        b"\x80",             // lone continuation byte
+    ];
+    for bytes in bad {
+        let mut value = br#"{"s":""#.to_vec();
+        value.extend_from_slice(bytes);
+        value.extend_from_slice(br#""}"#);
+        let err = json.convert_batch([KafkaRecord::with_value(&value)]).unwrap_err();
+        assert!(err.reason.starts_with("invalid JSON"), "{bytes:?}: {err}");
+        let err = string
+            .convert_batch([KafkaRecord::with_value(bytes)])
+            .unwrap_err();
+        assert!(err.reason.contains("not valid UTF-8"), "{bytes:?}: {err}");
+    }
+    // Valid multi-byte text passes both ways.
+    let text = "ü€😀".as_bytes();
+    assert_eq!(
+        string
+            .convert_batch([KafkaRecord::with_value(text)])
+            .unwrap()
+            .num_rows(),
+        1
+    );
+}
