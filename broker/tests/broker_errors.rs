@@ -360,8 +360,9 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
         listed,
         vec![
             (0, 3, 11),
-            (1, 4, 4),
+            (1, 4, 10),
             (3, 0, 12),
+            (10, 0, 0),
             (17, 0, 1),
             (18, 0, 4),
             (36, 0, 2)

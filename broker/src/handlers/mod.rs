@@ -27,13 +27,20 @@ pub struct ApiRange {
     pub max: i16,
 }
 
-/// The APIs and versions of behaviour.md, plus Fetch v4; ApiVersions answers from this list
-/// and `dispatch` refuses anything outside it, so the two cannot drift.
+/// The APIs and versions of behaviour.md, plus Fetch and FindCoordinator for librdkafka;
+/// ApiVersions answers from this list and `dispatch` refuses anything outside it, so the two
+/// cannot drift.
 ///
-/// Fetch is advertised (v4 only) but not served: librdkafka (kcat, confluent-kafka, every
-/// version up to 2.16 at least) enables record batches (magic 2) only when the broker lists
-/// Produce ≥ v3 AND Fetch ≥ v4 (`RD_KAFKA_FEATURE_MSGVER2`); without Fetch it falls back to
-/// magic 0 message sets, which behaviour.md refuses. A Fetch request closes the connection.
+/// librdkafka (kcat, confluent-kafka; 2.0.2 and 2.16 checked) derives its features from the
+/// advertised APIs (`rdkafka_feature.c`), and producer-only brokers must list two it never
+/// serves here:
+/// - record batches (magic 2, `MsgVer2`) need Produce ≥ v3 AND Fetch ≥ v4: without Fetch it
+///   falls back to magic 0 message sets, which behaviour.md refuses;
+/// - zstd needs Fetch v10 (with Produce v7), lz4 needs FindCoordinator v0: without them it
+///   silently sends lz4/zstd-configured batches uncompressed.
+///
+/// A Fetch or FindCoordinator request closes the connection with a log line: producers with
+/// `enable.idempotence=false` send neither.
 pub const SUPPORTED_APIS: &[ApiRange] = &[
     ApiRange {
         api_key: 0,
@@ -43,13 +50,18 @@ pub const SUPPORTED_APIS: &[ApiRange] = &[
     ApiRange {
         api_key: 1,
         min: 4,
-        max: 4,
-    }, // Fetch: advertised for librdkafka, never served
+        max: 10,
+    }, // Fetch: advertised for librdkafka (record batches, zstd), never served
     ApiRange {
         api_key: 3,
         min: 0,
         max: 12,
     }, // Metadata
+    ApiRange {
+        api_key: 10,
+        min: 0,
+        max: 0,
+    }, // FindCoordinator: advertised for librdkafka (lz4), never served
     ApiRange {
         api_key: 17,
         min: 0,
@@ -183,9 +195,12 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, frame: Bytes) -> Dispatch
         ApiKey::PRODUCE => {
             return produce::dispatch(context, &header, body).await;
         }
-        ApiKey::FETCH => {
+        ApiKey::FETCH | ApiKey::FIND_COORDINATOR => {
             return Dispatch::Close {
-                why: "Fetch is not supported: kafluss accepts producers only".to_string(),
+                why: format!(
+                    "API key {api_key} is advertised for librdkafka's feature detection but not served: \
+                     kafluss accepts producers only"
+                ),
             }
         }
         ApiKey::METADATA => metadata::handle(context, &header, body),
@@ -211,14 +226,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn registry_is_behaviour_md_plus_fetch_for_librdkafka() {
+    fn registry_is_behaviour_md_plus_librdkafka_feature_apis() {
         let listed: Vec<(i16, i16, i16)> = SUPPORTED_APIS.iter().map(|r| (r.api_key, r.min, r.max)).collect();
         assert_eq!(
             listed,
             vec![
                 (0, 3, 11),
-                (1, 4, 4),
+                (1, 4, 10),
                 (3, 0, 12),
+                (10, 0, 0),
                 (17, 0, 1),
                 (18, 0, 4),
                 (36, 0, 2)
