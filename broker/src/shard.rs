@@ -351,6 +351,16 @@ pub async fn run_core(start: CoreStart) {
             }
         }
     }
+    // glommio's mesh join can miss a cross-core wake-up and leave every core asleep (seen as a
+    // start-up hang roughly once in twenty starts on a loaded 2-CPU machine). A reactor that
+    // wakes up re-checks its shared channels, so a short ticker during the join makes a lost
+    // notification cost milliseconds instead of forever. After start-up `watch_control` ticks.
+    let join_ticker = glommio::spawn_local(async {
+        loop {
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    tracing::debug!("core listeners bound; joining the append mesh");
     let (append_tx, append_rx) = match append_mesh.join().await {
         Ok(pair) => pair,
         Err(_) => {
@@ -358,6 +368,10 @@ pub async fn run_core(start: CoreStart) {
             return;
         }
     };
+    tracing::debug!(
+        core = append_tx.peer_id(),
+        "joined the append mesh; joining the reply mesh"
+    );
     let (reply_tx, reply_rx) = match reply_mesh.join().await {
         Ok(pair) => pair,
         Err(_) => {
@@ -365,6 +379,7 @@ pub async fn run_core(start: CoreStart) {
             return;
         }
     };
+    join_ticker.cancel().await;
     let shard = Rc::new(Shard {
         id: append_tx.peer_id(),
         cores: append_tx.nr_consumers(),
