@@ -223,3 +223,24 @@ fn escape(text: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::fake_run;
+
+    #[test]
+    fn svg_has_a_line_per_series_and_escapes_the_title() {
+        let runs = vec![
+            fake_run("kafluss", 0, 3000, 3, 800),
+            fake_run("sink", 0, 9000, 3, 90),
+        ];
+        let names = vec!["kafluss".to_owned(), "sink".to_owned()];
+        let svg = timeline_svg("a <b> & c", &runs, &names);
+        assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("a &lt;b&gt; &amp; c"));
+        // Per run: one throughput line and three latency lines (p50, p99, max).
+        assert_eq!(svg.matches("<polyline").count(), 8);
+        assert!(svg.contains(COLOURS[0]) && svg.contains(COLOURS[1]));
+    }
+}

@@ -396,3 +396,126 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::client::NegotiatedVersions;
+    use crate::histogram::record;
+    use crate::producer::{RunResult, TimelinePoint};
+
+    /// A run of `records` records in `seconds` whose requests all took `latency_us`.
+    pub(crate) fn fake_run(
+        name: &str,
+        round: usize,
+        records: u64,
+        seconds: u64,
+        latency_us: u64,
+    ) -> NamedRun {
+        let mut request_latency = run_histogram();
+        record(&mut request_latency, latency_us * 1000, records / 10);
+        let mut record_latency = run_histogram();
+        record(&mut record_latency, latency_us * 1000, records);
+        let timeline = (1..=seconds)
+            .map(|at| TimelinePoint {
+                at_s: at as f64,
+                span_s: 1.0,
+                records: records / seconds,
+                payload_bytes: records / seconds * 100,
+                latency: LatencySummary::of(&request_latency),
+                server_rss_kib: Some(1024),
+            })
+            .collect();
+        NamedRun {
+            name: name.to_owned(),
+            round,
+            result: RunResult {
+                endpoint: "127.0.0.1:1".into(),
+                versions: NegotiatedVersions {
+                    produce: 9,
+                    metadata: 12,
+                    sasl_authenticate: None,
+                    sasl_handshake: None,
+                },
+                partitions: 1,
+                records_per_request: 10,
+                elapsed: Duration::from_secs(seconds),
+                requests_sent: records / 10,
+                records_sent: records,
+                requests_acked: records / 10,
+                records_acked: records,
+                payload_bytes_acked: records * 100,
+                wire_bytes_sent: records * 120,
+                errors: BTreeMap::new(),
+                first_error: None,
+                request_latency,
+                record_latency,
+                timeline,
+                server: None,
+                client_cpu_seconds: 0.5,
+                idle_connections_open: 0,
+                idle_connections_error: None,
+            },
+        }
+    }
+
+    #[test]
+    fn ratios_are_the_first_endpoint_over_each_other() {
+        let runs = vec![
+            fake_run("kafluss", 0, 1000, 1, 2000),
+            fake_run("sink", 0, 4000, 1, 500),
+            fake_run("sink", 1, 4000, 1, 500),
+            fake_run("kafluss", 1, 1000, 1, 2000),
+        ];
+        let names = vec!["kafluss".to_owned(), "sink".to_owned()];
+        let results = results_json(&workload_for_tests(), &runs, &names);
+        let comparison = &results["comparison"][0];
+        assert_eq!(comparison["subject"], "kafluss");
+        assert_eq!(comparison["reference"], "sink");
+        assert_eq!(comparison["records_per_s"], 0.25);
+        let p99 = comparison["request_p99"].as_f64().unwrap();
+        assert!((p99 - 4.0).abs() < 0.01, "{p99}");
+        assert_eq!(results["totals"][1]["records"], 8000);
+        let text = text_report(&runs, &names);
+        assert!(text.contains("round 1 kafluss/sink: throughput 0.250"), "{text}");
+        assert!(
+            text.contains("overall ratio kafluss/sink: throughput 0.250"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_single_endpoint_has_no_comparison() {
+        let runs = vec![fake_run("a", 0, 100, 2, 10)];
+        let results = results_json(&workload_for_tests(), &runs, &["a".to_owned()]);
+        assert_eq!(results["comparison"].as_array().map(Vec::len), Some(0));
+        assert_eq!(results["runs"][0]["timeline"].as_array().map(Vec::len), Some(2));
+        assert!(!text_report(&runs, &["a".to_owned()]).contains("ratio"));
+    }
+
+    fn workload_for_tests() -> Workload {
+        Workload {
+            topic: "t".into(),
+            connections: 1,
+            inflight: 1,
+            batch_records: 10,
+            linger: None,
+            acks: 1,
+            compression: kafluss_protocol::Compression::None,
+            value_kind: crate::values::ValueKind::Random,
+            message_size: 100,
+            key_size: 0,
+            headers: 0,
+            rate: None,
+            stop: StopAfter::Records(100),
+            sasl: None,
+            distinct_requests: 1,
+            idle_connections: 0,
+            io_timeout: Duration::from_secs(1),
+            progress: false,
+        }
+    }
+}
