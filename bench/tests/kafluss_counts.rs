@@ -105,3 +105,41 @@ fn every_acknowledged_binary_record_is_a_stored_row_with_acks_all() {
         .expect("rows stored");
     assert_eq!(rows.len(), 2_000);
 }
+
+#[test]
+fn sasl_plain_runs_authenticate_and_a_wrong_password_is_refused() {
+    let server =
+        KaflussServer::start(ServerConfig::sasl_plain(&[("writer", "change-me")])).expect("kafluss starts");
+    server
+        .sql(&table_sql(
+            "fluss.bench_sasl",
+            ValueKind::JsonFlat,
+            1,
+            false,
+            false,
+        ))
+        .expect("table created");
+    let mut workload = workload("bench_sasl", ValueKind::JsonFlat, 300);
+    workload.key_size = 0;
+    workload.headers = 0;
+    workload.sasl = Some(("writer".into(), "change-me".into()));
+    let result = producer::run(&server.kafka_bootstrap(), &workload, None).expect("authenticated run");
+    assert!(
+        result.errors.is_empty(),
+        "{:?} {:?}",
+        result.errors,
+        result.first_error
+    );
+    assert_eq!(result.records_acked, 300);
+    let rows = server
+        .scan_until("fluss.bench_sasl", 300, SCAN_TIMEOUT)
+        .expect("rows stored");
+    assert_eq!(rows.len(), 300);
+
+    workload.sasl = Some(("writer".into(), "wrong".into()));
+    let error = producer::run(&server.kafka_bootstrap(), &workload, None).expect_err("bad password");
+    assert!(
+        error.to_string().contains("SASL_AUTHENTICATION_FAILED"),
+        "{error}"
+    );
+}
