@@ -15,8 +15,15 @@ endpoints=(--endpoint "kafluss=$KAFLUSS_KAFKA=$KAFLUSS_PID")
 [[ -n ${SINK_ADDR:-} ]] && endpoints+=(--endpoint "sink=$SINK_ADDR=$SINK_PID")
 [[ -n ${MOCK_ADDR:-} ]] && endpoints+=(--endpoint "rdkafka-mock=$MOCK_ADDR=$MOCK_PID")
 [[ -n ${TANSU_ADDR:-} ]] && endpoints+=(--endpoint "tansu=$TANSU_ADDR=$TANSU_PID")
+# Debian's kcat 1.7.1 comes with librdkafka 2.0.2, which cannot parse tansu 0.6's ApiVersions v3
+# answer ("read underflow"); every endpoint gets kcat on the confluent-kafka wheel's librdkafka.
+wheel_librdkafka=$("$PYTHON" -c 'import confluent_kafka, glob, os
+d = os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)), "confluent_kafka.libs")
+print((glob.glob(os.path.join(d, "librdkafka*.so*")) or [""])[0])')
+kcat_lib=()
+[[ -n $wheel_librdkafka ]] && kcat_lib=(--kcat-librdkafka "$wheel_librdkafka")
 "$PYTHON" "$(dirname "$0")/stock_client.py" --topic stock100 --file "$WORK/values.jsonl" \
-    --rounds "$ROUNDS" --out "$RESULTS/stock-client-clients.json" "${endpoints[@]}" |
+    --rounds "$ROUNDS" --out "$RESULTS/stock-client-clients.json" "${kcat_lib[@]}" "${endpoints[@]}" |
     tee "$RESULTS/stock-client-clients.txt"
 compare stock-client-harness --topic stock100 --value json-flat --message-size 100 --acks 1 \
     --connections 1 --inflight 5 --batch-records 500 --records "$RECORDS"

@@ -27,12 +27,15 @@ def cpu_seconds(pid):
         return None
 
 
+KCAT_ENV = dict(os.environ)
+
+
 def run_kcat(addr, topic, path, count):
     args = ["kcat", "-P", "-b", addr, "-t", topic, "-l", path]
     for key, value in COMMON.items():
         args += ["-X", f"{key}={value}"]
     args += ["-X", "queue.buffering.max.messages=1000000"]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, env=KCAT_ENV)
     if done.returncode != 0:
         raise RuntimeError(f"kcat to {addr} failed ({done.returncode}): {done.stderr[-2000:]}")
     return count
@@ -71,7 +74,19 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--out", required=True)
     ap.add_argument("--endpoint", action="append", required=True, help="name=host:port=pid")
+    ap.add_argument("--kcat-librdkafka", help="run kcat on this librdkafka.so.1 instead of the system's")
     a = ap.parse_args()
+    if a.kcat_librdkafka:
+        # kcat links librdkafka.so.1 dynamically; a directory holding that name overrides it.
+        libdir = os.path.join(os.path.dirname(a.out), "kcat-librdkafka")
+        os.makedirs(libdir, exist_ok=True)
+        link = os.path.join(libdir, "librdkafka.so.1")
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(a.kcat_librdkafka, link)
+        KCAT_ENV["LD_LIBRARY_PATH"] = libdir
+    version = subprocess.run(["kcat", "-V"], capture_output=True, text=True, env=KCAT_ENV).stdout
+    print("kcat:", next((line.strip() for line in version.splitlines() if "librdkafka" in line), "?"), flush=True)
     with open(a.file, "rb") as f:
         count = sum(1 for _ in f)
     endpoints = []
@@ -111,7 +126,7 @@ def main():
             ratios.append({"client": client, "subject": subject, "reference": name, "records_per_s": round(r, 3)})
             print(f"overall ratio {client} {subject}/{name}: throughput {r:.3f}")
     with open(a.out, "w") as f:
-        json.dump({"runs": runs, "ratios": ratios}, f, indent=2)
+        json.dump({"kcat": version.strip(), "runs": runs, "ratios": ratios}, f, indent=2)
 
 
 if __name__ == "__main__":
