@@ -14,11 +14,13 @@
 pub mod client;
 pub mod error;
 pub mod histogram;
+mod pipeline;
 pub mod plot;
 pub mod proc_stat;
 pub mod producer;
 pub mod report;
 pub mod sink;
+mod timeline;
 pub mod values;
 pub mod workload;
 
