@@ -40,9 +40,10 @@ fn host() -> impl Strategy<Value = String> {
     ]
 }
 
-/// Principal names: any printable text, including quotes, backslashes, `;` and `=`.
+/// Principal names: any printable text, including quotes, backslashes, `;` and `=`, but not
+/// starting or ending with whitespace (ACL arguments are trimmed, so `"User: "` is no name).
 fn principal() -> impl Strategy<Value = String> {
-    "[^\\p{Cc}]{1,40}".prop_map(|n| format!("User:{n}"))
+    "[^\\p{Cc}\\s]([^\\p{Cc}]{0,38}[^\\p{Cc}\\s])?".prop_map(|n| format!("User:{n}"))
 }
 
 fn entry() -> impl Strategy<Value = AclEntry> {
