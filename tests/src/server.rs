@@ -286,20 +286,7 @@ impl KaflussServer {
 
     /// Runs `;`-separated SQL through `POST /v1/sql`; any status but 200 is an error.
     pub fn sql(&self, sql: &str) -> Result<Value, ServerError> {
-        let response = self.sql_response(sql)?;
-        let what = format!("SQL {sql:?}");
-        if response.status != 200 {
-            return Err(ServerError::Rejected {
-                what,
-                status: response.status,
-                body: response.text(),
-            });
-        }
-        serde_json::from_slice(&response.body).map_err(|error| ServerError::BadAnswer {
-            what,
-            reason: error.to_string(),
-            body: response.text(),
-        })
+        json_answer(self.sql_response(sql)?, format!("SQL {sql:?}"))
     }
 
     /// Runs SQL and returns the raw answer, for tests that expect a rejection.
@@ -317,45 +304,18 @@ impl KaflussServer {
     /// `GET /v1/tables/{db}.{table}`.
     pub fn table_info(&self, table: &str) -> Result<Value, ServerError> {
         let response = self.get(&format!("/v1/tables/{table}"))?;
-        let what = format!("table info of {table}");
-        if response.status != 200 {
-            return Err(ServerError::Rejected {
-                what,
-                status: response.status,
-                body: response.text(),
-            });
-        }
-        serde_json::from_slice(&response.body).map_err(|error| ServerError::BadAnswer {
-            what,
-            reason: error.to_string(),
-            body: response.text(),
-        })
+        json_answer(response, format!("table info of {table}"))
     }
 
     /// `GET /metrics` (Prometheus text).
     pub fn metrics(&self) -> Result<String, ServerError> {
-        let response = self.get("/metrics")?;
-        if response.status != 200 {
-            return Err(ServerError::Rejected {
-                what: "metrics".into(),
-                status: response.status,
-                body: response.text(),
-            });
-        }
-        Ok(response.text())
+        Ok(ok_answer(self.get("/metrics")?, "metrics")?.text())
     }
 
     /// Every row of `db.table`, all buckets, through the JSON-lines scan.
     pub fn scan(&self, table: &str) -> Result<Vec<ScanRow>, ServerError> {
-        let response = self.get(&format!("/v1/tables/{table}/scan?format=jsonl"))?;
         let what = format!("scan of {table}");
-        if response.status != 200 {
-            return Err(ServerError::Rejected {
-                what,
-                status: response.status,
-                body: response.text(),
-            });
-        }
+        let response = ok_answer(self.get(&format!("/v1/tables/{table}/scan?format=jsonl"))?, &what)?;
         parse_jsonl_rows(&response.text()).map_err(|reason| ServerError::BadAnswer {
             what,
             reason,
@@ -557,6 +517,28 @@ fn build_kafluss() -> Result<(), String> {
     } else {
         Err(tail(&done.stderr_text(), 4000))
     }
+}
+
+/// The answer if its status is 200, else `Rejected` naming `what` with the body.
+fn ok_answer(response: HttpResponse, what: &str) -> Result<HttpResponse, ServerError> {
+    if response.status != 200 {
+        return Err(ServerError::Rejected {
+            what: what.to_owned(),
+            status: response.status,
+            body: response.text(),
+        });
+    }
+    Ok(response)
+}
+
+/// A 200 answer's body as JSON.
+fn json_answer(response: HttpResponse, what: String) -> Result<Value, ServerError> {
+    let response = ok_answer(response, &what)?;
+    serde_json::from_slice(&response.body).map_err(|error| ServerError::BadAnswer {
+        what,
+        reason: error.to_string(),
+        body: response.text(),
+    })
 }
 
 #[cfg(test)]
