@@ -190,18 +190,23 @@ impl<S: SegmentStore> BucketLog<S> {
         self.commit.completions.notify_all();
     }
 
+    /// Waits for the bucket's single writer slot (appends, retention and close never overlap).
+    /// The semaphore only fails once closed, which marks the bucket failed.
+    async fn exclusive(&self) -> Result<glommio::sync::Permit<'_>, LogError> {
+        self.append_permit
+            .acquire_permit(1)
+            .await
+            .map_err(|_| LogError::Failed {
+                dir: self.dir.clone(),
+            })
+    }
+
     /// Appends `batch` as the next contiguous rows. When it returns Ok, the whole batch is in
     /// the segment file (page cache): what acks=1 waits for. With `log.flush.policy=always` it
     /// is also fsync'd. On error nothing of the batch is visible.
     pub async fn append(&self, batch: &RecordBatch) -> Result<AppendOutcome, LogError> {
         let outcome = {
-            let _permit = self
-                .append_permit
-                .acquire_permit(1)
-                .await
-                .map_err(|_| LogError::Failed {
-                    dir: self.dir.clone(),
-                })?;
+            let _permit = self.exclusive().await?;
             self.append_locked(batch).await?
         };
         if self.config.flush_policy == FlushPolicy::Always {
@@ -417,13 +422,7 @@ impl<S: SegmentStore> BucketLog<S> {
         let Some(ttl) = self.config.retention else {
             return Ok(0);
         };
-        let _permit = self
-            .append_permit
-            .acquire_permit(1)
-            .await
-            .map_err(|_| LogError::Failed {
-                dir: self.dir.clone(),
-            })?;
+        let _permit = self.exclusive().await?;
         let mut deleted = 0;
         loop {
             let expired = {
@@ -468,13 +467,7 @@ impl<S: SegmentStore> BucketLog<S> {
     /// Makes everything written durable (graceful shutdown). The active segment stays open (no
     /// end-of-stream marker): a restart keeps appending to it.
     pub async fn close(&self) -> Result<(), LogError> {
-        let _permit = self
-            .append_permit
-            .acquire_permit(1)
-            .await
-            .map_err(|_| LogError::Failed {
-                dir: self.dir.clone(),
-            })?;
+        let _permit = self.exclusive().await?;
         self.check_not_failed()?;
         let written = self.state.borrow().next_offset;
         if self.commit.durable.get() >= written {
