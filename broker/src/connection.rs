@@ -35,6 +35,18 @@ pub struct ConnectionContext {
     pub sasl: RefCell<kafluss_auth::SaslSession>,
 }
 
+impl ConnectionContext {
+    /// The principal every ACL check on this connection uses: the authenticated user, or
+    /// `User:ANONYMOUS` on a plaintext listener.
+    pub fn principal(&self) -> kafluss_auth::Principal {
+        self.sasl
+            .borrow()
+            .principal()
+            .cloned()
+            .unwrap_or_else(kafluss_auth::Principal::anonymous)
+    }
+}
+
 /// Why a connection ended (logged at debug level; errors at info).
 #[derive(Debug)]
 enum CloseReason {

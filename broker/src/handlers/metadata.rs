@@ -24,12 +24,7 @@ use super::Response;
 pub const NODE_ID: i32 = 0;
 
 fn may_describe(context: &ConnectionContext, table: &TableInfo) -> bool {
-    let principal = context
-        .sasl
-        .borrow()
-        .principal()
-        .cloned()
-        .unwrap_or_else(kafluss_auth::Principal::anonymous);
+    let principal = context.principal();
     context.shard.runtime().authorizer().authorize(
         &principal,
         context.peer.ip(),

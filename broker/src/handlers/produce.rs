@@ -130,12 +130,7 @@ pub fn prepare_partition(
             ),
         ));
     }
-    let principal = context
-        .sasl
-        .borrow()
-        .principal()
-        .cloned()
-        .unwrap_or_else(kafluss_auth::Principal::anonymous);
+    let principal = context.principal();
     let resource = kafluss_auth::Resource::Table {
         database: table.database.clone(),
         table: table.name.clone(),
