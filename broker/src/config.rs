@@ -153,6 +153,13 @@ impl ServerConfig {
         Self::from_raw(&raw)
     }
 
+    /// Makes every path key absolute, against the current working directory (`data.dir` is the
+    /// only path key). `serve` calls this once at start-up, before anything opens a file.
+    pub fn resolve_paths(&mut self) -> std::io::Result<()> {
+        self.data_dir = std::path::absolute(&self.data_dir)?;
+        Ok(())
+    }
+
     /// Validates raw pairs: unknown keys and bad values are errors naming the key.
     pub fn from_raw(raw: &RawConfig) -> Result<Self, ConfigError> {
         if let Some(key) = raw.keys().find(|k| !KEYS.iter().any(|(known, _)| known == k)) {
@@ -505,6 +512,23 @@ mod tests {
         assert_eq!(config.data_dir, PathBuf::from("./data"));
         assert_eq!(config.bind_listeners.len(), 2);
         assert!(config.cores >= 1);
+    }
+
+    #[test]
+    fn relative_data_dir_resolves_against_the_working_directory() {
+        let mut config = ServerConfig::load(None, &[]).unwrap();
+        config.resolve_paths().unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(config.data_dir, cwd.join("data"));
+        assert!(config.data_dir.is_absolute());
+
+        let mut config = ServerConfig::load(None, &["data.dir=/var/x/../y".to_string()]).unwrap();
+        config.resolve_paths().unwrap();
+        assert_eq!(
+            config.data_dir,
+            PathBuf::from("/var/x/../y"),
+            "absolute paths stay as given"
+        );
     }
 
     #[test]

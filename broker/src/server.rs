@@ -156,8 +156,18 @@ fn probe_bind(name: &str, address: SocketAddr) -> Result<(socket2::Socket, Socke
     } else {
         socket2::Domain::IPV4
     };
-    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))
-        .map_err(bind_error)?;
+    let new_socket = || {
+        socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP)).map_err(bind_error)
+    };
+    // The cores share the port through SO_REUSEPORT, which would equally let a second server
+    // (ours or anyone's, same user) share it and take half of the connections. A plain bind
+    // first fails with "address already in use" when any other socket holds the address.
+    if address.port() != 0 {
+        let exclusive = new_socket()?;
+        exclusive.set_reuse_address(true).map_err(bind_error)?;
+        exclusive.bind(&address.into()).map_err(bind_error)?;
+    }
+    let socket = new_socket()?;
     socket.set_reuse_port(true).map_err(bind_error)?;
     socket.set_reuse_address(true).map_err(bind_error)?;
     socket.bind(&address.into()).map_err(bind_error)?;
@@ -183,7 +193,15 @@ fn cpu_ids() -> Vec<usize> {
 }
 
 /// Runs the server until a signal; returns after a clean shutdown.
-pub fn run(config: ServerConfig) -> Result<(), ServerError> {
+pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
+    // Relative paths are resolved once, against the working directory at start-up: the cores
+    // open files through io_uring, which cannot resolve a path relative to the process's
+    // working directory, and a later `chdir` must not move the data.
+    config.resolve_paths().map_err(|source| ServerError::DataDir {
+        path: config.data_dir.display().to_string(),
+        source,
+    })?;
+    tracing::info!("data.dir: {}", config.data_dir.display());
     std::fs::create_dir_all(&config.data_dir).map_err(|source| ServerError::DataDir {
         path: config.data_dir.display().to_string(),
         source,
@@ -368,6 +386,7 @@ fn start_admin(
     let metrics = metrics.clone();
     context.metrics = Some(Arc::new(move || metrics.render()));
     context.max_body_bytes = config.admin_max_request_size;
-    let handle = start_admin_server(address, context).map_err(|e| ServerError::Admin(e.to_string()))?;
+    let handle = start_admin_server(address, context)
+        .map_err(|e| ServerError::Admin(format!("listener {}: {e}", listener.name)))?;
     Ok(Some((listener.name.clone(), handle)))
 }

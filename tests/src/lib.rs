@@ -9,6 +9,7 @@
 //! `wire_tap` is a loopback proxy that notes what each client really put on the wire.
 
 pub mod clients;
+pub mod docs;
 pub mod expect;
 pub mod http;
 pub mod process;

@@ -152,6 +152,16 @@ impl KaflussServer {
         Self::spawn(self.config.clone(), temp)
     }
 
+    /// Starts `kafluss ARGS` exactly as given (no listener or data-dir overrides) in
+    /// `work_dir`, as a user would type it there; `data_dir` is where that command keeps its
+    /// data (for error messages). The caller owns `work_dir`.
+    pub fn start_command(work_dir: &Path, args: &[String], data_dir: PathBuf) -> Result<Self, ServerError> {
+        let binary = kafluss_binary()?;
+        let mut command = Command::new(&binary);
+        command.current_dir(work_dir).args(args);
+        Self::launch(command, ServerConfig::default(), data_dir, None)
+    }
+
     fn spawn(config: ServerConfig, temp: tempfile::TempDir) -> Result<Self, ServerError> {
         let binary = kafluss_binary()?;
         let data_dir = temp.path().join("data");
@@ -165,6 +175,16 @@ impl KaflussServer {
         for (key, value) in &config.settings {
             command.arg("-D").arg(format!("{key}={value}"));
         }
+        Self::launch(command, config, data_dir, Some(temp))
+    }
+
+    fn launch(
+        mut command: Command,
+        config: ServerConfig,
+        data_dir: PathBuf,
+        temp: Option<tempfile::TempDir>,
+    ) -> Result<Self, ServerError> {
+        let binary = PathBuf::from(command.get_program());
         command
             .env(
                 "RUST_LOG",
@@ -188,7 +208,7 @@ impl KaflussServer {
         let mut server = Self {
             child,
             data_dir,
-            temp: Some(temp),
+            temp,
             fluss: SocketAddr::from(([127, 0, 0, 1], 0)),
             kafka: SocketAddr::from(([127, 0, 0, 1], 0)),
             http_auth: config.http_auth.clone(),

@@ -1,20 +1,18 @@
-//! The product document's own examples, end to end, and the README's quick start.
+//! The product document's own examples, end to end (the README and getting-started run in
+//! `tests/docs.rs`).
 //!
 //! - `sales_orders_as_in_the_seed`: the seed's `sales.orders` SQL verbatim, JSON orders with keys
 //!   and headers produced by confluent-kafka, read back; `ALTER TABLE ... SET` off and on again;
 //!   the rows survive a restart; the server exits 0 on SIGTERM.
 //! - `topic_names_map_to_tables`: the seed's topic-to-table mapping table (`orders` and
 //!   `fluss.orders` both land in `fluss.orders`; `warehouse.events` in its own database).
-//! - `readme_quick_start`: the README's `kafluss sql` / kcat / `kafluss scan` commands.
 
-use std::process::Command;
 use std::time::Duration;
 
 use kafluss_tests::clients::{
     check_available, clients_required, run_plan, CaseOutcome, CaseSpec, Client, Plan,
 };
-use kafluss_tests::process::run_with_timeout;
-use kafluss_tests::server::{run_cli, KaflussServer, ServerConfig};
+use kafluss_tests::server::{KaflussServer, ServerConfig};
 use kafluss_tests::tables::Record;
 use serde_json::{json, Value};
 
@@ -227,97 +225,5 @@ CREATE TABLE warehouse.events (kind STRING) WITH ('table.kafka.enabled' = 'true'
     assert_eq!(
         scanned_rows(&server, "warehouse.events", 1),
         vec![json!({"kind": "arrived"})]
-    );
-}
-
-#[test]
-fn readme_quick_start() {
-    if !available(Client::KcatDebian) {
-        return;
-    }
-    let server = KaflussServer::start(ServerConfig::plaintext()).unwrap_or_else(|error| panic!("{error}"));
-    let fluss = server.fluss_addr().to_string();
-
-    // README step 1: create a table with `kafluss sql`.
-    let create = "CREATE TABLE fluss.greetings (_kafka_value STRING, _kafka_key BYTES) WITH ('table.kafka.enabled' = 'true', 'table.kafka.convert.value.type' = 'string')";
-    let done = run_cli(
-        &["sql", "--server", &fluss, "-e", create],
-        Duration::from_secs(60),
-    )
-    .unwrap_or_else(|error| panic!("{error}"));
-    assert!(
-        done.status.success(),
-        "kafluss sql failed: {}{}",
-        done.stdout_text(),
-        done.stderr_text()
-    );
-
-    // README step 2: produce with kcat (key:value lines).
-    let kcat = std::env::var("KAFLUSS_KCAT").unwrap_or_else(|_| "kcat".into());
-    let done = run_with_timeout(
-        Command::new(kcat).args([
-            "-P",
-            "-b",
-            &server.kafka_bootstrap(),
-            "-t",
-            "greetings",
-            "-K",
-            ":",
-            "-X",
-            "enable.idempotence=false",
-        ]),
-        b"alice:hello kafluss\nbob:hello fluss\n",
-        Duration::from_secs(60),
-    )
-    .unwrap_or_else(|error| panic!("{error}"));
-    assert!(done.status.success(), "kcat failed: {}", done.stderr_text());
-
-    // README step 3: scan it back with `kafluss scan`.
-    server
-        .scan_until("fluss.greetings", 2, Duration::from_secs(15))
-        .unwrap_or_else(|error| panic!("{error}"));
-    let done = run_cli(
-        &["scan", "fluss.greetings", "--server", &fluss],
-        Duration::from_secs(60),
-    )
-    .unwrap_or_else(|error| panic!("{error}"));
-    assert!(
-        done.status.success(),
-        "kafluss scan failed: {}",
-        done.stderr_text()
-    );
-    let rows: Vec<Value> = done
-        .stdout_text()
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|error| panic!("{error}: {line}")))
-        .map(|line| line["row"].clone())
-        .collect();
-    assert_eq!(
-        rows,
-        vec![
-            json!({"_kafka_value": "hello kafluss", "_kafka_key": b64(b"alice")}),
-            json!({"_kafka_value": "hello fluss", "_kafka_key": b64(b"bob")}),
-        ]
-    );
-
-    // A rejected statement exits 1 and prints the server's message.
-    let done = run_cli(
-        &[
-            "sql",
-            "--server",
-            &fluss,
-            "-e",
-            "CREATE TABLE fluss.greetings (x INT)",
-        ],
-        Duration::from_secs(60),
-    )
-    .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(done.status.code(), Some(1), "{}", done.stdout_text());
-    assert!(
-        done.stderr_text().to_lowercase().contains("exist")
-            || done.stdout_text().to_lowercase().contains("exist"),
-        "the message should say the table exists: {}{}",
-        done.stdout_text(),
-        done.stderr_text()
     );
 }

@@ -1,0 +1,75 @@
+//! Listener addresses another process already serves: start-up fails with "address already in
+//! use" naming the listener, instead of a second server silently sharing the port through
+//! SO_REUSEPORT (which splits the connections between two servers). The first server keeps
+//! serving.
+
+#[path = "broker_support.rs"]
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use support::{run_with_timeout, Server};
+
+/// Starts a second server with `listeners`; returns (exited with failure, stderr).
+fn second_server(listeners: &str) -> (bool, String) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let (ok, stdout, stderr) = run_with_timeout(
+        Command::new(support::binary()).args([
+            "serve",
+            "-D",
+            &format!("bind.listeners={listeners}"),
+            "-D",
+            &format!("data.dir={}", temp.path().join("data").display()),
+            "-D",
+            "server.cores=1",
+        ]),
+        b"",
+        Duration::from_secs(30),
+    );
+    assert!(
+        !stdout.contains("kafluss ready"),
+        "the second server must not become ready: {stdout}"
+    );
+    (!ok, stderr)
+}
+
+#[test]
+fn a_busy_kafka_or_fluss_address_is_a_start_up_error() {
+    let first = Server::start(2, &[]);
+
+    let (failed, stderr) = second_server(&format!(
+        "FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:{}",
+        first.kafka.port()
+    ));
+    assert!(failed, "a second server on a busy Kafka port must exit non-zero");
+    let message = stderr.to_lowercase();
+    assert!(
+        message.contains("address already in use") && stderr.contains("KAFKA"),
+        "the error names the listener and the cause: {stderr}"
+    );
+
+    let (failed, stderr) = second_server(&format!(
+        "FLUSS://127.0.0.1:{},KAFKA://127.0.0.1:0",
+        first.fluss.port()
+    ));
+    assert!(failed, "a second server on a busy Fluss port must exit non-zero");
+    assert!(
+        stderr.to_lowercase().contains("address already in use") && stderr.contains("FLUSS"),
+        "the error names the listener and the cause: {stderr}"
+    );
+
+    // The first server still owns both ports.
+    let (status, _) = first.get("/healthz");
+    assert_eq!(status, 200);
+    first.sql_ok(
+        "CREATE TABLE fluss.t (_kafka_value BYTES) WITH ('table.kafka.enabled' = 'true', 'table.kafka.convert.value.type' = 'binary')",
+    );
+    let (ok, _, stderr) = support::kcat_produce(&first, "t", 0, &["a", "b", "c"], &[]);
+    assert!(ok, "kcat: {stderr}");
+    assert_eq!(
+        first.scan("fluss.t").len(),
+        3,
+        "every record reached the first server"
+    );
+}
