@@ -170,6 +170,12 @@ impl FrameReader {
                 Ok(None) => {}
                 Err(reason) => return FrameEvent::Closed(reason),
             }
+            // At shutdown: every complete request already read was handed out above; read no
+            // more (a client that keeps sending would otherwise keep the reader busy forever,
+            // since a read that is ready wins the race below).
+            if shard.is_stopping() {
+                return FrameEvent::Closed(CloseReason::Shutdown);
+            }
             let want = self.want();
             let start = self.buffer.len();
             self.buffer.resize(start + want, 0);
@@ -280,7 +286,45 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<KafkaListen
     // Closing the queue lets the writer finish what is queued, then stop.
     drop(queue);
     writer.await;
-    let mut stream = stream;
+    drop(read_stream);
+    match Rc::try_unwrap(stream.0) {
+        Ok(stream) => close_gracefully(stream.into_inner(), peer).await,
+        Err(shared) => {
+            let _ = SharedStream(shared).close().await;
+        }
+    }
+}
+
+/// How long a closing connection keeps reading (and discarding) what the client still sends.
+const CLOSE_LINGER: Duration = Duration::from_secs(1);
+
+/// Closes after every response was written: half-closes (FIN after the last response), then
+/// reads and discards whatever the client still sends until it closes too, for at most
+/// [`CLOSE_LINGER`]. Closing a socket with unread bytes in its receive queue makes the kernel
+/// send a reset, and a reset makes the client's kernel drop responses it has received but not
+/// yet read: at shutdown under load clients then saw transport errors for records that were
+/// stored and answered. After a FIN, a client reads every answer, then sees the end.
+async fn close_gracefully(mut stream: TcpStream, peer: SocketAddr) {
+    if stream.shutdown(std::net::Shutdown::Write).await.is_ok() {
+        let deadline = Instant::now() + CLOSE_LINGER;
+        let mut discard = [0u8; 4096];
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                tracing::debug!(%peer, "client still sending {CLOSE_LINGER:?} after our close");
+                break;
+            }
+            let read = futures_lite::future::or(async { Some(stream.read(&mut discard).await) }, async {
+                glommio::timer::sleep(remaining).await;
+                None
+            })
+            .await;
+            match read {
+                Some(Ok(n)) if n > 0 => continue,
+                _ => break,
+            }
+        }
+    }
     let _ = stream.close().await;
 }
 

@@ -1,0 +1,168 @@
+//! Graceful shutdown under load: SIGTERM while a client pipelines produce requests and reads
+//! the answers a little behind (as a busy client does). Every request the server read is
+//! answered, and the connection ends with a FIN after the last answer, never with a reset: a
+//! reset makes the client's kernel drop answers that arrived but were not read yet, so the
+//! client would see a transport error for records that were stored. The test checks that the
+//! acknowledged records are exactly the stored ones.
+
+#[path = "broker_support.rs"]
+mod support;
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafluss_protocol::{
+    decode_response_frame, encode_request_frame, Compression, ErrorCode, Message, ProducePartitionData,
+    ProduceRequest, ProduceResponse, ProduceTopicData, RecordBatchBuilder, RequestHeader,
+};
+use support::Server;
+
+const VERSION: i16 = 7;
+
+fn produce_frame(correlation: i32, value: &str) -> BytesMut {
+    let mut builder = RecordBatchBuilder::new(Compression::None);
+    builder.append(1_700_000_000_000, None, Some(value.as_bytes()), &[]);
+    let request = ProduceRequest {
+        transactional_id: None,
+        acks: 1,
+        timeout_ms: 5000,
+        topics: vec![ProduceTopicData {
+            name: "fluss.t".into(),
+            partitions: vec![ProducePartitionData {
+                index: 0,
+                records: Some(builder.build().expect("batch")),
+            }],
+        }],
+        unknown_tagged_fields: Vec::new(),
+    };
+    let header = RequestHeader::new(ProduceRequest::API_KEY, VERSION, correlation, Some("t"));
+    let mut frame = BytesMut::new();
+    encode_request_frame(&mut frame, &header, &request).expect("encode");
+    frame
+}
+
+fn read_frame(stream: &mut TcpStream) -> std::io::Result<Bytes> {
+    let mut prefix = [0u8; 4];
+    stream.read_exact(&mut prefix)?;
+    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
+    stream.read_exact(&mut body)?;
+    Ok(Bytes::from(body))
+}
+
+#[test]
+fn sigterm_under_load_answers_every_request_it_read() {
+    let mut server = Server::start(2, &[]);
+    server.sql_ok(
+        "CREATE TABLE fluss.t (_kafka_value STRING) WITH ('table.kafka.enabled' = 'true', 'table.kafka.convert.value.type' = 'string')",
+    );
+    let stream = TcpStream::connect_timeout(&server.kafka, Duration::from_secs(10)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let done = Arc::new(AtomicBool::new(false));
+    // correlation id → the value (an id) its record carries
+    let sent: Arc<Mutex<HashMap<i32, u64>>> = Arc::default();
+
+    let sender = {
+        let mut stream = stream.try_clone().expect("clone");
+        let (done, sent) = (done.clone(), sent.clone());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut id = 0u64;
+            while !done.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(60) {
+                let correlation = i32::try_from(id + 1).expect("fits");
+                sent.lock().unwrap().insert(correlation, id);
+                if stream
+                    .write_all(&produce_frame(correlation, &id.to_string()))
+                    .is_err()
+                {
+                    break;
+                }
+                id += 1;
+            }
+            id
+        })
+    };
+    let reader = {
+        let mut stream = stream.try_clone().expect("clone");
+        let (done, sent) = (done.clone(), sent.clone());
+        std::thread::spawn(move || {
+            let mut acked = BTreeSet::new();
+            let end = loop {
+                let frame = match read_frame(&mut stream) {
+                    Ok(frame) => frame,
+                    Err(e) => break e.kind(),
+                };
+                let (header, response) =
+                    decode_response_frame::<ProduceResponse>(&frame, VERSION).expect("a produce response");
+                let partition = &response.topics[0].partitions[0];
+                if partition.error_code == ErrorCode::None {
+                    acked.insert(sent.lock().unwrap()[&header.correlation_id]);
+                }
+                // A client that reads a little behind: answers queue up in its socket.
+                if acked.len() % 64 == 0 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            };
+            done.store(true, Ordering::SeqCst);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            (acked, end)
+        })
+    };
+
+    // SIGTERM mid-stream.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let (_, body) = server.get("/v1/tables/fluss.t");
+        let rows = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["buckets"][0]["rows"].as_u64())
+            .unwrap_or(0);
+        if rows >= 5_000 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = server.terminate();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "clean exit on SIGTERM: {status:?}"
+    );
+    let sent_count = sender.join().expect("sender");
+    let (acked, end) = reader.join().expect("reader");
+    assert_eq!(
+        end,
+        std::io::ErrorKind::UnexpectedEof,
+        "the connection ends with a FIN after the last answer, not a reset ({} answers read, {sent_count} sent)",
+        acked.len()
+    );
+
+    let restarted = Server::start_in(&server.data_dir.clone(), 1, &[]);
+    let stored: BTreeSet<u64> = restarted
+        .scan("fluss.t")
+        .iter()
+        .map(|r| {
+            r["row"]["_kafka_value"]
+                .as_str()
+                .expect("value")
+                .parse()
+                .expect("an id")
+        })
+        .collect();
+    assert!(stored.len() >= 5_000, "{} rows stored", stored.len());
+    let lost: Vec<_> = acked.difference(&stored).take(5).collect();
+    assert!(lost.is_empty(), "acknowledged but not stored: {lost:?}");
+    let unanswered = stored.difference(&acked).count();
+    assert_eq!(
+        unanswered,
+        0,
+        "stored, but the client never read an answer ({} acknowledged, {} stored, {sent_count} sent)",
+        acked.len(),
+        stored.len()
+    );
+}
