@@ -43,6 +43,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("kafka.max-record-size", Some("1mb")),
     ("kafka.max-connections", Some("10000")),
     ("kafka.connection.max-inflight-requests", Some("32")),
+    ("kafka.max-request-memory", Some("256mb")),
     ("server.cores", None),
     ("log.flush.policy", Some("ack")),
     ("log.segment.size", Some("256mb")),
@@ -122,6 +123,8 @@ pub struct ServerConfig {
     pub max_record_size: usize,
     pub max_connections: usize,
     pub max_inflight_requests: usize,
+    /// Bytes of Kafka requests one core holds at once (being read or being answered).
+    pub max_request_memory: usize,
     pub cores: usize,
     pub flush_policy: FlushPolicy,
     pub segment_size: u64,
@@ -266,6 +269,14 @@ impl ServerConfig {
                 "must be between 1 and 1024",
             ));
         }
+        let max_request_memory = positive_size("kafka.max-request-memory")?;
+        if max_request_memory < max_request_size + 4 {
+            return Err(invalid(
+                "kafka.max-request-memory",
+                req("kafka.max-request-memory"),
+                "must hold at least one request of kafka.max-request-size",
+            ));
+        }
         Ok(ServerConfig {
             bind_listeners,
             advertised_listeners,
@@ -284,6 +295,7 @@ impl ServerConfig {
             max_record_size: positive_size("kafka.max-record-size")? as usize,
             max_connections: parse_number("kafka.max-connections", req("kafka.max-connections"))? as usize,
             max_inflight_requests: max_inflight as usize,
+            max_request_memory: max_request_memory as usize,
             cores,
             flush_policy,
             segment_size: positive_size("log.segment.size")?,
@@ -512,6 +524,20 @@ mod tests {
         assert_eq!(config.data_dir, PathBuf::from("./data"));
         assert_eq!(config.bind_listeners.len(), 2);
         assert!(config.cores >= 1);
+    }
+
+    #[test]
+    fn request_memory_holds_one_largest_request() {
+        let load = |pairs: &[&str]| {
+            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+            ServerConfig::load(None, &pairs)
+        };
+        assert_eq!(load(&[]).unwrap().max_request_memory, 256 << 20);
+        let error = load(&["kafka.max-request-memory=50mb"]).unwrap_err();
+        assert!(error.to_string().contains("kafka.max-request-memory"), "{error}");
+        assert!(error.to_string().contains("kafka.max-request-size"), "{error}");
+        let config = load(&["kafka.max-request-memory=8mb", "kafka.max-request-size=4mb"]).unwrap();
+        assert_eq!(config.max_request_memory, 8 << 20);
     }
 
     #[test]

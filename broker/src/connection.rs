@@ -18,6 +18,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel::{self, LocalReceiver};
 use glommio::net::TcpStream;
+use glommio::sync::StaticPermit;
 
 use crate::handlers::{self, Dispatch, PendingResponse, Response};
 use crate::shard::{KafkaListener, Shard};
@@ -107,11 +108,14 @@ struct Queued {
     received: Instant,
     request_bytes: usize,
     response: PendingResponse,
+    /// The request's share of `kafka.max-request-memory`, given back once it is answered.
+    _memory: StaticPermit,
 }
 
 /// Outcome of waiting for the next frame.
 enum FrameEvent {
-    Frame(Bytes),
+    /// A frame body and its reservation of the core's request memory.
+    Frame(Bytes, StaticPermit),
     Closed(CloseReason),
 }
 
@@ -119,6 +123,8 @@ enum FrameEvent {
 struct FrameReader {
     buffer: BytesMut,
     max_frame: usize,
+    /// The current frame's reservation, taken once its size prefix is known.
+    reserved: Option<StaticPermit>,
 }
 
 impl FrameReader {
@@ -126,12 +132,13 @@ impl FrameReader {
         Self {
             buffer: BytesMut::with_capacity(READ_CHUNK),
             max_frame,
+            reserved: None,
         }
     }
 
-    /// A complete frame body if the buffer holds one; the size prefix is checked as soon as its
-    /// four bytes are here, before any body byte is read.
-    fn take_frame(&mut self) -> Result<Option<Bytes>, CloseReason> {
+    /// The body size the buffered prefix declares, once its four bytes are here; checked
+    /// against the limit before any body byte is read.
+    fn declared_size(&self) -> Result<Option<usize>, CloseReason> {
         if self.buffer.len() < 4 {
             return Ok(None);
         }
@@ -142,7 +149,14 @@ impl FrameReader {
                 max: self.max_frame,
             });
         }
-        let size = size as usize;
+        Ok(Some(size as usize))
+    }
+
+    /// A complete frame body if the buffer holds one.
+    fn take_frame(&mut self) -> Result<Option<Bytes>, CloseReason> {
+        let Some(size) = self.declared_size()? else {
+            return Ok(None);
+        };
         if self.buffer.len() < 4 + size {
             return Ok(None);
         }
@@ -165,8 +179,34 @@ impl FrameReader {
     async fn next(&mut self, stream: &mut SharedStream, idle: Duration, shard: &Shard) -> FrameEvent {
         let idle_deadline = Instant::now() + idle;
         loop {
+            // Reserve the frame's bytes of the core's request memory before reading its body:
+            // when the core holds `kafka.max-request-memory` already, this connection waits
+            // (and TCP pushes back on its client) until answers give memory back.
+            let size = match self.declared_size() {
+                Ok(size) => size,
+                Err(reason) => return FrameEvent::Closed(reason),
+            };
+            if let (Some(size), None) = (size, self.reserved.as_ref()) {
+                let remaining = idle_deadline.saturating_duration_since(Instant::now());
+                let reserved = futures_lite::future::or(
+                    async { Some(shard.request_memory.acquire_static_permit(4 + size as u64).await) },
+                    async {
+                        glommio::timer::sleep(remaining).await;
+                        None
+                    },
+                )
+                .await;
+                match reserved {
+                    Some(Ok(permit)) => self.reserved = Some(permit),
+                    Some(Err(_)) => return FrameEvent::Closed(CloseReason::Shutdown),
+                    None => return FrameEvent::Closed(CloseReason::Idle),
+                }
+            }
             match self.take_frame() {
-                Ok(Some(frame)) => return FrameEvent::Frame(frame),
+                Ok(Some(frame)) => match self.reserved.take() {
+                    Some(permit) => return FrameEvent::Frame(frame, permit),
+                    None => return FrameEvent::Closed(CloseReason::Handler),
+                },
                 Ok(None) => {}
                 Err(reason) => return FrameEvent::Closed(reason),
             }
@@ -245,11 +285,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<KafkaListen
             Some(limit) => limit.min(config.max_request_size),
             None => config.max_request_size,
         };
-        let frame = match reader
+        let (frame, memory) = match reader
             .next(&mut read_stream, config.connection_max_idle_time, &shard)
             .await
         {
-            FrameEvent::Frame(frame) => frame,
+            FrameEvent::Frame(frame, memory) => (frame, memory),
             FrameEvent::Closed(reason) => break reason,
         };
         let request_bytes = frame.len() + 4;
@@ -262,6 +302,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<KafkaListen
                     received,
                     request_bytes,
                     response,
+                    _memory: memory,
                 };
                 if queue.send(item).await.is_err() {
                     break CloseReason::Handler;

@@ -108,6 +108,10 @@ pub struct Shard {
     stopped: Cell<bool>,
     /// Connections enter it; shutdown waits for it to empty.
     connections: Gate,
+    /// Units are bytes of Kafka requests held on this core (`kafka.max-request-memory`): a
+    /// connection reserves a request's size before reading its body and keeps the reservation
+    /// until the answer is written.
+    pub request_memory: Rc<Semaphore>,
 }
 
 impl Shard {
@@ -397,6 +401,7 @@ pub async fn run_core(start: CoreStart) {
         stop: Rc::new(Semaphore::new(0)),
         stopped: Cell::new(false),
         connections: Gate::new(),
+        request_memory: Rc::new(Semaphore::new(shared.config.max_request_memory as u64)),
     });
     let mesh_tasks = spawn_mesh_receivers(&shard, append_rx, reply_rx);
     shard.open_existing_buckets().await;

@@ -63,3 +63,72 @@ fn max_connections_health_and_metrics() {
     assert!(value("kafluss_connections_rejected_total") >= 1);
     assert!(value("kafluss_request_latency_seconds_count{api=\"api_versions\"}") >= 4);
 }
+
+/// The server's resident memory, from /proc.
+fn rss_bytes(server: &Server) -> u64 {
+    let pid = server.child.as_ref().expect("running").id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS")
+        * 1024
+}
+
+#[test]
+fn partial_requests_cannot_grow_memory_past_the_request_budget() {
+    // 10 clients each announce a 40 MB request and send all of it but the last byte: without a
+    // budget the server buffered all of them (+400 MB); with `kafka.max-request-memory` one
+    // core holds at most that much of requests, and the other clients wait (TCP pushes back).
+    let server = Server::start(
+        1,
+        &["kafka.max-request-size=40mb", "kafka.max-request-memory=48mb"],
+    );
+    let before = rss_bytes(&server);
+    let size: usize = 40 << 20;
+    let attackers: Vec<_> = (0..10)
+        .map(|_| {
+            let address = server.kafka;
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(address).expect("connect");
+                stream.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+                let _ = stream.write_all(&(size as i32).to_be_bytes());
+                let chunk = vec![0u8; 1 << 20];
+                for _ in 0..39 {
+                    if stream.write_all(&chunk).is_err() {
+                        break;
+                    }
+                }
+                let _ = stream.write_all(&chunk[..(1 << 20) - 1]);
+                stream // held open, the request never completes
+            })
+        })
+        .collect();
+    let streams: Vec<TcpStream> = attackers
+        .into_iter()
+        .map(|t| t.join().expect("attacker"))
+        .collect();
+    let during = rss_bytes(&server);
+    let grown = during.saturating_sub(before);
+    assert!(
+        grown < 100 << 20,
+        "10 partial 40 MB requests grew the server by {} MB (budget 48 MB)",
+        grown >> 20
+    );
+    // The server still serves others meanwhile.
+    let (status, _) = server.get("/healthz");
+    assert_eq!(status, 200);
+    drop(streams);
+    // Once they are gone, the memory is free again for a real request.
+    let mut admitted = false;
+    for _ in 0..50 {
+        let mut client = TcpStream::connect(server.kafka).unwrap();
+        if answers(&mut client) {
+            admitted = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(admitted, "a request is served after the partial ones closed");
+}
