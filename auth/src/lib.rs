@@ -38,6 +38,9 @@
 //! `Result<Principal, SaslFailure>`, [`SaslSession::expects_raw_token`],
 //! [`SaslSession::principal`]. Kafka codes via [`SaslErrorCode::code`].
 //!
+//! Guessing ([`throttle`]): [`LoginThrottle`] delays the attempts of a client address or user
+//! name after failures (exponential, bounded, shared by SASL and HTTP Basic).
+//!
 //! Secrets (passwords, PLAIN tokens) never appear in any `Debug`, `Display` or error of this
 //! crate.
 
@@ -49,6 +52,7 @@ pub mod credentials;
 pub mod plain;
 pub mod principal;
 pub mod sasl_state;
+pub mod throttle;
 
 pub use acl::{
     AclEntry, AclError, AclFilter, Operation, Permission, Resource, WILDCARD_HOST, WILDCARD_PRINCIPAL,
@@ -63,3 +67,4 @@ pub use credentials::{CredentialStore, CredentialsError, PlainCredentials};
 pub use plain::{PlainToken, PlainTokenError, MAX_PLAIN_PART_LEN, MAX_PLAIN_TOKEN_LEN};
 pub use principal::Principal;
 pub use sasl_state::{FailureReason, Gate, HandshakeOutcome, SaslErrorCode, SaslFailure, SaslSession};
+pub use throttle::{LoginThrottle, ThrottleConfig};

@@ -37,6 +37,9 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("security.sasl.plain.credentials", Some("")),
     ("authorizer.enabled", Some("false")),
     ("super.users", Some("")),
+    ("security.login.failure-delay", Some("100ms")),
+    ("security.login.max-failure-delay", Some("10s")),
+    ("security.login.max-tracked", Some("10000")),
     ("default.bucket.number", Some("1")),
     ("kafka.connection.max-idle-time", Some("60s")),
     ("kafka.max-request-size", Some("100mb")),
@@ -117,6 +120,8 @@ pub struct ServerConfig {
     pub sasl_plain_credentials: String,
     pub authorizer_enabled: bool,
     pub super_users: String,
+    /// `security.login.*`: how failed logins slow the next attempts.
+    pub login_throttle: kafluss_auth::ThrottleConfig,
     pub default_bucket_number: u32,
     pub connection_max_idle_time: Duration,
     pub max_request_size: usize,
@@ -289,6 +294,12 @@ impl ServerConfig {
             sasl_plain_credentials: req("security.sasl.plain.credentials").to_string(),
             authorizer_enabled: parse_bool("authorizer.enabled", req("authorizer.enabled"))?,
             super_users: req("super.users").to_string(),
+            login_throttle: kafluss_auth::ThrottleConfig {
+                failure_delay: positive_duration("security.login.failure-delay")?,
+                max_failure_delay: positive_duration("security.login.max-failure-delay")?,
+                max_tracked: parse_number("security.login.max-tracked", req("security.login.max-tracked"))?
+                    as usize,
+            },
             default_bucket_number: bucket_number as u32,
             connection_max_idle_time: positive_duration("kafka.connection.max-idle-time")?,
             max_request_size: max_request_size as usize,

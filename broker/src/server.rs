@@ -80,6 +80,8 @@ pub struct Runtime {
     pub credentials: Arc<kafluss_auth::CredentialStore>,
     pub security: kafluss_auth::SecurityConfig,
     pub log_stats: Arc<LogRegistry>,
+    /// Failed logins slow the next attempts of their address and user (SASL and HTTP Basic).
+    pub login_throttle: Arc<kafluss_auth::LoginThrottle>,
 }
 
 impl Runtime {
@@ -231,6 +233,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         catalog: catalog.clone(),
         security,
         log_stats: log_stats.clone(),
+        login_throttle: Arc::new(kafluss_auth::LoginThrottle::new(config.login_throttle)),
     };
 
     // Kafka listeners: concrete addresses, reserved by probes until the cores have bound.

@@ -205,7 +205,12 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, frame: Bytes) -> Dispatch
         }
         ApiKey::METADATA => metadata::handle(context, &header, body),
         ApiKey::SASL_HANDSHAKE => sasl::handshake(context, &header, body),
-        ApiKey::SASL_AUTHENTICATE => sasl::authenticate(context, &header, body),
+        ApiKey::SASL_AUTHENTICATE => {
+            return match sasl::authenticate(context, &header, body) {
+                Ok(response) => Dispatch::Respond { api_key, response },
+                Err(why) => Dispatch::Close { why },
+            }
+        }
         _ => unsupported::handle(&header, body),
     };
     respond(api_key, result)

@@ -9,6 +9,13 @@ use kafluss_protocol::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 
+use std::rc::Rc;
+use std::time::Instant;
+
+use kafluss_auth::plain::PlainToken;
+use kafluss_auth::sasl_state::{FailureReason, SaslFailure};
+use kafluss_auth::{CredentialStore, Principal, SaslSession};
+
 use crate::connection::ConnectionContext;
 
 use super::{Dispatch, PendingResponse, Response};
@@ -42,21 +49,21 @@ pub fn handshake(
 }
 
 pub fn authenticate(
-    context: &ConnectionContext,
+    context: &Rc<ConnectionContext>,
     header: &RequestHeader,
     body: Bytes,
-) -> Result<Response, String> {
+) -> Result<PendingResponse, String> {
     let version = header.api_version;
+    let correlation_id = header.correlation_id;
     let request = super::decode_request::<SaslAuthenticateRequest>(&body, version)
         .map_err(|e| format!("undecodable SaslAuthenticate v{version} request: {e}"))?;
-    let result = context
-        .sasl
-        .borrow_mut()
-        .on_authenticate(&request.auth_bytes, &context.shard.runtime().credentials);
-    let (response, close_after) = match result {
-        Ok(principal) => {
-            tracing::debug!(peer = %context.peer, %principal, "SASL/PLAIN authenticated");
-            (
+    let user = token_user(&request.auth_bytes);
+    let answer = move |context: &ConnectionContext| {
+        let result = checked(context, &request.auth_bytes, |session, store| {
+            session.on_authenticate(&request.auth_bytes, store)
+        });
+        let (response, close_after) = match result {
+            Ok(_) => (
                 SaslAuthenticateResponse {
                     error_code: ErrorCode::None,
                     error_message: None,
@@ -64,11 +71,8 @@ pub fn authenticate(
                     session_lifetime_ms: kafluss_auth::sasl_state::SESSION_LIFETIME_MS,
                 },
                 false,
-            )
-        }
-        Err(failure) => {
-            tracing::info!(peer = %context.peer, "SASL authentication failed: {failure}");
-            (
+            ),
+            Err(failure) => (
                 SaslAuthenticateResponse {
                     error_code: ErrorCode::from(failure.code.code()),
                     error_message: Some(failure.message.to_string()),
@@ -76,36 +80,105 @@ pub fn authenticate(
                     session_lifetime_ms: 0,
                 },
                 failure.close_after,
-            )
+            ),
+        };
+        let failed = !response.error_code.is_none();
+        let frame = encode_response_frame(correlation_id, version, &response);
+        match frame {
+            Ok(frame) => Response {
+                frame: Some(frame),
+                close_after,
+                failed,
+            },
+            Err(e) => {
+                tracing::warn!("cannot encode SaslAuthenticate response: {e}");
+                Response {
+                    frame: None,
+                    close_after: true,
+                    failed: true,
+                }
+            }
         }
     };
-    let failed = !response.error_code.is_none();
-    let frame = encode_response_frame(header.correlation_id, version, &response)
-        .map_err(|e| format!("cannot encode SaslAuthenticate response: {e}"))?;
-    Ok(Response {
-        frame: Some(frame),
-        close_after,
-        failed,
-    })
+    Ok(after_turn(context, &user, answer))
 }
 
 /// The frame after a SaslHandshake v0 is the PLAIN token itself. Success is answered with an
 /// empty frame (as Kafka does); failure closes the connection without an answer.
-pub fn raw_token(context: &ConnectionContext, token: &[u8]) -> Dispatch {
-    let result = context
-        .sasl
-        .borrow_mut()
-        .on_raw_token(token, &context.shard.runtime().credentials);
-    match result {
-        Ok(principal) => {
-            tracing::debug!(peer = %context.peer, %principal, "SASL/PLAIN authenticated (v0)");
-            Dispatch::Respond {
-                api_key: kafluss_protocol::ApiKey::SASL_AUTHENTICATE.0,
-                response: PendingResponse::Ready(Response::frame(super::framed(&[]), false)),
-            }
+pub fn raw_token(context: &Rc<ConnectionContext>, token: &Bytes) -> Dispatch {
+    let user = token_user(token);
+    let token = token.clone();
+    let answer = move |context: &ConnectionContext| {
+        let result = checked(context, &token, |session, store| {
+            session.on_raw_token(&token, store)
+        });
+        match result {
+            Ok(_) => Response::frame(super::framed(&[]), false),
+            Err(_) => Response {
+                frame: None,
+                close_after: true,
+                failed: true,
+            },
         }
-        Err(failure) => Dispatch::Close {
-            why: format!("SASL authentication failed: {failure}"),
-        },
+    };
+    Dispatch::Respond {
+        api_key: kafluss_protocol::ApiKey::SASL_AUTHENTICATE.0,
+        response: after_turn(context, &user, answer),
     }
+}
+
+/// Runs `answer` once this attempt's turn under the login throttle has come: at once when the
+/// client address and user have no recent failures, else after the throttle's wait (the
+/// password is not checked before then, so parallel guesses are serialised).
+fn after_turn(
+    context: &Rc<ConnectionContext>,
+    user: &str,
+    answer: impl FnOnce(&ConnectionContext) -> Response + 'static,
+) -> PendingResponse {
+    let throttle = &context.shard.runtime().login_throttle;
+    let wait = throttle.reserve(Instant::now(), context.peer.ip(), user);
+    if wait.is_zero() {
+        return PendingResponse::Ready(answer(context));
+    }
+    let context = Rc::clone(context);
+    PendingResponse::Later(glommio::spawn_local(async move {
+        glommio::timer::sleep(wait).await;
+        answer(&context)
+    }))
+}
+
+/// Runs one authentication step of the session and books its outcome with the throttle; a
+/// failure is logged with the user and address (never the password).
+fn checked(
+    context: &ConnectionContext,
+    token: &[u8],
+    step: impl FnOnce(&mut SaslSession, &CredentialStore) -> Result<Principal, SaslFailure>,
+) -> Result<Principal, SaslFailure> {
+    let user = token_user(token);
+    let runtime = context.shard.runtime();
+    let result = step(&mut context.sasl.borrow_mut(), &runtime.credentials);
+    let address = context.peer.ip();
+    match &result {
+        Ok(principal) => {
+            runtime.login_throttle.succeeded(address, &user);
+            tracing::debug!(peer = %context.peer, %principal, "SASL/PLAIN authenticated");
+        }
+        Err(failure) => {
+            if matches!(
+                failure.reason,
+                FailureReason::InvalidCredentials | FailureReason::MalformedToken(_)
+            ) {
+                runtime.login_throttle.failed(Instant::now(), address, &user);
+            }
+            tracing::warn!(peer = %context.peer, user = %user, "SASL authentication failed: {failure}");
+        }
+    }
+    result
+}
+
+/// The user name a PLAIN message claims (empty when it does not parse).
+fn token_user(token: &[u8]) -> String {
+    PlainToken::parse(token)
+        .map(|t| t.username.to_string())
+        .unwrap_or_default()
 }

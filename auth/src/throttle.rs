@@ -1,0 +1,246 @@
+//! Slowing down password guessing: failed logins delay the next attempts of the same client
+//! address and of the same user name, exponentially and bounded.
+//!
+//! Each key (an address, a user name) that has failed `n` times in a row must wait
+//! `failure-delay × 2^(n-1)` (at most `max-failure-delay`) between attempts. An attempt first
+//! *reserves* its turn ([`LoginThrottle::reserve`]): it gets the time to wait before its
+//! password may be checked, and takes the key's next turn, so that many parallel connections
+//! guessing for one user or from one address are serialised at the delay, not multiplied. A
+//! success clears both keys. Keys idle for longer than `6 × max-failure-delay` are forgotten;
+//! at most `max-tracked` keys are kept (when the table is full of recent keys, a new key is not
+//! tracked: the other key of the attempt still is).
+//!
+//! The clock is passed in, so the rules are tested without sleeping. No secret is ever held.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The limits of a [`LoginThrottle`] (server keys `security.login.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThrottleConfig {
+    /// The wait after the first failure; doubled by each further one.
+    pub failure_delay: Duration,
+    /// The longest wait.
+    pub max_failure_delay: Duration,
+    /// How many addresses and user names are tracked at most.
+    pub max_tracked: usize,
+}
+
+impl Default for ThrottleConfig {
+    fn default() -> Self {
+        Self {
+            failure_delay: Duration::from_millis(100),
+            max_failure_delay: Duration::from_secs(10),
+            max_tracked: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    Address(IpAddr),
+    User(String),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    failures: u32,
+    /// The earliest time the key's next attempt may be checked.
+    next_turn: Instant,
+    last_seen: Instant,
+}
+
+/// Failed-login bookkeeping shared by every listener of a server (SASL and HTTP Basic).
+#[derive(Debug)]
+pub struct LoginThrottle {
+    config: ThrottleConfig,
+    entries: Mutex<HashMap<Key, Entry>>,
+    failures: AtomicU64,
+    delayed: AtomicU64,
+}
+
+impl LoginThrottle {
+    pub fn new(config: ThrottleConfig) -> Self {
+        Self {
+            config,
+            entries: Mutex::new(HashMap::new()),
+            failures: AtomicU64::new(0),
+            delayed: AtomicU64::new(0),
+        }
+    }
+
+    pub fn config(&self) -> ThrottleConfig {
+        self.config
+    }
+
+    /// How long an attempt by `user` from `address` must wait before its password is checked;
+    /// takes the keys' next turns (see the module documentation).
+    pub fn reserve(&self, now: Instant, address: IpAddr, user: &str) -> Duration {
+        let mut entries = self.lock();
+        let keys = [Key::Address(address), Key::User(user.to_string())];
+        let turn = keys
+            .iter()
+            .filter_map(|key| entries.get(key))
+            .filter(|entry| entry.failures > 0)
+            .map(|entry| entry.next_turn)
+            .fold(now, Instant::max);
+        for key in &keys {
+            if let Some(entry) = entries.get_mut(key) {
+                if entry.failures > 0 {
+                    entry.next_turn = turn + self.delay(entry.failures);
+                    entry.last_seen = now;
+                }
+            }
+        }
+        let wait = turn.saturating_duration_since(now);
+        if !wait.is_zero() {
+            self.delayed.fetch_add(1, Ordering::Relaxed);
+        }
+        wait
+    }
+
+    /// A failed attempt: both keys' failure counts grow, and so does their delay.
+    pub fn failed(&self, now: Instant, address: IpAddr, user: &str) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        let mut entries = self.lock();
+        for key in [Key::Address(address), Key::User(user.to_string())] {
+            if !entries.contains_key(&key) && !self.make_room(&mut entries, now) {
+                continue;
+            }
+            let entry = entries.entry(key).or_insert(Entry {
+                failures: 0,
+                next_turn: now,
+                last_seen: now,
+            });
+            entry.failures = entry.failures.saturating_add(1);
+            entry.next_turn = entry.next_turn.max(now + self.delay(entry.failures));
+            entry.last_seen = now;
+        }
+    }
+
+    /// A successful login clears both keys.
+    pub fn succeeded(&self, address: IpAddr, user: &str) {
+        let mut entries = self.lock();
+        entries.remove(&Key::Address(address));
+        entries.remove(&Key::User(user.to_string()));
+    }
+
+    /// Failed attempts counted since start.
+    pub fn failures_total(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+
+    /// Attempts that had to wait for their turn.
+    pub fn delayed_total(&self) -> u64 {
+        self.delayed.load(Ordering::Relaxed)
+    }
+
+    /// Keys tracked now.
+    pub fn tracked(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn delay(&self, failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(30);
+        self.config
+            .failure_delay
+            .saturating_mul(1u32 << doublings)
+            .min(self.config.max_failure_delay)
+    }
+
+    /// Makes room for one more key: forgets idle keys when the table is full. False when every
+    /// tracked key is recent (the new key is then not tracked).
+    fn make_room(&self, entries: &mut HashMap<Key, Entry>, now: Instant) -> bool {
+        if entries.len() < self.config.max_tracked {
+            return true;
+        }
+        let forget_after = self.config.max_failure_delay.saturating_mul(6);
+        entries.retain(|_, entry| now.saturating_duration_since(entry.last_seen) < forget_after);
+        entries.len() < self.config.max_tracked
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn throttle() -> LoginThrottle {
+        LoginThrottle::new(ThrottleConfig {
+            failure_delay: 100 * MS,
+            max_failure_delay: 800 * MS,
+            max_tracked: 4,
+        })
+    }
+
+    fn ip(last: u8) -> IpAddr {
+        IpAddr::from([10, 0, 0, last])
+    }
+
+    #[test]
+    fn delays_double_per_failure_up_to_the_bound() {
+        let t = throttle();
+        let now = Instant::now();
+        assert_eq!(t.reserve(now, ip(1), "u"), Duration::ZERO, "no failure, no wait");
+        let mut waits = Vec::new();
+        let mut clock = now;
+        for _ in 0..6 {
+            t.failed(clock, ip(1), "u");
+            let wait = t.reserve(clock, ip(1), "u");
+            waits.push(wait);
+            clock += wait;
+        }
+        assert_eq!(
+            waits,
+            [100 * MS, 200 * MS, 400 * MS, 800 * MS, 800 * MS, 800 * MS]
+        );
+        assert_eq!(t.failures_total(), 6);
+    }
+
+    #[test]
+    fn parallel_attempts_are_serialised_not_multiplied() {
+        let t = throttle();
+        let now = Instant::now();
+        for _ in 0..3 {
+            t.failed(now, ip(1), "admin");
+        }
+        // Three failures: 400 ms between turns. Ten parallel attempts wait 400, 800, ... ms.
+        let waits: Vec<Duration> = (0..4).map(|_| t.reserve(now, ip(1), "admin")).collect();
+        assert_eq!(waits, [400 * MS, 800 * MS, 1200 * MS, 1600 * MS]);
+        // The user key holds even from another address; the address key for another user.
+        assert_eq!(t.reserve(now, ip(2), "admin"), 2000 * MS);
+        assert_eq!(t.reserve(now, ip(1), "other"), 2000 * MS);
+        assert_eq!(t.reserve(now, ip(3), "other"), Duration::ZERO);
+    }
+
+    #[test]
+    fn success_clears_and_idle_keys_are_forgotten_when_full() {
+        let t = throttle();
+        let now = Instant::now();
+        t.failed(now, ip(1), "a");
+        t.succeeded(ip(1), "a");
+        assert_eq!(t.reserve(now, ip(1), "a"), Duration::ZERO);
+        t.failed(now, ip(1), "a");
+        t.failed(now, ip(2), "b");
+        assert_eq!(t.tracked(), 4);
+        // Full of recent keys: a new pair is not tracked, the table stays bounded.
+        t.failed(now, ip(3), "c");
+        assert_eq!(t.tracked(), 4);
+        assert_eq!(t.reserve(now, ip(3), "c"), Duration::ZERO);
+        // Much later the old keys are forgotten to make room.
+        let later = now + 800 * MS * 7;
+        t.failed(later, ip(3), "c");
+        assert_eq!(t.tracked(), 2);
+        assert_eq!(t.reserve(later, ip(3), "c"), 100 * MS);
+    }
+}
