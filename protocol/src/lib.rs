@@ -19,7 +19,7 @@
 //! version, &body) -> Result<Bytes, EncodeError>` makes a complete frame (size prefix + header +
 //! body) ready for the socket; [`encode_request_frame`] does the same for clients (bench);
 //! [`decode_response_frame`] reads one back. Versions (from the Kafka JSON definitions):
-//! ApiVersions 0–4, Metadata 0–12, SaslHandshake 0–1, SaslAuthenticate 0–2, Produce 0–11
+//! ApiVersions 0–4, Metadata 0–12, SaslHandshake 0–1, SaslAuthenticate 0–2, InitProducerId 0–5, Produce 0–11
 //! (kafluss advertises 3–11), CreateTopics 0–7, DeleteTopics 0–6.
 //!
 //! **Error answers**: [`Request::error_response_frame`]`(correlation_id, version, ErrorCode,
@@ -52,6 +52,7 @@ pub mod error;
 pub mod error_code;
 pub mod frame;
 pub mod header;
+pub mod init_producer_id;
 pub mod message;
 pub mod metadata;
 pub mod primitives;
@@ -71,6 +72,7 @@ pub use error::{DecodeError, EncodeError};
 pub use error_code::ErrorCode;
 pub use frame::{frame_len, FrameError, FrameSplitter, FRAME_PREFIX_LEN};
 pub use header::{RequestHeader, ResponseHeader};
+pub use init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 pub use message::{decode_response_frame, encode_request_frame, encode_response_frame, Message};
 pub use metadata::{
     MetadataBroker, MetadataPartition, MetadataRequest, MetadataRequestTopic, MetadataResponse,

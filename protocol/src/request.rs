@@ -5,6 +5,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use crate::error::{DecodeError, EncodeError};
 use crate::header::RequestHeader;
+use crate::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::message::{encode_response_frame, Message};
 use crate::metadata::{MetadataRequest, MetadataResponse, MetadataTopic};
 use crate::produce::{ProduceRequest, ProduceResponse};
@@ -31,6 +32,8 @@ pub enum Request {
     CreateTopics(CreateTopicsRequest),
     /// DeleteTopics (20).
     DeleteTopics(DeleteTopicsRequest),
+    /// InitProducerId (22).
+    InitProducerId(InitProducerIdRequest),
 }
 
 impl Request {
@@ -51,6 +54,9 @@ impl Request {
             ApiKey::PRODUCE => Request::Produce(ProduceRequest::decode(body, version)?),
             ApiKey::CREATE_TOPICS => Request::CreateTopics(CreateTopicsRequest::decode(body, version)?),
             ApiKey::DELETE_TOPICS => Request::DeleteTopics(DeleteTopicsRequest::decode(body, version)?),
+            ApiKey::INIT_PRODUCER_ID => {
+                Request::InitProducerId(InitProducerIdRequest::decode(body, version)?)
+            }
             other => return Err(DecodeError::UnsupportedApi(other)),
         })
     }
@@ -65,6 +71,7 @@ impl Request {
             Request::Produce(_) => ApiKey::PRODUCE,
             Request::CreateTopics(_) => ApiKey::CREATE_TOPICS,
             Request::DeleteTopics(_) => ApiKey::DELETE_TOPICS,
+            Request::InitProducerId(_) => ApiKey::INIT_PRODUCER_ID,
         }
     }
 
@@ -116,7 +123,7 @@ impl Request {
                 };
                 encode_response_frame(correlation_id, version, &response)
             }
-            Request::ApiVersions(_) | Request::SaslHandshake(_) => {
+            Request::ApiVersions(_) | Request::SaslHandshake(_) | Request::InitProducerId(_) => {
                 encode_error_response(self.api_key(), version, correlation_id, error_code)
             }
         }
@@ -143,11 +150,11 @@ pub fn decode_request(frame: &Bytes) -> Result<(RequestHeader, Request), DecodeE
 
 /// Encodes a complete response frame answering a request with `error_code` when nothing but its
 /// header is known: for APIs with a top-level error code (ApiVersions, SaslHandshake,
-/// SaslAuthenticate) the code is carried there; for the others the response has no topics.
+/// SaslAuthenticate, InitProducerId) the code is carried there; for the others the response has no topics.
 ///
 /// Supported: ApiVersions (any version; unknown ones get the v0 layout), Metadata v0–12,
 /// SaslHandshake v0–1, SaslAuthenticate v0–2, Produce v0–11, CreateTopics v0–7,
-/// DeleteTopics v0–6. Anything else is [`EncodeError::UnsupportedVersion`]: the broker should
+/// DeleteTopics v0–6, InitProducerId v0–5. Anything else is [`EncodeError::UnsupportedVersion`]: the broker should
 /// close the connection then.
 pub fn encode_error_response(
     api_key: ApiKey,
@@ -212,6 +219,11 @@ pub fn encode_error_response(
                 throttle_time_ms: 0,
                 responses: Vec::new(),
             },
+        ),
+        ApiKey::INIT_PRODUCER_ID => encode_response_frame(
+            correlation_id,
+            api_version,
+            &InitProducerIdResponse::error(error_code),
         ),
         other => Err(EncodeError::UnsupportedVersion {
             api_key: other,

@@ -210,6 +210,30 @@ fn sasl_matches_kafka_protocol() {
 }
 
 #[test]
+fn init_producer_id_matches_kafka_protocol() {
+    for version in 0..=5 {
+        let ours = common::init_producer_id_request(version);
+        let theirs = kp::InitProducerIdRequest::default()
+            .with_transactional_id(
+                ours.transactional_id
+                    .as_deref()
+                    .map(|t| kp::TransactionalId(s(t))),
+            )
+            .with_transaction_timeout_ms(ours.transaction_timeout_ms)
+            .with_producer_id(kp::ProducerId(ours.producer_id))
+            .with_producer_epoch(ours.producer_epoch);
+        check(&ours, &theirs, version);
+        let ours = common::init_producer_id_response(version);
+        let theirs = kp::InitProducerIdResponse::default()
+            .with_throttle_time_ms(ours.throttle_time_ms)
+            .with_error_code(ours.error_code.code())
+            .with_producer_id(kp::ProducerId(ours.producer_id))
+            .with_producer_epoch(ours.producer_epoch);
+        check(&ours, &theirs, version);
+    }
+}
+
+#[test]
 fn produce_matches_kafka_protocol() {
     for version in 3..=11 {
         let ours = common::produce_request(version);

@@ -56,6 +56,12 @@ fn sasl_round_trips_every_version() {
 }
 
 #[test]
+fn init_producer_id_round_trips_every_version() {
+    round_trip(common::init_producer_id_request);
+    round_trip(common::init_producer_id_response);
+}
+
+#[test]
 fn produce_round_trips_every_version() {
     round_trip(common::produce_request);
     round_trip(common::produce_response);

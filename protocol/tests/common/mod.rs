@@ -161,6 +161,28 @@ pub fn sasl_authenticate_response(version: i16) -> SaslAuthenticateResponse {
     }
 }
 
+pub fn init_producer_id_request(version: i16) -> InitProducerIdRequest {
+    InitProducerIdRequest {
+        transactional_id: (version % 2 == 1).then(|| "orders-tx".to_string()),
+        transaction_timeout_ms: 60_000,
+        producer_id: if version >= 3 { 4_000 } else { -1 },
+        producer_epoch: if version >= 3 { 2 } else { -1 },
+    }
+}
+
+pub fn init_producer_id_response(version: i16) -> InitProducerIdResponse {
+    InitProducerIdResponse {
+        throttle_time_ms: version.into(),
+        error_code: if version == 4 {
+            ErrorCode::InvalidProducerEpoch
+        } else {
+            ErrorCode::None
+        },
+        producer_id: 4_000 + i64::from(version),
+        producer_epoch: 3,
+    }
+}
+
 /// A small valid record batch.
 pub fn batch(compression: Compression, values: &[&str]) -> Bytes {
     let mut builder = RecordBatchBuilder::new(compression);
