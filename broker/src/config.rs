@@ -9,7 +9,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::admin::{AdminLimits, MIN_HEADER_BYTES};
+use crate::admin::{AdminLimits, MAX_HEADER_BYTES, MIN_HEADER_BYTES};
 use crate::log::FlushPolicy;
 
 /// What `serve` uses when no file is given (interface.md "Two commands").
@@ -279,11 +279,11 @@ impl ServerConfig {
             Ok(n as usize)
         };
         let max_header_size = positive_size("admin.max-header-size")?;
-        if max_header_size < MIN_HEADER_BYTES as u64 || max_header_size > 16 << 20 {
+        if max_header_size < MIN_HEADER_BYTES as u64 || max_header_size > MAX_HEADER_BYTES as u64 {
             return Err(invalid(
                 "admin.max-header-size",
                 req("admin.max-header-size"),
-                "must be between 1kb and 16mb",
+                "must be between 1kb and 256kb",
             ));
         }
         let admin_limits = AdminLimits {
@@ -624,6 +624,7 @@ mod tests {
             "admin.write-timeout=0",
             "admin.shutdown-timeout=1 fortnight",
             "admin.max-header-size=100",
+            "admin.max-header-size=1mb",
         ] {
             let err = ServerConfig::load(None, &[entry.into()]).unwrap_err();
             let key = entry.split('=').next().unwrap();

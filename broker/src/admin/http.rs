@@ -104,6 +104,8 @@ pub struct AdminLimits {
 
 /// Smallest `max_header_bytes` accepted (`admin.max-header-size`).
 pub const MIN_HEADER_BYTES: usize = 1024;
+/// Largest `max_header_bytes` accepted: below the HTTP implementation's read buffer (~400 KiB).
+pub const MAX_HEADER_BYTES: usize = 256 * 1024;
 
 impl Default for AdminLimits {
     fn default() -> Self {
@@ -341,11 +343,8 @@ pub(super) fn answer(ctx: &AdminContext, request: &RequestInfo, body: Vec<u8>) -
             None => unavailable("metrics"),
         },
         Route::Table(name) => describe_table(ctx, name, &principal, host),
-        Route::Scan(name) => match prepare_scan(ctx, request, name) {
-            // Only reached when a caller does not stream: the listener calls prepare_scan.
-            Ok(_) => Reply::error(500, "INTERNAL_ERROR", "scan answered without streaming"),
-            Err(reply) => reply,
-        },
+        // Scans stream: the listener runs them through prepare_scan, never here.
+        Route::Scan(_) => Reply::error(500, "INTERNAL_ERROR", "scans are streamed, not answered whole"),
         Route::MethodNotAllowed(path) => Reply::error(
             405,
             "METHOD_NOT_ALLOWED",

@@ -12,5 +12,6 @@ pub mod tables;
 
 pub use http::{
     start_admin_server, AdminContext, AdminError, AdminHandle, AdminLimits, HookError, MetricsHook,
-    RowCountsHook, ScanBody, ScanHook, ScanResponse, DEFAULT_MAX_BODY_BYTES, MIN_HEADER_BYTES,
+    RowCountsHook, ScanBody, ScanHook, ScanResponse, DEFAULT_MAX_BODY_BYTES, MAX_HEADER_BYTES,
+    MIN_HEADER_BYTES,
 };
