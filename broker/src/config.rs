@@ -9,6 +9,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::admin::{AdminLimits, MAX_HEADER_BYTES, MIN_HEADER_BYTES};
 use crate::log::FlushPolicy;
 
 /// What `serve` uses when no file is given (interface.md "Two commands").
@@ -53,6 +54,15 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("table.log.ttl", Some("7d")),
     ("log.retention.check-interval", Some("5min")),
     ("admin.max-request-size", Some("16mb")),
+    ("admin.max-header-size", Some("64kb")),
+    ("admin.max-connections", Some("64")),
+    ("admin.max-concurrent-requests", Some("8")),
+    ("admin.max-concurrent-scans", Some("4")),
+    ("admin.queue-timeout", Some("10s")),
+    ("admin.header-timeout", Some("10s")),
+    ("admin.body-timeout", Some("30s")),
+    ("admin.write-timeout", Some("30s")),
+    ("admin.shutdown-timeout", Some("5s")),
 ];
 
 /// A start-up configuration error; every variant names the key or line at fault.
@@ -136,6 +146,8 @@ pub struct ServerConfig {
     pub log_ttl: Duration,
     pub retention_check_interval: Duration,
     pub admin_max_request_size: usize,
+    /// The other `admin.*` limits of the admin HTTP listener.
+    pub admin_limits: AdminLimits,
 }
 
 /// Raw `key → value` pairs, after file and overrides are merged.
@@ -282,6 +294,32 @@ impl ServerConfig {
                 "must hold at least one request of kafka.max-request-size",
             ));
         }
+        let count = |key: &str, max: u64| -> Result<usize, ConfigError> {
+            let n = parse_number(key, req(key))?;
+            if n == 0 || n > max {
+                return Err(invalid(key, req(key), format!("must be between 1 and {max}")));
+            }
+            Ok(n as usize)
+        };
+        let max_header_size = positive_size("admin.max-header-size")?;
+        if max_header_size < MIN_HEADER_BYTES as u64 || max_header_size > MAX_HEADER_BYTES as u64 {
+            return Err(invalid(
+                "admin.max-header-size",
+                req("admin.max-header-size"),
+                "must be between 1kb and 256kb",
+            ));
+        }
+        let admin_limits = AdminLimits {
+            max_connections: count("admin.max-connections", 100_000)?,
+            max_concurrent_requests: count("admin.max-concurrent-requests", 1024)?,
+            max_concurrent_scans: count("admin.max-concurrent-scans", 1024)?,
+            queue_timeout: positive_duration("admin.queue-timeout")?,
+            header_timeout: positive_duration("admin.header-timeout")?,
+            body_timeout: positive_duration("admin.body-timeout")?,
+            write_timeout: positive_duration("admin.write-timeout")?,
+            shutdown_timeout: positive_duration("admin.shutdown-timeout")?,
+            max_header_bytes: max_header_size as usize,
+        };
         Ok(ServerConfig {
             bind_listeners,
             advertised_listeners,
@@ -313,6 +351,7 @@ impl ServerConfig {
             log_ttl: positive_duration("table.log.ttl")?,
             retention_check_interval: positive_duration("log.retention.check-interval")?,
             admin_max_request_size: positive_size("admin.max-request-size")? as usize,
+            admin_limits,
         })
     }
 
@@ -615,6 +654,43 @@ mod tests {
             parse_yaml("no colon here"),
             Err(ConfigError::Syntax { line: 1, .. })
         ));
+    }
+
+    #[test]
+    fn admin_limits_default_and_validate() {
+        let config = ServerConfig::load(None, &[]).unwrap();
+        assert_eq!(
+            config.admin_limits,
+            AdminLimits::default(),
+            "KEYS and AdminLimits agree"
+        );
+        let config = ServerConfig::load(
+            None,
+            &[
+                "admin.max-connections=3".into(),
+                "admin.header-timeout=250ms".into(),
+                "admin.max-header-size=2kb".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.admin_limits.max_connections, 3);
+        assert_eq!(config.admin_limits.header_timeout, Duration::from_millis(250));
+        assert_eq!(config.admin_limits.max_header_bytes, 2048);
+        for entry in [
+            "admin.max-connections=0",
+            "admin.max-concurrent-requests=many",
+            "admin.max-concurrent-scans=0",
+            "admin.queue-timeout=0s",
+            "admin.body-timeout=soon",
+            "admin.write-timeout=0",
+            "admin.shutdown-timeout=1 fortnight",
+            "admin.max-header-size=100",
+            "admin.max-header-size=1mb",
+        ] {
+            let err = ServerConfig::load(None, &[entry.into()]).unwrap_err();
+            let key = entry.split('=').next().unwrap();
+            assert!(err.to_string().contains(key), "{entry}: {err}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The admin HTTP server on the Fluss listener (shared/spec/interface.md "HTTP on the Fluss
-//! listener"), on its own threads with `tiny_http`:
+//! The admin HTTP API on the Fluss listener (shared/spec/interface.md "HTTP on the Fluss
+//! listener"): what each request answers. The connections, limits and threads are in
+//! `listener.rs`; everything here runs on the admin server's bounded blocking pool.
 //!
 //! | request | answer |
 //! | --- | --- |
@@ -10,32 +11,29 @@
 //! | `GET /healthz` | 200 once the readiness flag is set, else 503 |
 //!
 //! When the listener is mapped to `sasl`, every request but `/healthz` needs HTTP Basic
-//! credentials from the PLAIN credential store (401 with `WWW-Authenticate` otherwise); the
-//! user becomes the principal for ACL checks. Unauthenticated listeners act as
-//! `User:ANONYMOUS`. Request bodies are read up to `max_body_bytes` (413 beyond).
+//! credentials from the PLAIN credential store (401 with `WWW-Authenticate` otherwise: "required"
+//! when none were sent, "failed" when the ones sent are not valid, logged at WARN with the
+//! user and client address); the user becomes the principal for ACL checks. Unauthenticated
+//! listeners act as `User:ANONYMOUS`. Request bodies are read up to `max_body_bytes` (413
+//! beyond).
 
-use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::io::{self, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use kafluss_auth::{CredentialStore, Operation, Principal, Resource};
+use hyper::Method;
+use kafluss_auth::{parse_basic_authorization, CredentialStore, Operation, Principal, Resource};
 use serde_json::{json, Value};
 use thiserror::Error;
-use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
 
-use super::stream::{self, Started};
+use super::listener::{self, ListenerHandle};
 use super::tables::table_json;
 use crate::catalog::{Catalog, SqlError, TableInfo};
 
 /// Default bound of a request body (`POST /v1/sql`), 1 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
-/// Worker threads answering requests (a scan holds one while it streams).
-pub const DEFAULT_WORKERS: usize = 4;
-/// How often idle workers look at the stop flag.
-const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 /// An error a hook reports before producing output.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -61,11 +59,12 @@ impl HookError {
 /// Rows per bucket of a table: `(bucket, row count)`.
 pub type RowCountsHook = Arc<dyn Fn(&TableInfo) -> Vec<(u32, u64)> + Send + Sync>;
 
-/// Writes a scan's output; runs on its own thread.
+/// Writes a scan's output; runs on a thread of the admin server's blocking pool. A write
+/// fails once the client has gone away: the producer should then stop.
 pub type ScanBody = Box<dyn FnOnce(&mut dyn Write) -> Result<(), HookError> + Send>;
 
-/// What a scan answers: the content type, and the body producer (run on its own thread;
-/// an error before any output becomes an error response).
+/// What a scan answers: the content type, and the body producer (an error before any
+/// output becomes an error response).
 pub struct ScanResponse {
     pub content_type: String,
     pub body: ScanBody,
@@ -76,6 +75,53 @@ pub type ScanHook = Arc<dyn Fn(&TableInfo, &str) -> Result<ScanResponse, HookErr
 
 /// `GET /metrics`: the Prometheus text exposition.
 pub type MetricsHook = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// The admin listener's resource limits (the `admin.*` keys of docs/configuration.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminLimits {
+    /// Open connections; one more is answered 503 and closed (`admin.max-connections`).
+    pub max_connections: usize,
+    /// SQL, table and metrics requests being worked on at once; others queue
+    /// (`admin.max-concurrent-requests`).
+    pub max_concurrent_requests: usize,
+    /// Scans producing rows at once; others queue (`admin.max-concurrent-scans`).
+    pub max_concurrent_scans: usize,
+    /// How long a request may wait in the queue before it is answered 503 (`admin.queue-timeout`).
+    pub queue_timeout: Duration,
+    /// From the moment the server waits for a request (new connection, or the previous
+    /// response sent) until its headers have arrived (`admin.header-timeout`).
+    pub header_timeout: Duration,
+    /// From the headers until the whole body has arrived (`admin.body-timeout`).
+    pub body_timeout: Duration,
+    /// A response write that makes no progress for this long closes the connection
+    /// (`admin.write-timeout`).
+    pub write_timeout: Duration,
+    /// Longest wait for requests in flight at shutdown (`admin.shutdown-timeout`).
+    pub shutdown_timeout: Duration,
+    /// Largest request head: request line plus headers (`admin.max-header-size`).
+    pub max_header_bytes: usize,
+}
+
+/// Smallest `max_header_bytes` accepted (`admin.max-header-size`).
+pub const MIN_HEADER_BYTES: usize = 1024;
+/// Largest `max_header_bytes` accepted: below the HTTP implementation's read buffer (~400 KiB).
+pub const MAX_HEADER_BYTES: usize = 256 * 1024;
+
+impl Default for AdminLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 64,
+            max_concurrent_requests: 8,
+            max_concurrent_scans: 4,
+            queue_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            shutdown_timeout: Duration::from_secs(5),
+            max_header_bytes: 64 * 1024,
+        }
+    }
+}
 
 /// Everything the admin server needs; hooks left `None` answer 503 (not available yet).
 #[derive(Clone)]
@@ -90,7 +136,8 @@ pub struct AdminContext {
     pub metrics: Option<MetricsHook>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
-    pub workers: usize,
+    /// Connections, concurrency and timeouts.
+    pub limits: AdminLimits,
 }
 
 impl AdminContext {
@@ -104,15 +151,19 @@ impl AdminContext {
             scan: None,
             metrics: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            workers: DEFAULT_WORKERS,
+            limits: AdminLimits::default(),
         }
     }
 }
 
 #[derive(Debug, Error)]
 pub enum AdminError {
-    #[error("cannot bind the admin HTTP server to {addr}: {reason}")]
-    Bind { addr: String, reason: String },
+    #[error("cannot bind the admin HTTP server to {addr}: {source}")]
+    Bind {
+        addr: String,
+        #[source]
+        source: io::Error,
+    },
     #[error("cannot start the admin HTTP server: {0}")]
     Thread(#[source] io::Error),
 }
@@ -120,8 +171,7 @@ pub enum AdminError {
 /// A running admin server; dropping it stops it too.
 pub struct AdminHandle {
     local_addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    workers: Vec<JoinHandle<()>>,
+    listener: Option<ListenerHandle>,
 }
 
 impl AdminHandle {
@@ -130,15 +180,15 @@ impl AdminHandle {
         self.local_addr
     }
 
-    /// Stops accepting requests and waits for the workers (in-flight requests finish).
+    /// Stops accepting, lets requests in flight finish for at most `shutdown_timeout`, then
+    /// closes every connection; never waits longer on a stuck client.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        for worker in self.workers.drain(..) {
-            let _ = worker.join();
+        if let Some(listener) = self.listener.take() {
+            listener.stop();
         }
     }
 }
@@ -149,218 +199,239 @@ impl Drop for AdminHandle {
     }
 }
 
-/// Binds `addr` (e.g. `127.0.0.1:0`) and serves on `ctx.workers` threads.
+/// Binds `addr` (e.g. `127.0.0.1:0`) and serves on the admin server's own thread.
 pub fn start_admin_server(
     addr: impl ToSocketAddrs + std::fmt::Debug,
     ctx: AdminContext,
 ) -> Result<AdminHandle, AdminError> {
     let described = format!("{addr:?}");
-    let server = Server::http(addr).map_err(|e| AdminError::Bind {
+    let socket = std::net::TcpListener::bind(addr).map_err(|source| AdminError::Bind {
         addr: described.clone(),
-        reason: e.to_string(),
+        source,
     })?;
-    let local_addr = server.server_addr().to_ip().ok_or_else(|| AdminError::Bind {
+    let local_addr = socket.local_addr().map_err(|source| AdminError::Bind {
         addr: described,
-        reason: "not an IP listener".to_string(),
+        source,
     })?;
-    let server = Arc::new(server);
-    let ctx = Arc::new(ctx);
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for index in 0..ctx.workers.max(1) {
-        let (server, ctx, worker_stop) = (Arc::clone(&server), Arc::clone(&ctx), Arc::clone(&stop));
-        let worker = std::thread::Builder::new()
-            .name(format!("kafluss-admin-{index}"))
-            .spawn(move || serve(&server, &ctx, &worker_stop));
-        match worker {
-            Ok(worker) => workers.push(worker),
-            Err(error) => {
-                stop.store(true, Ordering::SeqCst);
-                for worker in workers {
-                    let _ = worker.join();
-                }
-                return Err(AdminError::Thread(error));
-            }
-        }
-    }
+    let listener = listener::start(socket, Arc::new(ctx)).map_err(AdminError::Thread)?;
     tracing::info!(%local_addr, "admin HTTP server listening");
     Ok(AdminHandle {
         local_addr,
-        stop,
-        workers,
+        listener: Some(listener),
     })
 }
 
-fn serve(server: &Server, ctx: &AdminContext, stop: &AtomicBool) {
-    while !stop.load(Ordering::SeqCst) {
-        match server.recv_timeout(POLL_INTERVAL) {
-            Ok(Some(request)) => {
-                let method = request.method().clone();
-                let url = request.url().to_string();
-                if let Err(error) = handle(request, ctx) {
-                    tracing::debug!(%method, %url, %error, "admin response not delivered");
+/// A complete answer, built on a blocking thread and sent by the listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Reply {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+    /// Close the connection after this answer (the request body was not read).
+    pub close: bool,
+}
+
+impl Reply {
+    fn text(status: u16, content_type: &'static str, body: impl Into<Vec<u8>>) -> Self {
+        Self {
+            status,
+            content_type,
+            headers: Vec::new(),
+            body: body.into(),
+            close: false,
+        }
+    }
+
+    fn json(status: u16, body: &Value) -> Self {
+        let bytes = serde_json::to_vec(body).expect("JSON values serialize");
+        Self::text(status, "application/json", bytes)
+    }
+
+    /// `{"error":{"code":...,"message":...}}`.
+    pub fn error(status: u16, code: &str, message: &str) -> Self {
+        Self::json(status, &json!({ "error": { "code": code, "message": message } }))
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    pub fn closing(mut self) -> Self {
+        self.close = true;
+        self
+    }
+}
+
+/// What a request asks for, from its method and path alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Route {
+    Health,
+    Sql,
+    Metrics,
+    Table(String),
+    Scan(String),
+    MethodNotAllowed(String),
+    NotFound(String),
+}
+
+impl Route {
+    pub fn of(method: &Method, path: &str) -> Route {
+        if path == "/healthz" {
+            return Route::Health;
+        }
+        match (method, path) {
+            (&Method::POST, "/v1/sql") => Route::Sql,
+            (&Method::GET, "/metrics") => Route::Metrics,
+            (&Method::GET, path) if path.starts_with("/v1/tables/") => {
+                let rest = &path["/v1/tables/".len()..];
+                match rest.strip_suffix("/scan") {
+                    Some(name) => Route::Scan(name.to_string()),
+                    None => Route::Table(rest.to_string()),
                 }
             }
-            Ok(None) => {}
-            Err(error) => {
-                tracing::warn!(%error, "admin HTTP accept failed");
-                std::thread::sleep(POLL_INTERVAL);
-            }
+            (_, "/v1/sql" | "/metrics") => Route::MethodNotAllowed(path.to_string()),
+            _ => Route::NotFound(path.to_string()),
         }
     }
-}
 
-fn json_response(status: u16, body: &Value) -> Response<io::Cursor<Vec<u8>>> {
-    let bytes = serde_json::to_vec(body).expect("JSON values serialize");
-    Response::from_data(bytes)
-        .with_status_code(StatusCode(status))
-        .with_header(header("Content-Type", "application/json"))
-}
-
-fn error_response(status: u16, code: &str, message: &str) -> Response<io::Cursor<Vec<u8>>> {
-    json_response(status, &json!({ "error": { "code": code, "message": message } }))
-}
-
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("static header is valid")
-}
-
-/// Answers one request.
-fn handle(mut request: Request, ctx: &AdminContext) -> io::Result<()> {
-    let url = request.url().to_string();
-    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-    let method = request.method().clone();
-
-    if path == "/healthz" {
-        return if ctx.ready.load(Ordering::Acquire) {
-            request.respond(Response::from_string("ok\n"))
-        } else {
-            request.respond(Response::from_string("starting\n").with_status_code(503))
-        };
+    /// Whether the handler reads the request body.
+    pub fn reads_body(&self) -> bool {
+        matches!(self, Route::Sql)
     }
+}
 
-    let principal = match authenticate(&request, ctx) {
+/// The parts of a request the handlers need, owned so they move to a blocking thread.
+#[derive(Debug, Clone)]
+pub(super) struct RequestInfo {
+    pub route: Route,
+    pub query: String,
+    pub authorization: Option<String>,
+    pub peer: SocketAddr,
+}
+
+/// `/healthz`: cheap, answered on the listener thread itself.
+pub(super) fn health(ctx: &AdminContext) -> Reply {
+    if ctx.ready.load(Ordering::Acquire) {
+        Reply::text(200, TEXT, "ok\n")
+    } else {
+        Reply::text(503, TEXT, "starting\n")
+    }
+}
+
+const TEXT: &str = "text/plain; charset=UTF-8";
+
+/// Answers every request but scans (and `/healthz`, answered before any queueing).
+pub(super) fn answer(ctx: &AdminContext, request: &RequestInfo, body: Vec<u8>) -> Reply {
+    if request.route == Route::Health {
+        return health(ctx);
+    }
+    let principal = match authenticate(ctx, request) {
         Ok(principal) => principal,
-        Err(response) => return request.respond(response),
+        Err(reply) => return reply,
     };
-    let host = request
-        .remote_addr()
-        .map(|addr| addr.ip())
-        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
-
-    match (method, path) {
-        (Method::Post, "/v1/sql") => {
-            let body = match read_body(&mut request, ctx.max_body_bytes) {
-                Ok(body) => body,
-                Err(response) => return request.respond(response),
-            };
-            request.respond(execute_sql(ctx, &body, principal, host))
-        }
-        (Method::Get, "/metrics") => match &ctx.metrics {
-            Some(metrics) => request.respond(
-                Response::from_string(metrics())
-                    .with_header(header("Content-Type", "text/plain; version=0.0.4")),
-            ),
-            None => request.respond(unavailable("metrics")),
+    let host = request.peer.ip();
+    match &request.route {
+        Route::Health => health(ctx),
+        Route::Sql => match String::from_utf8(body) {
+            Ok(sql) => execute_sql(ctx, &sql, principal, host),
+            Err(_) => Reply::error(400, "BAD_REQUEST", "the SQL text must be UTF-8"),
         },
-        (Method::Get, path) if path.starts_with("/v1/tables/") => {
-            let rest = &path["/v1/tables/".len()..];
-            match rest.strip_suffix("/scan") {
-                Some(name) => scan(request, ctx, name, query, &principal, host),
-                None => request.respond(describe_table(ctx, rest, &principal, host)),
-            }
-        }
-        (_, "/v1/sql" | "/metrics" | "/healthz") => request.respond(error_response(
+        Route::Metrics => match &ctx.metrics {
+            Some(metrics) => Reply::text(200, "text/plain; version=0.0.4", metrics()),
+            None => unavailable("metrics"),
+        },
+        Route::Table(name) => describe_table(ctx, name, &principal, host),
+        // Scans stream: the listener runs them through prepare_scan, never here.
+        Route::Scan(_) => Reply::error(500, "INTERNAL_ERROR", "scans are streamed, not answered whole"),
+        Route::MethodNotAllowed(path) => Reply::error(
             405,
             "METHOD_NOT_ALLOWED",
             &format!("{path} does not accept this method"),
-        )),
-        _ => request.respond(error_response(
-            404,
-            "NOT_FOUND",
-            &format!("no such endpoint: {path}"),
-        )),
+        ),
+        Route::NotFound(path) => Reply::error(404, "NOT_FOUND", &format!("no such endpoint: {path}")),
     }
 }
 
-fn unavailable(what: &str) -> Response<io::Cursor<Vec<u8>>> {
-    error_response(
+/// A scan's checks (authentication, table, ACL, parameters) and its body producer, or the
+/// reply that answers instead.
+pub(super) fn prepare_scan(
+    ctx: &AdminContext,
+    request: &RequestInfo,
+    name: &str,
+) -> Result<ScanResponse, Reply> {
+    let principal = authenticate(ctx, request)?;
+    let Some(hook) = &ctx.scan else {
+        return Err(unavailable("scan"));
+    };
+    let table = find_table(ctx, name, Operation::Read, &principal, request.peer.ip())?;
+    hook(&table, &request.query).map_err(|error| hook_reply(&error))
+}
+
+pub(super) fn hook_reply(error: &HookError) -> Reply {
+    Reply::error(error.status, &error.code, &error.message)
+}
+
+fn unavailable(what: &str) -> Reply {
+    Reply::error(
         503,
         "UNAVAILABLE",
         &format!("{what} is not available on this server"),
     )
 }
 
-/// The request's principal, or the 401 to answer.
-fn authenticate(request: &Request, ctx: &AdminContext) -> Result<Principal, Response<io::Cursor<Vec<u8>>>> {
+fn unauthorized(message: &str) -> Reply {
+    Reply::error(401, "AUTHENTICATION_FAILED", message)
+        .with_header("WWW-Authenticate", "Basic realm=\"kafluss\"")
+}
+
+/// The request's principal, or the 401 to answer. Failed logins are logged at WARN with the
+/// user and the client address, never the password.
+fn authenticate(ctx: &AdminContext, request: &RequestInfo) -> Result<Principal, Reply> {
     let Some(store) = &ctx.credentials else {
         return Ok(Principal::anonymous());
     };
-    let authorization = request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv("Authorization"))
-        .map(|h| h.value.as_str());
-    match authorization.and_then(|value| store.verify_basic(value)) {
-        Some(principal) => Ok(principal),
-        None => Err(error_response(
-            401,
-            "AUTHENTICATION_FAILED",
+    let Some(value) = request.authorization.as_deref() else {
+        return Err(unauthorized(
             "authentication required: use HTTP Basic with a user of security.sasl.plain.credentials",
-        )
-        .with_header(header("WWW-Authenticate", "Basic realm=\"kafluss\""))),
-    }
-}
-
-/// Reads at most `limit` bytes of UTF-8; 413 or 400 otherwise.
-fn read_body(request: &mut Request, limit: usize) -> Result<String, Response<io::Cursor<Vec<u8>>>> {
-    if request.body_length().is_some_and(|length| length > limit) {
-        return Err(too_large(limit));
-    }
-    let mut body = Vec::new();
-    let read = request.as_reader().take(limit as u64 + 1).read_to_end(&mut body);
-    if let Err(error) = read {
-        return Err(error_response(
-            400,
-            "BAD_REQUEST",
-            &format!("cannot read the request body: {error}"),
         ));
+    };
+    if let Some(principal) = store.verify_basic(value) {
+        return Ok(principal);
     }
-    if body.len() > limit {
-        return Err(too_large(limit));
-    }
-    String::from_utf8(body).map_err(|_| error_response(400, "BAD_REQUEST", "the SQL text must be UTF-8"))
+    let (user, reason) = match parse_basic_authorization(value) {
+        Ok(credentials) => (
+            Some(credentials.username),
+            "invalid user name or password".to_string(),
+        ),
+        Err(error) => (None, error.to_string()),
+    };
+    tracing::warn!(
+        user = ?user.as_deref().unwrap_or("-"),
+        client = %request.peer,
+        %reason,
+        "admin HTTP Basic authentication failed"
+    );
+    Err(unauthorized(&format!("authentication failed: {reason}")))
 }
 
-fn too_large(limit: usize) -> Response<io::Cursor<Vec<u8>>> {
-    error_response(
-        413,
-        "REQUEST_TOO_LARGE",
-        &format!("request body over {limit} bytes (admin.max-request-size)"),
-    )
-}
-
-fn execute_sql(
-    ctx: &AdminContext,
-    sql: &str,
-    principal: Principal,
-    host: IpAddr,
-) -> Response<io::Cursor<Vec<u8>>> {
+fn execute_sql(ctx: &AdminContext, sql: &str, principal: Principal, host: std::net::IpAddr) -> Reply {
     let mut session = ctx.catalog.session(principal, host);
     match ctx.catalog.execute(sql, &mut session) {
         Ok(results) => {
             let results: Vec<Value> = results.iter().map(|r| r.to_json()).collect();
-            json_response(200, &json!({ "results": results }))
+            Reply::json(200, &json!({ "results": results }))
         }
-        Err(error) => sql_error_response(&error),
+        Err(error) => sql_error_reply(&error),
     }
 }
 
-fn sql_error_response(error: &SqlError) -> Response<io::Cursor<Vec<u8>>> {
+fn sql_error_reply(error: &SqlError) -> Reply {
     if error.http_status() >= 500 {
         tracing::error!(%error, "SQL statement failed");
     }
-    error_response(error.http_status(), error.code(), &error.to_string())
+    Reply::error(error.http_status(), error.code(), &error.to_string())
 }
 
 /// `{db}.{table}` (or a bare table in the default database) → the table, if the principal
@@ -371,14 +442,14 @@ fn find_table(
     name: &str,
     operation: Operation,
     principal: &Principal,
-    host: IpAddr,
-) -> Result<Arc<TableInfo>, Response<io::Cursor<Vec<u8>>>> {
+    host: std::net::IpAddr,
+) -> Result<Arc<TableInfo>, Reply> {
     let snapshot = ctx.catalog.snapshot();
     let (database, table) = name
         .split_once('.')
         .unwrap_or((snapshot.default_database.as_str(), name));
     let not_found = || {
-        error_response(
+        Reply::error(
             404,
             "TABLE_NOT_FOUND",
             &format!("table '{database}.{table}' does not exist"),
@@ -393,7 +464,7 @@ fn find_table(
         return Err(not_found());
     }
     if !authorizer.authorize(principal, host, operation, &resource) {
-        return Err(error_response(
+        return Err(Reply::error(
             403,
             "AUTHORIZATION_FAILED",
             &format!("principal {principal} is not authorized to {operation} table '{database}.{table}'"),
@@ -402,48 +473,42 @@ fn find_table(
     Ok(Arc::clone(info))
 }
 
-fn describe_table(
-    ctx: &AdminContext,
-    name: &str,
-    principal: &Principal,
-    host: IpAddr,
-) -> Response<io::Cursor<Vec<u8>>> {
+fn describe_table(ctx: &AdminContext, name: &str, principal: &Principal, host: std::net::IpAddr) -> Reply {
     match find_table(ctx, name, Operation::Describe, principal, host) {
         Ok(table) => {
             let row_counts = ctx.row_counts.as_ref().map(|hook| hook(&table));
-            json_response(200, &table_json(&table, row_counts.as_deref()))
+            Reply::json(200, &table_json(&table, row_counts.as_deref()))
         }
-        Err(response) => response,
+        Err(reply) => reply,
     }
 }
 
-fn scan(
-    request: Request,
-    ctx: &AdminContext,
-    name: &str,
-    query: &str,
-    principal: &Principal,
-    host: IpAddr,
-) -> io::Result<()> {
-    let Some(hook) = &ctx.scan else {
-        return request.respond(unavailable("scan"));
-    };
-    let table = match find_table(ctx, name, Operation::Read, principal, host) {
-        Ok(table) => table,
-        Err(response) => return request.respond(response),
-    };
-    let response = match hook(&table, query) {
-        Ok(response) => response,
-        Err(error) => return request.respond(error_response(error.status, &error.code, &error.message)),
-    };
-    match stream::start(response.body) {
-        Started::Failed(error) => request.respond(error_response(error.status, &error.code, &error.message)),
-        Started::Body(reader) => request.respond(Response::new(
-            StatusCode(200),
-            vec![header("Content-Type", &response.content_type)],
-            reader,
-            None,
-            None,
-        )),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_follow_method_and_path() {
+        assert_eq!(Route::of(&Method::GET, "/healthz"), Route::Health);
+        assert_eq!(Route::of(&Method::POST, "/healthz"), Route::Health);
+        assert_eq!(Route::of(&Method::POST, "/v1/sql"), Route::Sql);
+        assert_eq!(
+            Route::of(&Method::GET, "/v1/sql"),
+            Route::MethodNotAllowed("/v1/sql".into())
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/v1/tables/a.b/scan"),
+            Route::Scan("a.b".into())
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/v1/tables/a.b"),
+            Route::Table("a.b".into())
+        );
+        assert_eq!(
+            Route::of(&Method::DELETE, "/v1/tables/a.b"),
+            Route::NotFound("/v1/tables/a.b".into())
+        );
+        assert!(Route::Sql.reads_body());
+        assert!(!Route::Health.reads_body());
     }
 }

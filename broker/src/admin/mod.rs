@@ -1,13 +1,17 @@
 //! The admin HTTP API on the Fluss listener: SQL, table descriptions, scans, metrics and
-//! health (see `http.rs`). It runs on its own threads and reaches the cores only through
-//! the catalog's published snapshots and the hooks in [`AdminContext`].
+//! health. `http.rs` answers the requests, `listener.rs` owns the connections (hyper on a
+//! small tokio runtime of its own thread, bounded in connections, time and concurrency),
+//! `stream.rs` streams scans. It reaches the cores only through the catalog's published
+//! snapshots and the hooks in [`AdminContext`].
 
 pub mod http;
+mod listener;
 pub mod storage;
 mod stream;
 pub mod tables;
 
 pub use http::{
-    start_admin_server, AdminContext, AdminError, AdminHandle, HookError, MetricsHook, RowCountsHook,
-    ScanBody, ScanHook, ScanResponse, DEFAULT_MAX_BODY_BYTES,
+    start_admin_server, AdminContext, AdminError, AdminHandle, AdminLimits, HookError, MetricsHook,
+    RowCountsHook, ScanBody, ScanHook, ScanResponse, DEFAULT_MAX_BODY_BYTES, MAX_HEADER_BYTES,
+    MIN_HEADER_BYTES,
 };
