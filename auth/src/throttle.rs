@@ -102,6 +102,29 @@ impl LoginThrottle {
         wait
     }
 
+    /// For callers that refuse instead of waiting (HTTP answers 429): `Ok` when the attempt may
+    /// be checked now (it takes the keys' turn, like [`reserve`](Self::reserve) with no wait),
+    /// else `Err` with how long until it may; a refused attempt takes no turn, so refusals
+    /// never push the next turn further away.
+    pub fn try_now(&self, now: Instant, address: IpAddr, user: &str) -> Result<(), Duration> {
+        let wait = {
+            let entries = self.lock();
+            [Key::Address(address), Key::User(user.to_string())]
+                .iter()
+                .filter_map(|key| entries.get(key))
+                .filter(|entry| entry.failures > 0)
+                .map(|entry| entry.next_turn.saturating_duration_since(now))
+                .max()
+                .unwrap_or_default()
+        };
+        if !wait.is_zero() {
+            self.delayed.fetch_add(1, Ordering::Relaxed);
+            return Err(wait);
+        }
+        self.reserve(now, address, user);
+        Ok(())
+    }
+
     /// A failed attempt: both keys' failure counts grow, and so does their delay.
     pub fn failed(&self, now: Instant, address: IpAddr, user: &str) {
         self.failures.fetch_add(1, Ordering::Relaxed);
@@ -221,6 +244,30 @@ mod tests {
         assert_eq!(t.reserve(now, ip(2), "admin"), 2000 * MS);
         assert_eq!(t.reserve(now, ip(1), "other"), 2000 * MS);
         assert_eq!(t.reserve(now, ip(3), "other"), Duration::ZERO);
+    }
+
+    #[test]
+    fn refusing_callers_do_not_push_the_turn() {
+        let t = throttle();
+        let now = Instant::now();
+        assert_eq!(t.try_now(now, ip(1), "u"), Ok(()));
+        t.failed(now, ip(1), "u");
+        assert_eq!(t.try_now(now, ip(1), "u"), Err(100 * MS));
+        assert_eq!(
+            t.try_now(now + 50 * MS, ip(2), "u"),
+            Err(50 * MS),
+            "the user key holds"
+        );
+        assert_eq!(
+            t.try_now(now + 100 * MS, ip(1), "u"),
+            Ok(()),
+            "refusals took no turn"
+        );
+        assert_eq!(
+            t.try_now(now + 100 * MS, ip(1), "u"),
+            Err(100 * MS),
+            "that one did"
+        );
     }
 
     #[test]

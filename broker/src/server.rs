@@ -390,6 +390,7 @@ fn start_admin(
     context.metrics = Some(Arc::new(move || metrics.render()));
     context.max_body_bytes = config.admin_max_request_size;
     context.limits = config.admin_limits.clone();
+    context.login_throttle = runtime.login_throttle.clone();
     let handle = start_admin_server(address, context)
         .map_err(|e| ServerError::Admin(format!("listener {}: {e}", listener.name)))?;
     Ok(Some((listener.name.clone(), handle)))

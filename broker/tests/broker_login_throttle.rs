@@ -116,3 +116,60 @@ fn failed_logins_slow_the_next_attempts() {
     );
     assert!(!logs.contains(WRONG), "the password never reaches the log");
 }
+
+/// `GET /metrics` with HTTP Basic credentials; the status code and the headers+body.
+fn get_with_basic(server: SocketAddr, user: &str, password: &str) -> (u16, String) {
+    use base64::Engine;
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let mut stream = TcpStream::connect_timeout(&server, Duration::from_secs(10)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    (status, answer)
+}
+
+#[test]
+fn failed_basic_logins_are_refused_for_a_while() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:sasl,KAFKA:plaintext",
+            "security.sasl.plain.credentials=admin:secret",
+            "security.login.failure-delay=500ms",
+            "security.login.max-failure-delay=2s",
+        ],
+    );
+    let fluss = server.fluss;
+    assert_eq!(get_with_basic(fluss, "admin", "secret").0, 200);
+    let (status, _) = get_with_basic(fluss, "admin", WRONG);
+    assert_eq!(status, 401);
+    // Within the delay even the right password is not checked: 429 with Retry-After.
+    let (status, answer) = get_with_basic(fluss, "admin", "secret");
+    assert_eq!(status, 429, "{answer}");
+    assert!(answer.to_lowercase().contains("retry-after: 1"), "{answer}");
+    assert!(answer.contains("TOO_MANY_FAILED_LOGINS"), "{answer}");
+    // Refused attempts do not extend the wait: once it passed, the right password works.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(get_with_basic(fluss, "admin", "secret").0, 200);
+    assert_eq!(
+        get_with_basic(fluss, "admin", "secret").0,
+        200,
+        "success cleared the penalty"
+    );
+    assert!(
+        !server.logs().contains(WRONG),
+        "the password never reaches the log"
+    );
+}

@@ -21,10 +21,12 @@ use std::io::{self, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hyper::Method;
-use kafluss_auth::{parse_basic_authorization, CredentialStore, Operation, Principal, Resource};
+use kafluss_auth::{
+    parse_basic_authorization, CredentialStore, LoginThrottle, Operation, Principal, Resource,
+};
 use serde_json::{json, Value};
 use thiserror::Error;
 
@@ -138,6 +140,9 @@ pub struct AdminContext {
     pub max_body_bytes: usize,
     /// Connections, concurrency and timeouts.
     pub limits: AdminLimits,
+    /// Failed Basic logins refuse the next attempts of their address and user for a while
+    /// (shared with the Kafka listeners' SASL).
+    pub login_throttle: Arc<LoginThrottle>,
 }
 
 impl AdminContext {
@@ -152,6 +157,7 @@ impl AdminContext {
             metrics: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             limits: AdminLimits::default(),
+            login_throttle: Arc::new(LoginThrottle::new(Default::default())),
         }
     }
 }
@@ -397,10 +403,24 @@ fn authenticate(ctx: &AdminContext, request: &RequestInfo) -> Result<Principal, 
             "authentication required: use HTTP Basic with a user of security.sasl.plain.credentials",
         ));
     };
+    let parsed = parse_basic_authorization(value);
+    let user = parsed.as_ref().map(|c| c.username.clone()).unwrap_or_default();
+    let address = request.peer.ip();
+    if let Err(wait) = ctx.login_throttle.try_now(Instant::now(), address, &user) {
+        let seconds = wait.as_secs_f64().ceil().max(1.0);
+        return Err(Reply::error(
+            429,
+            "TOO_MANY_FAILED_LOGINS",
+            &format!("too many failed logins for this user or client address: retry in {seconds} s"),
+        )
+        .with_header("Retry-After", format!("{seconds}")));
+    }
     if let Some(principal) = store.verify_basic(value) {
+        ctx.login_throttle.succeeded(address, &user);
         return Ok(principal);
     }
-    let (user, reason) = match parse_basic_authorization(value) {
+    ctx.login_throttle.failed(Instant::now(), address, &user);
+    let (user, reason) = match parsed {
         Ok(credentials) => (
             Some(credentials.username),
             "invalid user name or password".to_string(),
