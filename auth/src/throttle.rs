@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// The limits of a [`LoginThrottle`] (server keys `security.login.*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ThrottleConfig {
-    /// The wait after the first failure; doubled by each further one.
+    /// The wait after the first failure; doubled by each further one. Zero: no waits.
     pub failure_delay: Duration,
     /// The longest wait.
     pub max_failure_delay: Duration,
@@ -244,6 +244,21 @@ mod tests {
         assert_eq!(t.reserve(now, ip(2), "admin"), 2000 * MS);
         assert_eq!(t.reserve(now, ip(1), "other"), 2000 * MS);
         assert_eq!(t.reserve(now, ip(3), "other"), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_zero_delay_never_waits() {
+        let t = LoginThrottle::new(ThrottleConfig {
+            failure_delay: Duration::ZERO,
+            ..ThrottleConfig::default()
+        });
+        let now = Instant::now();
+        for _ in 0..5 {
+            t.failed(now, ip(1), "u");
+            assert_eq!(t.reserve(now, ip(1), "u"), Duration::ZERO);
+            assert_eq!(t.try_now(now, ip(1), "u"), Ok(()));
+        }
+        assert_eq!(t.failures_total(), 5, "failures are still counted");
     }
 
     #[test]

@@ -333,7 +333,10 @@ impl ServerConfig {
             authorizer_enabled: parse_bool("authorizer.enabled", req("authorizer.enabled"))?,
             super_users: req("super.users").to_string(),
             login_throttle: kafluss_auth::ThrottleConfig {
-                failure_delay: positive_duration("security.login.failure-delay")?,
+                failure_delay: parse_duration(
+                    "security.login.failure-delay",
+                    req("security.login.failure-delay"),
+                )?,
                 max_failure_delay: positive_duration("security.login.max-failure-delay")?,
                 max_tracked: parse_number("security.login.max-tracked", req("security.login.max-tracked"))?
                     as usize,

@@ -479,6 +479,9 @@ fn failed_logins_say_credentials_were_wrong_and_are_logged_without_the_password(
         &[
             "security.protocol.map=FLUSS:sasl,KAFKA:plaintext",
             "security.sasl.plain.credentials=admin:admin-secret",
+            // The answers' wording is under test here, not the login throttle
+            // (broker_login_throttle.rs), which 0 turns off.
+            "security.login.failure-delay=0",
         ],
     );
     let request = |auth: Option<&str>| -> Answer {
@@ -526,7 +529,7 @@ fn failed_logins_say_credentials_were_wrong_and_are_logged_without_the_password(
         .unwrap();
         read_to_close(&mut stream)
     };
-    assert_eq!(malformed.status, 401);
+    assert_eq!(malformed.status, 401, "{malformed:?}");
     assert!(
         malformed
             .body
