@@ -49,6 +49,8 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("table.log.ttl", Some("7d")),
     ("log.retention.check-interval", Some("5min")),
     ("admin.max-request-size", Some("16mb")),
+    ("server.log-repeat-interval", Some("10s")),
+    ("server.log-repeat-keys", Some("1024")),
 ];
 
 /// A start-up configuration error; every variant names the key or line at fault.
@@ -128,6 +130,10 @@ pub struct ServerConfig {
     pub log_ttl: Duration,
     pub retention_check_interval: Duration,
     pub admin_max_request_size: usize,
+    /// Shortest time between two log lines of the same (table, reason) on one core.
+    pub log_repeat_interval: Duration,
+    /// (table, reason) keys each core's log rate limiter remembers.
+    pub log_repeat_keys: usize,
 }
 
 /// Raw `key → value` pairs, after file and overrides are merged.
@@ -259,6 +265,14 @@ impl ServerConfig {
                 "must be between 1 and 1024",
             ));
         }
+        let log_repeat_keys = parse_number("server.log-repeat-keys", req("server.log-repeat-keys"))?;
+        if log_repeat_keys == 0 || log_repeat_keys > 1 << 20 {
+            return Err(invalid(
+                "server.log-repeat-keys",
+                req("server.log-repeat-keys"),
+                "must be between 1 and 1048576",
+            ));
+        }
         Ok(ServerConfig {
             bind_listeners,
             advertised_listeners,
@@ -283,6 +297,8 @@ impl ServerConfig {
             log_ttl: positive_duration("table.log.ttl")?,
             retention_check_interval: positive_duration("log.retention.check-interval")?,
             admin_max_request_size: positive_size("admin.max-request-size")? as usize,
+            log_repeat_interval: positive_duration("server.log-repeat-interval")?,
+            log_repeat_keys: log_repeat_keys as usize,
         })
     }
 

@@ -13,6 +13,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafluss_convert::ConvertError;
 use kafluss_protocol::encode_response_frame;
 use kafluss_protocol::{
     BatchIndexAndErrorMessage, ProducePartitionResponse, ProduceRequest, ProduceResponse,
@@ -47,8 +48,11 @@ pub struct PartitionOutcome {
     pub log_start_offset: i64,
     /// (batch_index, message) of the records that failed conversion (v8+).
     pub record_errors: Vec<(i32, String)>,
-    /// Rows appended (metrics).
+    /// Rows appended.
     pub rows: u64,
+    /// The conversion failure behind an INVALID_RECORD (its record index and JSON path are
+    /// logged with the refusal).
+    pub convert_error: Option<Box<ConvertError>>,
 }
 
 impl PartitionOutcome {
@@ -60,6 +64,7 @@ impl PartitionOutcome {
             log_start_offset: -1,
             record_errors: Vec::new(),
             rows: 0,
+            convert_error: None,
         }
     }
 
@@ -75,6 +80,7 @@ impl PartitionOutcome {
             log_start_offset: log_start_offset as i64,
             record_errors: Vec::new(),
             rows,
+            convert_error: None,
         }
     }
 }
@@ -104,25 +110,33 @@ pub fn whole_request_error(request: &ProduceRequest) -> Option<(ErrorCode, &'sta
     None
 }
 
+/// A partition refused on the connection's core, with its table when the topic resolved.
+pub type Refused = (Option<Arc<TableInfo>>, PartitionOutcome);
+
 /// Per-partition checks on the connection's core: topic → table, partition range, WRITE.
 pub fn prepare_partition(
     context: &ConnectionContext,
     snapshot: &crate::catalog::model::CatalogSnapshot,
     topic: &str,
     partition: i32,
-) -> Result<(Arc<TableInfo>, u32), PartitionOutcome> {
+) -> Result<(Arc<TableInfo>, u32), Refused> {
     let runtime = context.shard.runtime();
     let default_db = &context.shard.config().kafka_default_database;
-    let table = crate::catalog::resolve::resolve_topic(snapshot, topic, default_db)
-        .map_err(|e| PartitionOutcome::error(errors::topic_error_code(&e), e.to_string()))?;
+    let table = crate::catalog::resolve::resolve_topic(snapshot, topic, default_db).map_err(|e| {
+        (
+            None,
+            PartitionOutcome::error(errors::topic_error_code(&e), errors::topic_error_message(&e)),
+        )
+    })?;
+    let refuse = |outcome| Err((Some(table.clone()), outcome));
     if partition < 0 {
-        return Err(PartitionOutcome::error(
+        return refuse(PartitionOutcome::error(
             ErrorCode::InvalidRequest,
             format!("partition {partition} is negative"),
         ));
     }
     if partition as u32 >= table.bucket_count {
-        return Err(PartitionOutcome::error(
+        return refuse(PartitionOutcome::error(
             ErrorCode::UnknownTopicOrPartition,
             format!(
                 "topic {topic} has {} partitions (the table's buckets); partition {partition} does not exist",
@@ -141,7 +155,7 @@ pub fn prepare_partition(
         kafluss_auth::Operation::Write,
         &resource,
     ) {
-        return Err(PartitionOutcome::error(
+        return refuse(PartitionOutcome::error(
             ErrorCode::TopicAuthorizationFailed,
             format!("{principal} may not WRITE to {}.{}", table.database, table.name),
         ));
@@ -169,13 +183,15 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
         Done(PartitionOutcome),
         Waiting(glommio::channels::local_channel::LocalReceiver<PartitionOutcome>),
     }
-    let mut topics: Vec<(String, Vec<(i32, Slot)>)> = Vec::with_capacity(request.topics.len());
+    // (partition, its table when the topic resolved, slot)
+    type Slots = Vec<(i32, Option<Arc<TableInfo>>, Slot)>;
+    let mut topics: Vec<(String, Slots)> = Vec::with_capacity(request.topics.len());
     if let Some((code, message)) = whole_request_error(&request) {
         for topic in &request.topics {
             let slots = topic
                 .partitions
                 .iter()
-                .map(|p| (p.index, Slot::Done(PartitionOutcome::error(code, message))))
+                .map(|p| (p.index, None, Slot::Done(PartitionOutcome::error(code, message))))
                 .collect();
             topics.push((topic.name.clone(), slots));
         }
@@ -185,32 +201,36 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
             let mut slots = Vec::with_capacity(topic.partitions.len());
             for partition in topic.partitions {
                 let slot = match prepare_partition(context, &snapshot, &topic.name, partition.index) {
-                    Err(outcome) => Slot::Done(outcome),
-                    Ok((table, bucket)) => Slot::Waiting(
-                        context
-                            .shard
-                            .submit(AppendJob {
-                                table,
-                                bucket,
-                                partition: partition.index,
-                                records: partition.records,
-                                acks,
-                            })
-                            .await,
+                    Err((table, outcome)) => (partition.index, table, Slot::Done(outcome)),
+                    Ok((table, bucket)) => (
+                        partition.index,
+                        Some(table.clone()),
+                        Slot::Waiting(
+                            context
+                                .shard
+                                .submit(AppendJob {
+                                    table,
+                                    bucket,
+                                    partition: partition.index,
+                                    records: partition.records,
+                                    acks,
+                                })
+                                .await,
+                        ),
                     ),
                 };
-                slots.push((partition.index, slot));
+                slots.push(slot);
             }
             topics.push((topic.name, slots));
         }
     }
-    let shard = context.shard.clone();
+    let context = context.clone();
     let task = glommio::spawn_local(async move {
         let mut failed = false;
         let mut responses = Vec::with_capacity(topics.len());
         for (name, slots) in topics {
             let mut partitions = Vec::with_capacity(slots.len());
-            for (index, slot) in slots {
+            for (index, table, slot) in slots {
                 let outcome = match slot {
                     Slot::Done(outcome) => outcome,
                     Slot::Waiting(receiver) => receiver
@@ -220,9 +240,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
                 };
                 if outcome.error != ErrorCode::None {
                     failed = true;
-                    shard.metrics().record_partition_error();
-                } else {
-                    shard.metrics().record_appended(outcome.rows);
+                    refused(&context, &name, index, table.as_deref(), &outcome);
                 }
                 partitions.push(to_wire(index, outcome));
             }
@@ -255,6 +273,66 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
     Dispatch::Respond {
         api_key,
         response: PendingResponse::Later(task),
+    }
+}
+
+/// Counts a refused partition (by code, and by table when the topic resolved) and logs it at
+/// WARN, rate-limited per (table, code) by `server.log-repeat-interval`.
+fn refused(
+    context: &ConnectionContext,
+    topic: &str,
+    partition: i32,
+    table: Option<&TableInfo>,
+    outcome: &PartitionOutcome,
+) {
+    let shard = &context.shard;
+    let code = outcome.error;
+    shard.metrics().record_refused(code);
+    let label = match table {
+        Some(table) => {
+            shard.table_metrics(table).record_refused(shard.id, code);
+            table.path()
+        }
+        // Unknown or invalid topics: the name as sent (the limiter's key map is bounded).
+        None => topic.to_string(),
+    };
+    let Some(suppressed) = shard.log_repeat(&label, code.name()) else {
+        return;
+    };
+    let principal = context.principal();
+    let message = outcome.error_message.as_deref().unwrap_or("");
+    match &outcome.convert_error {
+        Some(e) => tracing::warn!(
+            table = %label,
+            partition,
+            client = %context.peer,
+            principal = %principal,
+            code = %code.name(),
+            record = e.record_index,
+            path = %json_path(&e.path),
+            reason = %e.reason,
+            suppressed,
+            "produce refused"
+        ),
+        None => tracing::warn!(
+            table = %label,
+            partition,
+            client = %context.peer,
+            principal = %principal,
+            code = %code.name(),
+            reason = %message,
+            suppressed,
+            "produce refused"
+        ),
+    }
+}
+
+/// A converter path (`a.b[2]`, or `[0]` for an array value) as JSONPath from `$`.
+fn json_path(path: &str) -> String {
+    if path.is_empty() || path.starts_with('[') {
+        format!("${path}")
+    } else {
+        format!("$.{path}")
     }
 }
 
