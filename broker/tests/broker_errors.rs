@@ -793,3 +793,59 @@ fn logs_written_to_a_pipe_carry_no_ansi_colour_codes() {
         "ANSI escape in piped stderr:\n{stderr:?}"
     );
 }
+
+#[test]
+fn a_failing_bucket_logs_its_storage_error_once_per_interval() {
+    let server = Server::start(1, &["server.log-repeat-interval=1h"]);
+    server.sql_ok("CREATE TABLE fluss.broken (id INT) WITH ('table.kafka.enabled' = 'true')");
+    let (status, info) = server.get("/v1/tables/fluss.broken");
+    assert_eq!(status, 200, "{info}");
+    let id = serde_json::from_str::<serde_json::Value>(&info).unwrap()["id"]
+        .as_u64()
+        .expect("table id");
+    // A plain file where the bucket directory belongs: every open of the bucket fails.
+    let table_dir = server.data_dir.join("fluss").join(format!("broken-{id}"));
+    std::fs::create_dir_all(&table_dir).unwrap();
+    std::fs::write(table_dir.join("bucket-0"), b"not a directory").unwrap();
+    let mut raw = Raw::connect(server.kafka);
+    for _ in 0..100 {
+        let got = outcomes(&raw.produce(
+            9,
+            &request(1, vec![("broken", vec![(0, Some(batch(&[r#"{"id":1}"#])))])]),
+        ));
+        assert_eq!(got[0].2, ErrorCode::KafkaStorageError, "{got:?}");
+    }
+    let logs = server.logs();
+    let errors: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains(" ERROR ") && l.contains("table=fluss.broken"))
+        .collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "one storage error line for 100 failures:\n{logs}"
+    );
+    assert!(errors[0].contains("cannot open bucket 0"), "{}", errors[0]);
+    let refusals = refusal_lines(&server, "fluss.broken");
+    assert_eq!(refusals.len(), 1, "{logs}");
+    assert!(
+        refusals[0].contains("code=KAFKA_STORAGE_ERROR "),
+        "{}",
+        refusals[0]
+    );
+    let metrics = scrape(&server);
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"kafluss_table_batches_refused_total{table="fluss.broken",code="KAFKA_STORAGE_ERROR"}"#
+        ),
+        100.0
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"kafluss_table_rows_appended_total{table="fluss.broken"}"#
+        ),
+        0.0
+    );
+}
