@@ -22,6 +22,7 @@ use kafluss_protocol::{
 use kafluss_protocol::{ErrorCode, RequestHeader};
 
 use crate::catalog::model::TableInfo;
+use crate::catalog::resolve::TopicError;
 use crate::connection::ConnectionContext;
 use crate::errors;
 
@@ -110,33 +111,26 @@ pub fn whole_request_error(request: &ProduceRequest) -> Option<(ErrorCode, &'sta
     None
 }
 
-/// A partition refused on the connection's core, with its table when the topic resolved.
-pub type Refused = (Option<Arc<TableInfo>>, PartitionOutcome);
-
 /// Per-partition checks on the connection's core: topic → table, partition range, WRITE.
 pub fn prepare_partition(
     context: &ConnectionContext,
     snapshot: &crate::catalog::model::CatalogSnapshot,
     topic: &str,
     partition: i32,
-) -> Result<(Arc<TableInfo>, u32), Refused> {
+) -> Result<(Arc<TableInfo>, u32), PartitionOutcome> {
     let runtime = context.shard.runtime();
     let default_db = &context.shard.config().kafka_default_database;
     let table = crate::catalog::resolve::resolve_topic(snapshot, topic, default_db).map_err(|e| {
-        (
-            None,
-            PartitionOutcome::error(errors::topic_error_code(&e), errors::topic_error_message(&e)),
-        )
+        PartitionOutcome::error(errors::topic_error_code(&e), errors::topic_error_message(&e))
     })?;
-    let refuse = |outcome| Err((Some(table.clone()), outcome));
     if partition < 0 {
-        return refuse(PartitionOutcome::error(
+        return Err(PartitionOutcome::error(
             ErrorCode::InvalidRequest,
             format!("partition {partition} is negative"),
         ));
     }
     if partition as u32 >= table.bucket_count {
-        return refuse(PartitionOutcome::error(
+        return Err(PartitionOutcome::error(
             ErrorCode::UnknownTopicOrPartition,
             format!(
                 "topic {topic} has {} partitions (the table's buckets); partition {partition} does not exist",
@@ -155,7 +149,7 @@ pub fn prepare_partition(
         kafluss_auth::Operation::Write,
         &resource,
     ) {
-        return refuse(PartitionOutcome::error(
+        return Err(PartitionOutcome::error(
             ErrorCode::TopicAuthorizationFailed,
             format!("{principal} may not WRITE to {}.{}", table.database, table.name),
         ));
@@ -183,15 +177,13 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
         Done(PartitionOutcome),
         Waiting(glommio::channels::local_channel::LocalReceiver<PartitionOutcome>),
     }
-    // (partition, its table when the topic resolved, slot)
-    type Slots = Vec<(i32, Option<Arc<TableInfo>>, Slot)>;
-    let mut topics: Vec<(String, Slots)> = Vec::with_capacity(request.topics.len());
+    let mut topics: Vec<(String, Vec<(i32, Slot)>)> = Vec::with_capacity(request.topics.len());
     if let Some((code, message)) = whole_request_error(&request) {
         for topic in &request.topics {
             let slots = topic
                 .partitions
                 .iter()
-                .map(|p| (p.index, None, Slot::Done(PartitionOutcome::error(code, message))))
+                .map(|p| (p.index, Slot::Done(PartitionOutcome::error(code, message))))
                 .collect();
             topics.push((topic.name.clone(), slots));
         }
@@ -201,25 +193,21 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
             let mut slots = Vec::with_capacity(topic.partitions.len());
             for partition in topic.partitions {
                 let slot = match prepare_partition(context, &snapshot, &topic.name, partition.index) {
-                    Err((table, outcome)) => (partition.index, table, Slot::Done(outcome)),
-                    Ok((table, bucket)) => (
-                        partition.index,
-                        Some(table.clone()),
-                        Slot::Waiting(
-                            context
-                                .shard
-                                .submit(AppendJob {
-                                    table,
-                                    bucket,
-                                    partition: partition.index,
-                                    records: partition.records,
-                                    acks,
-                                })
-                                .await,
-                        ),
+                    Err(outcome) => Slot::Done(outcome),
+                    Ok((table, bucket)) => Slot::Waiting(
+                        context
+                            .shard
+                            .submit(AppendJob {
+                                table,
+                                bucket,
+                                partition: partition.index,
+                                records: partition.records,
+                                acks,
+                            })
+                            .await,
                     ),
                 };
-                slots.push(slot);
+                slots.push((partition.index, slot));
             }
             topics.push((topic.name, slots));
         }
@@ -230,7 +218,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
         let mut responses = Vec::with_capacity(topics.len());
         for (name, slots) in topics {
             let mut partitions = Vec::with_capacity(slots.len());
-            for (index, table, slot) in slots {
+            for (index, slot) in slots {
                 let outcome = match slot {
                     Slot::Done(outcome) => outcome,
                     Slot::Waiting(receiver) => receiver
@@ -240,7 +228,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
                 };
                 if outcome.error != ErrorCode::None {
                     failed = true;
-                    refused(&context, &name, index, table.as_deref(), &outcome);
+                    refused(&context, &name, index, &outcome);
                 }
                 partitions.push(to_wire(index, outcome));
             }
@@ -276,25 +264,24 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
     }
 }
 
-/// Counts a refused partition (by code, and by table when the topic resolved) and logs it at
-/// WARN, rate-limited per (table, code) by `server.log-repeat-interval`.
-fn refused(
-    context: &ConnectionContext,
-    topic: &str,
-    partition: i32,
-    table: Option<&TableInfo>,
-    outcome: &PartitionOutcome,
-) {
+/// Counts a refused partition (by code, and by table when the topic resolves to one) and logs
+/// it at WARN, rate-limited per (table, code) by `server.log-repeat-interval`. The topic is
+/// resolved again here, on the error path, so the append path carries no extra reference.
+fn refused(context: &ConnectionContext, topic: &str, partition: i32, outcome: &PartitionOutcome) {
     let shard = &context.shard;
     let code = outcome.error;
     shard.metrics().record_refused(code);
+    let snapshot = shard.runtime().catalog.snapshot();
+    let table =
+        crate::catalog::resolve::resolve_topic(&snapshot, topic, &shard.config().kafka_default_database);
     let label = match table {
-        Some(table) => {
-            shard.table_metrics(table).record_refused(shard.id, code);
+        Ok(table) => {
+            shard.table_metrics(&table).record_refused(shard.id, code);
             table.path()
         }
+        Err(TopicError::MappingDisabled(path) | TopicError::Ineligible { table: path, .. }) => path,
         // Unknown or invalid topics: the name as sent (the limiter's key map is bounded).
-        None => topic.to_string(),
+        Err(_) => topic.to_string(),
     };
     let Some(suppressed) = shard.log_repeat(&label, code.name()) else {
         return;

@@ -193,7 +193,7 @@ pub async fn append_on_owner(
         return OwnerResult::Done(outcome);
     }
     let log = bucket.log.clone();
-    let (shard, table) = (shard.clone(), job.table.clone());
+    let (shard, table) = (shard.clone(), job.table);
     OwnerResult::AfterSync(Box::pin(async move {
         match log.sync_to(appended.next_offset).await {
             Ok(()) => outcome,
