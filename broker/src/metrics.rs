@@ -270,14 +270,22 @@ pub struct TableSeriesCache {
 }
 
 impl TableSeriesCache {
-    /// The series of table `id` (`label` = `db.table`), registering it on first use.
-    pub fn get(&self, metrics: &Metrics, id: u64, label: impl FnOnce() -> String) -> Arc<TableSeries> {
+    /// Runs `f` on the series of table `id` (`label` = `db.table`), registering it on first
+    /// use. Borrowed, not cloned: the `Arc`'s count is shared by all cores and stays untouched.
+    pub fn with<R>(
+        &self,
+        metrics: &Metrics,
+        id: u64,
+        label: impl FnOnce() -> String,
+        f: impl FnOnce(&TableSeries) -> R,
+    ) -> R {
         if let Some(series) = self.tables.borrow().get(&id) {
-            return series.clone();
+            return f(series);
         }
         let series = metrics.table_series(id, label);
-        self.tables.borrow_mut().insert(id, series.clone());
-        series
+        let result = f(&series);
+        self.tables.borrow_mut().insert(id, series);
+        result
     }
 
     /// Forgets a dropped table on this core.
@@ -561,13 +569,19 @@ mod tests {
     fn table_series_sum_cores_and_vanish_when_dropped() {
         let metrics = Metrics::new(2);
         let (cache0, cache1) = (TableSeriesCache::default(), TableSeriesCache::default());
-        let on0 = cache0.get(&metrics, 7, || "fluss.t".into());
-        let on1 = cache1.get(&metrics, 7, || unreachable!("registered by core 0"));
-        assert!(Arc::ptr_eq(&on0, &on1), "one series per table across cores");
-        on0.record_appended(0, 3, 100);
-        on1.record_appended(1, 2, 50);
-        on1.record_refused(1, ErrorCode::InvalidRecord);
-        on1.record_refused(1, ErrorCode::NotLeaderOrFollower);
+        cache0.with(&metrics, 7, || "fluss.t".into(), |s| s.record_appended(0, 3, 100));
+        cache1.with(
+            &metrics,
+            7,
+            || "fluss.t".into(),
+            |s| {
+                s.record_appended(1, 2, 50);
+                s.record_refused(1, ErrorCode::InvalidRecord);
+                s.record_refused(1, ErrorCode::NotLeaderOrFollower);
+            },
+        );
+        // Core 1 found the series core 0 registered: the label closure is not called again.
+        cache1.with(&metrics, 7, || unreachable!("cached"), |_| ());
         metrics.core(1).record_refused(ErrorCode::InvalidRecord);
         metrics.core(0).record_fsync(Duration::from_millis(3));
         let text = metrics.render();
@@ -593,8 +607,7 @@ mod tests {
 
         metrics.forget_table(7);
         cache0.forget(7);
-        let again = cache0.get(&metrics, 7, || "fluss.t".into());
-        again.record_appended(0, 1, 1);
+        cache0.with(&metrics, 7, || "fluss.t".into(), |s| s.record_appended(0, 1, 1));
         let text = metrics.render();
         assert!(
             !text.contains("table=\"fluss.t\""),

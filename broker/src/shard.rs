@@ -128,10 +128,10 @@ impl Shard {
         &self.shared.runtime
     }
 
-    /// The metric series of `table` (this core writes slot `self.id` of it).
-    pub fn table_metrics(&self, table: &TableInfo) -> Arc<TableSeries> {
+    /// Runs `f` on the metric series of `table` (this core writes slot `self.id` of it).
+    pub fn with_table_metrics<R>(&self, table: &TableInfo, f: impl FnOnce(&TableSeries) -> R) -> R {
         self.table_series
-            .get(&self.shared.metrics, table.id, || table.path())
+            .with(&self.shared.metrics, table.id, || table.path(), f)
     }
 
     /// Whether to log one more occurrence of `(table, reason)` now: `Some(suppressed)` to log

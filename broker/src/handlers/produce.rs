@@ -276,7 +276,7 @@ fn refused(context: &ConnectionContext, topic: &str, partition: i32, outcome: &P
         crate::catalog::resolve::resolve_topic(&snapshot, topic, &shard.config().kafka_default_database);
     let label = match table {
         Ok(table) => {
-            shard.table_metrics(&table).record_refused(shard.id, code);
+            shard.with_table_metrics(&table, |series| series.record_refused(shard.id, code));
             table.path()
         }
         Err(TopicError::MappingDisabled(path) | TopicError::Ineligible { table: path, .. }) => path,

@@ -180,9 +180,9 @@ pub async fn append_on_owner(
     };
     // Counted here, on the owner, once the rows are in the log: refused batches count nothing.
     shard.metrics().record_appended(rows);
-    shard
-        .table_metrics(&job.table)
-        .record_appended(shard.id, rows, appended.bytes);
+    shard.with_table_metrics(&job.table, |series| {
+        series.record_appended(shard.id, rows, appended.bytes)
+    });
     let outcome = PartitionOutcome::appended(appended.base_offset, bucket.log.log_start_offset(), rows);
     let must_sync = match config.flush_policy {
         FlushPolicy::Always => true,
