@@ -63,6 +63,8 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("admin.body-timeout", Some("30s")),
     ("admin.write-timeout", Some("30s")),
     ("admin.shutdown-timeout", Some("5s")),
+    ("server.log-repeat-interval", Some("10s")),
+    ("server.log-repeat-keys", Some("1024")),
 ];
 
 /// A start-up configuration error; every variant names the key or line at fault.
@@ -148,6 +150,10 @@ pub struct ServerConfig {
     pub admin_max_request_size: usize,
     /// The other `admin.*` limits of the admin HTTP listener.
     pub admin_limits: AdminLimits,
+    /// Shortest time between two log lines of the same (table, reason) on one core.
+    pub log_repeat_interval: Duration,
+    /// (table, reason) keys each core's log rate limiter remembers.
+    pub log_repeat_keys: usize,
 }
 
 /// Raw `key → value` pairs, after file and overrides are merged.
@@ -320,6 +326,14 @@ impl ServerConfig {
             shutdown_timeout: positive_duration("admin.shutdown-timeout")?,
             max_header_bytes: max_header_size as usize,
         };
+        let log_repeat_keys = parse_number("server.log-repeat-keys", req("server.log-repeat-keys"))?;
+        if log_repeat_keys == 0 || log_repeat_keys > 1 << 20 {
+            return Err(invalid(
+                "server.log-repeat-keys",
+                req("server.log-repeat-keys"),
+                "must be between 1 and 1048576",
+            ));
+        }
         Ok(ServerConfig {
             bind_listeners,
             advertised_listeners,
@@ -355,6 +369,8 @@ impl ServerConfig {
             retention_check_interval: positive_duration("log.retention.check-interval")?,
             admin_max_request_size: positive_size("admin.max-request-size")? as usize,
             admin_limits,
+            log_repeat_interval: positive_duration("server.log-repeat-interval")?,
+            log_repeat_keys: log_repeat_keys as usize,
         })
     }
 

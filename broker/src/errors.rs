@@ -36,6 +36,17 @@ pub fn topic_error_code(error: &TopicError) -> ErrorCode {
     }
 }
 
+/// The message a producer gets for a topic that does not resolve. A disabled mapping names
+/// the table option that is false and how to turn it on; the rest use the error's own text.
+pub fn topic_error_message(error: &TopicError) -> String {
+    match error {
+        TopicError::MappingDisabled(table) => format!(
+            "'table.kafka.enabled' is false for table '{table}': Kafka producers cannot write to it (ALTER TABLE {table} SET ('table.kafka.enabled' = 'true') allows it)"
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// A storage failure: nothing of the batch is visible.
 pub fn log_error_code(_error: &LogError) -> ErrorCode {
     ErrorCode::KafkaStorageError
@@ -87,6 +98,19 @@ mod tests {
         assert!(bounded.len() <= MAX_ERROR_MESSAGE);
         assert!(bounded.ends_with("..."));
         assert_eq!(bounded_message("short"), "short");
+    }
+
+    #[test]
+    fn a_disabled_mapping_names_the_option_that_is_false() {
+        let message = topic_error_message(&TopicError::MappingDisabled("fluss.t".into()));
+        assert!(
+            message.contains("'table.kafka.enabled' is false for table 'fluss.t'"),
+            "{message}"
+        );
+        assert_eq!(
+            topic_error_message(&TopicError::UnknownTable("fluss.x".into())),
+            "table 'fluss.x' does not exist"
+        );
     }
 
     #[test]

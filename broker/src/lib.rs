@@ -14,6 +14,7 @@ pub mod errors;
 pub mod handlers;
 pub mod log;
 pub mod metrics;
+pub mod repeat_log;
 pub mod routing;
 pub mod scan;
 pub mod server;

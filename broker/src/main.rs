@@ -50,12 +50,16 @@ enum Command {
     Scan(ScanArgs),
 }
 
+/// Logs go to stderr at `info` unless `RUST_LOG` says otherwise; colour codes only when stderr
+/// is a terminal (a file, pipe or journald gets plain text).
 fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 

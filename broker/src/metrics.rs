@@ -3,10 +3,21 @@
 //! Every core owns one [`CoreMetrics`] slot and is its only writer (relaxed atomic adds on its
 //! own cache lines, so cores never contend); `GET /metrics` sums the slots when scraped.
 //! Latency is a fixed-bucket histogram per API, so recording is one add per bucket search.
+//!
+//! Per-table series ([`TableSeries`]) follow the same rule: one cache-line-aligned slot per
+//! core. A core finds a table's series in its own [`TableSeriesCache`] (no lock); only the
+//! first time a core meets a table does it take the registry's mutex to create or fetch the
+//! series. A dropped table's series leave the registry ([`Metrics::forget_table`]), so the
+//! label set is bounded by the catalog.
 
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use kafluss_protocol::ErrorCode;
 
 /// The APIs metrics are kept for; anything else counts as `other`.
 pub const API_NAMES: [&str; 8] = [
@@ -39,15 +50,75 @@ pub const LATENCY_BUCKETS_SECONDS: [f64; 12] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5,
 ];
 
+/// Upper bounds (seconds) of the fsync latency histogram buckets; the last bucket is +Inf.
+pub const FSYNC_BUCKETS_SECONDS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// The codes a produce partition is refused with (behaviour.md "Produce"); any other code
+/// counts under `OTHER`. Fixed, so the `code` label has at most this many values + 1.
+pub const REFUSAL_CODES: [ErrorCode; 11] = [
+    ErrorCode::UnknownTopicOrPartition,
+    ErrorCode::InvalidTopicException,
+    ErrorCode::TopicAuthorizationFailed,
+    ErrorCode::InvalidRequest,
+    ErrorCode::InvalidRequiredAcks,
+    ErrorCode::CorruptMessage,
+    ErrorCode::InvalidRecord,
+    ErrorCode::MessageTooLarge,
+    ErrorCode::UnsupportedForMessageFormat,
+    ErrorCode::KafkaStorageError,
+    ErrorCode::InvalidTimestamp,
+];
+const REFUSAL_SLOTS: usize = REFUSAL_CODES.len() + 1;
+
+/// Index into [`REFUSAL_CODES`]; the last slot is `OTHER`.
+fn refusal_index(code: ErrorCode) -> usize {
+    REFUSAL_CODES
+        .iter()
+        .position(|known| *known == code)
+        .unwrap_or(REFUSAL_CODES.len())
+}
+
+fn refusal_label(index: usize) -> &'static str {
+    REFUSAL_CODES.get(index).map_or("OTHER", |code| code.name())
+}
+
+/// A fixed-bucket histogram; `N` = bounds + 1 (the +Inf bucket).
+struct Histogram<const N: usize> {
+    sum_micros: AtomicU64,
+    /// Non-cumulative counts; `render` makes them cumulative as Prometheus expects.
+    buckets: [AtomicU64; N],
+}
+
+impl<const N: usize> Default for Histogram<N> {
+    fn default() -> Self {
+        Self {
+            sum_micros: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl<const N: usize> Histogram<N> {
+    fn record(&self, bounds: &[f64], value: Duration) {
+        add(&self.sum_micros, value.as_micros() as u64);
+        let seconds = value.as_secs_f64();
+        let bucket = bounds
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(bounds.len());
+        add(&self.buckets[bucket.min(N - 1)], 1);
+    }
+}
+
 #[derive(Default)]
 struct ApiMetrics {
     requests: AtomicU64,
     errors: AtomicU64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
-    latency_sum_micros: AtomicU64,
-    /// Non-cumulative counts; `render` makes them cumulative as Prometheus expects.
-    latency_buckets: [AtomicU64; LATENCY_BUCKETS_SECONDS.len() + 1],
+    latency: Histogram<{ LATENCY_BUCKETS_SECONDS.len() + 1 }>,
 }
 
 /// The counters one core writes (only that core; the admin thread reads).
@@ -56,6 +127,8 @@ pub struct CoreMetrics {
     apis: [ApiMetrics; API_NAMES.len()],
     records_appended: AtomicU64,
     partition_errors: AtomicU64,
+    refused: [AtomicU64; REFUSAL_SLOTS],
+    fsync: Histogram<{ FSYNC_BUCKETS_SECONDS.len() + 1 }>,
     local_appends: AtomicU64,
     cross_core_appends: AtomicU64,
     connections_open: AtomicU64,
@@ -84,17 +157,17 @@ impl CoreMetrics {
         if failed {
             add(&api.errors, 1);
         }
-        add(&api.latency_sum_micros, latency.as_micros() as u64);
-        let seconds = latency.as_secs_f64();
-        let bucket = LATENCY_BUCKETS_SECONDS
-            .iter()
-            .position(|bound| seconds <= *bound)
-            .unwrap_or(LATENCY_BUCKETS_SECONDS.len());
-        add(&api.latency_buckets[bucket], 1);
+        api.latency.record(&LATENCY_BUCKETS_SECONDS, latency);
     }
 
+    /// Rows written to a bucket log (counted on the core owning the bucket, after the write).
     pub fn record_appended(&self, rows: u64) {
         add(&self.records_appended, rows);
+    }
+
+    /// One `fdatasync` of a segment file took `latency`.
+    pub fn record_fsync(&self, latency: Duration) {
+        self.fsync.record(&FSYNC_BUCKETS_SECONDS, latency);
     }
 
     /// A partition batch was handed to a bucket owned by the connection's own core.
@@ -107,8 +180,11 @@ impl CoreMetrics {
         add(&self.cross_core_appends, 1);
     }
 
-    pub fn record_partition_error(&self) {
+    /// A produce partition was answered with error `code` (appended nothing, or its acks=-1
+    /// fsync failed).
+    pub fn record_refused(&self, code: ErrorCode) {
         add(&self.partition_errors, 1);
+        add(&self.refused[refusal_index(code)], 1);
     }
 
     pub fn connection_opened(&self) {
@@ -130,21 +206,209 @@ impl CoreMetrics {
 #[repr(align(128))]
 struct CoreSlot(CoreMetrics);
 
+/// One core's counters of one table, on their own cache lines.
+#[derive(Default)]
+#[repr(align(128))]
+struct TableSlot {
+    rows: AtomicU64,
+    bytes: AtomicU64,
+    refused: [AtomicU64; REFUSAL_SLOTS],
+}
+
+/// The counters of one table: a slot per core, each written only by its core.
+pub struct TableSeries {
+    /// `db.table`, the `table` label.
+    label: String,
+    cores: Box<[TableSlot]>,
+}
+
+impl TableSeries {
+    fn new(label: String, cores: usize) -> Self {
+        Self {
+            label,
+            cores: (0..cores.max(1)).map(|_| TableSlot::default()).collect(),
+        }
+    }
+
+    fn slot(&self, core: usize) -> &TableSlot {
+        &self.cores[core % self.cores.len()]
+    }
+
+    /// Core `core` wrote `rows` rows (`bytes` Arrow IPC bytes) of this table to its log.
+    pub fn record_appended(&self, core: usize, rows: u64, bytes: u64) {
+        let slot = self.slot(core);
+        add(&slot.rows, rows);
+        add(&slot.bytes, bytes);
+    }
+
+    /// Core `core` answered a partition batch of this table with error `code`.
+    pub fn record_refused(&self, core: usize, code: ErrorCode) {
+        add(&self.slot(core).refused[refusal_index(code)], 1);
+    }
+
+    fn sum(&self, read: impl Fn(&TableSlot) -> &AtomicU64) -> u64 {
+        self.cores
+            .iter()
+            .map(|slot| read(slot).load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+#[derive(Default)]
+struct TableRegistry {
+    series: HashMap<u64, Arc<TableSeries>>,
+    /// Dropped table ids (never reused): a job still carrying a dropped table cannot bring
+    /// its series back. One id per dropped table, as the cores' own dropped-table sets.
+    dropped: HashSet<u64>,
+}
+
+/// A core's own map of table id → series, so the produce path takes no lock. `!Sync`: one per
+/// core.
+#[derive(Default)]
+pub struct TableSeriesCache {
+    tables: RefCell<HashMap<u64, Arc<TableSeries>>>,
+}
+
+impl TableSeriesCache {
+    /// Runs `f` on the series of table `id` (`label` = `db.table`), registering it on first
+    /// use. Borrowed, not cloned: the `Arc`'s count is shared by all cores and stays untouched.
+    pub fn with<R>(
+        &self,
+        metrics: &Metrics,
+        id: u64,
+        label: impl FnOnce() -> String,
+        f: impl FnOnce(&TableSeries) -> R,
+    ) -> R {
+        if let Some(series) = self.tables.borrow().get(&id) {
+            return f(series);
+        }
+        let series = metrics.table_series(id, label);
+        let result = f(&series);
+        self.tables.borrow_mut().insert(id, series);
+        result
+    }
+
+    /// Forgets a dropped table on this core.
+    pub fn forget(&self, id: u64) {
+        self.tables.borrow_mut().remove(&id);
+    }
+}
+
 /// All cores' slots; shared as `Arc<Metrics>` with the admin thread.
 pub struct Metrics {
     cores: Vec<CoreSlot>,
+    tables: Mutex<TableRegistry>,
 }
 
 impl Metrics {
     pub fn new(cores: usize) -> Self {
         Self {
             cores: (0..cores.max(1)).map(|_| CoreSlot::default()).collect(),
+            tables: Mutex::new(TableRegistry::default()),
         }
     }
 
     /// The slot core `core` writes to.
     pub fn core(&self, core: usize) -> &CoreMetrics {
         &self.cores[core % self.cores.len()].0
+    }
+
+    /// The series of table `id`, created on first use. A dropped table gets a series that is
+    /// never rendered.
+    fn table_series(&self, id: u64, label: impl FnOnce() -> String) -> Arc<TableSeries> {
+        let mut registry = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        if registry.dropped.contains(&id) {
+            return Arc::new(TableSeries::new(label(), 1));
+        }
+        let cores = self.cores.len();
+        registry
+            .series
+            .entry(id)
+            .or_insert_with(|| Arc::new(TableSeries::new(label(), cores)))
+            .clone()
+    }
+
+    /// Drops the series of a dropped table (each core also calls
+    /// [`TableSeriesCache::forget`]).
+    pub fn forget_table(&self, id: u64) {
+        let mut registry = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+        registry.series.remove(&id);
+        registry.dropped.insert(id);
+    }
+
+    fn render_histogram<const N: usize>(
+        &self,
+        out: &mut String,
+        name: &str,
+        labels: &str,
+        bounds: &[f64],
+        read: impl Fn(&CoreMetrics) -> &Histogram<N>,
+    ) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut cumulative = 0;
+        for (bucket, bound) in bounds.iter().enumerate() {
+            cumulative += self.sum(|c| &read(c).buckets[bucket]);
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {cumulative}");
+        }
+        cumulative += self.sum(|c| &read(c).buckets[bounds.len()]);
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {cumulative}");
+        let micros = self.sum(|c| &read(c).sum_micros);
+        let braces = |labels: &str| {
+            if labels.is_empty() {
+                String::new()
+            } else {
+                format!("{{{labels}}}")
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{name}_sum{} {}",
+            braces(labels),
+            micros as f64 / 1_000_000.0
+        );
+        let _ = writeln!(out, "{name}_count{} {cumulative}", braces(labels));
+    }
+
+    fn render_tables(&self, out: &mut String) {
+        let tables: BTreeMap<String, Arc<TableSeries>> = {
+            let registry = self.tables.lock().unwrap_or_else(|e| e.into_inner());
+            registry
+                .series
+                .values()
+                .map(|s| (s.label.clone(), s.clone()))
+                .collect()
+        };
+        for (name, help, read) in [
+            (
+                "kafluss_table_rows_appended_total",
+                "Rows written to the table's bucket logs, by table.",
+                (|s: &TableSlot| &s.rows) as fn(&TableSlot) -> &AtomicU64,
+            ),
+            (
+                "kafluss_table_bytes_appended_total",
+                "Arrow IPC bytes written to the table's segment files, by table.",
+                |s: &TableSlot| &s.bytes,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (label, series) in &tables {
+                let _ = writeln!(out, "{name}{{table=\"{label}\"}} {}", series.sum(read));
+            }
+        }
+        let name = "kafluss_table_batches_refused_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Produce partition batches of the table answered with an error, by table and Kafka error code (codes never seen are omitted).\n# TYPE {name} counter"
+        );
+        for (label, series) in &tables {
+            for index in 0..REFUSAL_SLOTS {
+                let value = series.sum(|s| &s.refused[index]);
+                if value > 0 {
+                    let code = refusal_label(index);
+                    let _ = writeln!(out, "{name}{{table=\"{label}\",code=\"{code}\"}} {value}");
+                }
+            }
+        }
     }
 
     fn sum(&self, read: impl Fn(&CoreMetrics) -> &AtomicU64) -> u64 {
@@ -194,22 +458,35 @@ impl Metrics {
             "# HELP {name} Time from a request's arrival to its response being ready, by API.\n# TYPE {name} histogram"
         );
         for (index, api) in API_NAMES.iter().enumerate() {
-            let mut cumulative = 0;
-            for (bucket, bound) in LATENCY_BUCKETS_SECONDS.iter().enumerate() {
-                cumulative += self.sum(|c| &c.apis[index].latency_buckets[bucket]);
-                let _ = writeln!(out, "{name}_bucket{{api=\"{api}\",le=\"{bound}\"}} {cumulative}");
-            }
-            cumulative += self.sum(|c| &c.apis[index].latency_buckets[LATENCY_BUCKETS_SECONDS.len()]);
-            let _ = writeln!(out, "{name}_bucket{{api=\"{api}\",le=\"+Inf\"}} {cumulative}");
-            let micros = self.sum(|c| &c.apis[index].latency_sum_micros);
-            let _ = writeln!(out, "{name}_sum{{api=\"{api}\"}} {}", micros as f64 / 1_000_000.0);
-            let _ = writeln!(out, "{name}_count{{api=\"{api}\"}} {cumulative}");
+            self.render_histogram(
+                &mut out,
+                name,
+                &format!("api=\"{api}\""),
+                &LATENCY_BUCKETS_SECONDS,
+                |c| &c.apis[index].latency,
+            );
         }
+        let name = "kafluss_fsync_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Duration of each fdatasync of a segment file (group commit, segment roll, close).\n# TYPE {name} histogram"
+        );
+        self.render_histogram(&mut out, name, "", &FSYNC_BUCKETS_SECONDS, |c| &c.fsync);
+        let name = "kafluss_produce_batches_refused_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Produce partition batches answered with an error, by Kafka error code (unknown topics included).\n# TYPE {name} counter"
+        );
+        for index in 0..REFUSAL_SLOTS {
+            let value = self.sum(|c| &c.refused[index]);
+            let _ = writeln!(out, "{name}{{code=\"{}\"}} {value}", refusal_label(index));
+        }
+        self.render_tables(&mut out);
         for (name, kind, help, value) in [
             (
                 "kafluss_records_appended_total",
                 "counter",
-                "Rows appended to bucket logs.",
+                "Rows written to bucket logs (counted after the write; refused batches count nothing).",
                 self.sum(|c| &c.records_appended),
             ),
             (
@@ -286,5 +563,55 @@ mod tests {
         assert!(text.contains("kafluss_request_latency_seconds_count{api=\"produce\"} 2"));
         assert!(text.contains("kafluss_records_appended_total 7"));
         assert!(text.contains("kafluss_requests_total{api=\"metadata\"} 0"));
+    }
+
+    #[test]
+    fn table_series_sum_cores_and_vanish_when_dropped() {
+        let metrics = Metrics::new(2);
+        let (cache0, cache1) = (TableSeriesCache::default(), TableSeriesCache::default());
+        cache0.with(&metrics, 7, || "fluss.t".into(), |s| s.record_appended(0, 3, 100));
+        cache1.with(
+            &metrics,
+            7,
+            || "fluss.t".into(),
+            |s| {
+                s.record_appended(1, 2, 50);
+                s.record_refused(1, ErrorCode::InvalidRecord);
+                s.record_refused(1, ErrorCode::NotLeaderOrFollower);
+            },
+        );
+        // Core 1 found the series core 0 registered: the label closure is not called again.
+        cache1.with(&metrics, 7, || unreachable!("cached"), |_| ());
+        metrics.core(1).record_refused(ErrorCode::InvalidRecord);
+        metrics.core(0).record_fsync(Duration::from_millis(3));
+        let text = metrics.render();
+        assert!(
+            text.contains("kafluss_table_rows_appended_total{table=\"fluss.t\"} 5"),
+            "{text}"
+        );
+        assert!(text.contains("kafluss_table_bytes_appended_total{table=\"fluss.t\"} 150"));
+        assert!(
+            text.contains("kafluss_table_batches_refused_total{table=\"fluss.t\",code=\"INVALID_RECORD\"} 1")
+        );
+        assert!(text.contains("kafluss_table_batches_refused_total{table=\"fluss.t\",code=\"OTHER\"} 1"));
+        assert!(
+            !text.contains("code=\"CORRUPT_MESSAGE\"} 0\nkafluss_table"),
+            "{text}"
+        );
+        assert!(text.contains("kafluss_produce_batches_refused_total{code=\"INVALID_RECORD\"} 1"));
+        assert!(text.contains("kafluss_produce_batches_refused_total{code=\"CORRUPT_MESSAGE\"} 0"));
+        assert!(text.contains("kafluss_produce_partition_errors_total 1"));
+        assert!(text.contains("kafluss_fsync_seconds_bucket{le=\"0.0025\"} 0"));
+        assert!(text.contains("kafluss_fsync_seconds_bucket{le=\"0.005\"} 1"));
+        assert!(text.contains("kafluss_fsync_seconds_count 1"));
+
+        metrics.forget_table(7);
+        cache0.forget(7);
+        cache0.with(&metrics, 7, || "fluss.t".into(), |s| s.record_appended(0, 1, 1));
+        let text = metrics.render();
+        assert!(
+            !text.contains("table=\"fluss.t\""),
+            "a dropped table's series are gone: {text}"
+        );
     }
 }

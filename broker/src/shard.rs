@@ -26,7 +26,8 @@ use crate::catalog::model::TableInfo;
 use crate::config::ServerConfig;
 use crate::handlers::produce::{AppendJob, PartitionOutcome};
 use crate::handlers::produce_owner::{self as produce, BucketState, PlanCache};
-use crate::metrics::{CoreMetrics, Metrics};
+use crate::metrics::{CoreMetrics, Metrics, TableSeries, TableSeriesCache};
+use crate::repeat_log::{RepeatLimiter, Verdict};
 use crate::server::Runtime;
 use kafluss_convert::ConversionPlan;
 use kafluss_convert::ConvertError;
@@ -112,6 +113,10 @@ pub struct Shard {
     /// connection reserves a request's size before reading its body and keeps the reservation
     /// until the answer is written.
     pub request_memory: Rc<Semaphore>,
+    /// This core's handles on the per-table metric series.
+    table_series: TableSeriesCache,
+    /// Rate limit of refusal and storage-error log lines (`server.log-repeat-interval`).
+    repeat_log: RefCell<RepeatLimiter>,
 }
 
 impl Shard {
@@ -125,6 +130,25 @@ impl Shard {
 
     pub fn runtime(&self) -> &Runtime {
         &self.shared.runtime
+    }
+
+    /// Runs `f` on the metric series of `table` (this core writes slot `self.id` of it).
+    pub fn with_table_metrics<R>(&self, table: &TableInfo, f: impl FnOnce(&TableSeries) -> R) -> R {
+        self.table_series
+            .with(&self.shared.metrics, table.id, || table.path(), f)
+    }
+
+    /// Whether to log one more occurrence of `(table, reason)` now: `Some(suppressed)` to log
+    /// (with the count of lines not logged since the key's last one), `None` to stay quiet.
+    pub fn log_repeat(&self, table: &str, reason: &'static str) -> Option<u64> {
+        match self
+            .repeat_log
+            .borrow_mut()
+            .check((table, reason), std::time::Instant::now())
+        {
+            Verdict::Log { suppressed } => Some(suppressed),
+            Verdict::Suppress => None,
+        }
     }
 
     pub fn is_stopping(&self) -> bool {
@@ -213,7 +237,13 @@ impl Shard {
                 Ok(state) => Some(state),
                 Err(e) => {
                     // Retried by the next append; each failing append answers KAFKA_STORAGE_ERROR.
-                    tracing::error!("cannot open bucket {bucket} of {}: {e}", table.path());
+                    if let Some(suppressed) = shard.log_repeat(&table.path(), "storage") {
+                        tracing::error!(
+                            table = %table.path(),
+                            suppressed,
+                            "cannot open bucket {bucket}: {e}"
+                        );
+                    }
                     None
                 }
             };
@@ -308,6 +338,8 @@ impl Shard {
     pub async fn close_table(&self, table_id: u64) {
         self.dropped_tables.borrow_mut().insert(table_id);
         self.buckets.borrow_mut().retain(|(id, _), _| *id != table_id);
+        self.table_series.forget(table_id);
+        self.shared.metrics.forget_table(table_id);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while self.open_buckets.borrow().iter().any(|(id, _)| *id == table_id) {
             if std::time::Instant::now() > deadline {
@@ -402,6 +434,11 @@ pub async fn run_core(start: CoreStart) {
         stopped: Cell::new(false),
         connections: Gate::new(),
         request_memory: Rc::new(Semaphore::new(shared.config.max_request_memory as u64)),
+        table_series: TableSeriesCache::default(),
+        repeat_log: RefCell::new(RepeatLimiter::new(
+            shared.config.log_repeat_interval,
+            shared.config.log_repeat_keys,
+        )),
     });
     let mesh_tasks = spawn_mesh_receivers(&shard, append_rx, reply_rx);
     shard.open_existing_buckets().await;

@@ -482,3 +482,370 @@ fn log_append_time_batches_store_the_append_time() {
     assert_eq!(metadata["timestamp_type"], json!(0));
     assert_eq!(metadata["timestamp"], json!("2023-11-14T22:13:20Z"));
 }
+
+/// The server's log lines about refused produce partitions of `table` (or topic).
+fn refusal_lines(server: &Server, table: &str) -> Vec<String> {
+    let key = format!("table={table} ");
+    server
+        .logs()
+        .lines()
+        .filter(|l| l.contains("produce refused") && l.contains(&key))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The `suppressed=N` count of a refusal line.
+fn suppressed(line: &str) -> u64 {
+    line.split_whitespace()
+        .find_map(|part| part.strip_prefix("suppressed="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no suppressed= in {line}"))
+}
+
+#[test]
+fn a_refused_record_logs_one_warn_line_and_a_retry_flood_stays_under_the_rate_limit() {
+    let server = Server::start(1, &["server.log-repeat-interval=1s"]);
+    setup(&server);
+    let mut raw = Raw::connect(server.kafka);
+    let client = raw.stream.local_addr().unwrap();
+    let bad = || {
+        request(
+            1,
+            vec![(
+                "strict",
+                vec![(0, Some(batch(&[r#"{"id":1}"#, r#"{"id":"x"}"#])))],
+            )],
+        )
+    };
+    let got = outcomes(&raw.produce(9, &bad()));
+    assert_eq!(got[0].2, ErrorCode::InvalidRecord);
+    let lines = refusal_lines(&server, "fluss.strict");
+    assert_eq!(lines.len(), 1, "one line for one refusal:\n{}", server.logs());
+    let line = &lines[0];
+    for part in [
+        " WARN ",
+        "code=INVALID_RECORD ",
+        "partition=0 ",
+        "record=1 ",
+        "path=$.id ",
+        "reason=expected INT",
+        "principal=User:ANONYMOUS ",
+        &format!("client={client} "),
+        "suppressed=0",
+    ] {
+        assert!(line.contains(part), "{part:?} missing from {line}");
+    }
+    let mentions = server
+        .logs()
+        .lines()
+        .filter(|l| l.contains("fluss.strict") && (l.contains(" WARN ") || l.contains(" ERROR ")))
+        .count();
+    assert_eq!(mentions, 1, "{}", server.logs());
+
+    // A client retrying as fast as it can: at most one line per interval.
+    let started = std::time::Instant::now();
+    for _ in 0..200 {
+        assert_eq!(outcomes(&raw.produce(9, &bad()))[0].2, ErrorCode::InvalidRecord);
+    }
+    let elapsed = started.elapsed();
+    let lines = refusal_lines(&server, "fluss.strict");
+    let bound = 2 + elapsed.as_secs() as usize;
+    assert!(
+        lines.len() <= bound,
+        "{} lines for 201 refusals in {elapsed:?} (bound {bound}):\n{}",
+        lines.len(),
+        lines.join("\n")
+    );
+    // Another reason of the same table has its own key: logged at once.
+    let mut corrupt = batch(&[r#"{"id":1}"#]).to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    let got = outcomes(&raw.produce(
+        9,
+        &request(1, vec![("strict", vec![(1, Some(Bytes::from(corrupt)))])]),
+    ));
+    assert_eq!(got[0].2, ErrorCode::CorruptMessage);
+    assert!(refusal_lines(&server, "fluss.strict")
+        .iter()
+        .any(|l| l.contains("code=CORRUPT_MESSAGE ") && l.contains("partition=1 ")));
+
+    // After the interval the next refusal is logged with the count of those that were not.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(outcomes(&raw.produce(9, &bad()))[0].2, ErrorCode::InvalidRecord);
+    let lines: Vec<String> = refusal_lines(&server, "fluss.strict")
+        .into_iter()
+        .filter(|l| l.contains("code=INVALID_RECORD "))
+        .collect();
+    let accounted: u64 = lines.iter().map(|l| suppressed(l) + 1).sum();
+    assert_eq!(
+        accounted,
+        202,
+        "every refusal is a line or counted in one:\n{}",
+        lines.join("\n")
+    );
+    assert!(!server.logs().contains('\x1b'), "no ANSI codes in a log file");
+    assert!(server.scan("fluss.strict").is_empty());
+}
+
+#[test]
+fn a_disabled_table_tells_a_v9_producer_that_table_kafka_enabled_is_false() {
+    let server = Server::start(1, &[]);
+    setup(&server);
+    let mut raw = Raw::connect(server.kafka);
+    let produce = request(
+        1,
+        vec![("fluss.disabled", vec![(0, Some(batch(&[r#"{"id":1}"#])))])],
+    );
+    let got = outcomes(&raw.produce(9, &produce));
+    assert_eq!(got[0].2, ErrorCode::InvalidTopicException);
+    assert!(
+        got[0]
+            .4
+            .contains("'table.kafka.enabled' is false for table 'fluss.disabled'"),
+        "{}",
+        got[0].4
+    );
+    let lines = refusal_lines(&server, "fluss.disabled");
+    assert_eq!(lines.len(), 1, "{}", server.logs());
+    assert!(lines[0].contains("code=INVALID_TOPIC_EXCEPTION "), "{}", lines[0]);
+    assert!(
+        lines[0].contains("'table.kafka.enabled' is false"),
+        "{}",
+        lines[0]
+    );
+    assert!(server.scan("fluss.disabled").is_empty());
+}
+
+/// The value of one sample (`name{labels}`) in a Prometheus text scrape; 0 when absent.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .map_or(0.0, |v| v.trim().parse().expect("sample value"))
+}
+
+fn scrape(server: &Server) -> String {
+    let (status, body) = server.get("/metrics");
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+#[test]
+fn labelled_metrics_move_by_exactly_what_was_appended_and_refused() {
+    let server = Server::start(2, &[]);
+    setup(&server);
+    let before = scrape(&server);
+    let mut raw = Raw::connect(server.kafka);
+    // k = 5 rows: acks=0 (no answer), acks=1 and acks=-1 (one group fsync), in two buckets.
+    raw.send(
+        8,
+        &request(0, vec![("good", vec![(1, Some(batch(&[r#"{"id":3}"#])))])]),
+    );
+    let ok = |raw: &mut Raw, acks, partition, values: &[&str]| {
+        let got = outcomes(&raw.produce(
+            9,
+            &request(acks, vec![("good", vec![(partition, Some(batch(values)))])]),
+        ));
+        assert_eq!(got[0].2, ErrorCode::None, "{got:?}");
+    };
+    ok(&mut raw, 1, 0, &[r#"{"id":1}"#, r#"{"id":2}"#]);
+    // Same bucket as the acks=0 batch, queued behind it: answered once both are written.
+    ok(&mut raw, -1, 1, &[r#"{"id":4}"#, r#"{"id":5}"#]);
+    // m = 8 refused batches.
+    let mut corrupt = batch(&[r#"{"id":1}"#]).to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    let corrupt = Bytes::from(corrupt);
+    let got = outcomes(&raw.produce(
+        9,
+        &request(
+            1,
+            vec![
+                (
+                    "strict",
+                    vec![
+                        (0, Some(batch(&[r#"{"id":"x"}"#]))),
+                        (1, Some(batch(&[r#"{"id":1}"#, r#"{"id":[]}"#]))),
+                    ],
+                ),
+                (
+                    "good",
+                    vec![(0, Some(corrupt.clone())), (1, Some(corrupt)), (7, None)],
+                ),
+                ("nosuch", vec![(0, Some(batch(&[r#"{"id":1}"#])))]),
+                ("fluss.disabled", vec![(0, Some(batch(&[r#"{"id":1}"#])))]),
+            ],
+        ),
+    ));
+    assert!(got.iter().all(|o| o.2 != ErrorCode::None), "{got:?}");
+    let got = outcomes(&raw.produce(
+        9,
+        &request(
+            1,
+            vec![("fluss.strict", vec![(0, Some(batch(&[r#"{"id":"y"}"#])))])],
+        ),
+    ));
+    assert_eq!(got[0].2, ErrorCode::InvalidRecord);
+    let after = scrape(&server);
+    let delta = |series: &str| sample(&after, series) - sample(&before, series);
+
+    assert_eq!(delta("kafluss_records_appended_total"), 5.0);
+    assert_eq!(
+        delta(r#"kafluss_table_rows_appended_total{table="fluss.good"}"#),
+        5.0
+    );
+    assert_eq!(
+        delta(r#"kafluss_table_rows_appended_total{table="fluss.strict"}"#),
+        0.0
+    );
+    let bytes = delta(r#"kafluss_table_bytes_appended_total{table="fluss.good"}"#);
+    let on_disk: u64 = walk_files(&server.data_dir.join("fluss"))
+        .iter()
+        .filter(|p| p.to_string_lossy().contains("/good-") && p.extension().is_some_and(|e| e == "arrow"))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert!(
+        bytes > 0.0 && bytes < on_disk as f64,
+        "{bytes} bytes appended, {on_disk} in the segment files (schema headers included)"
+    );
+    for (code, n) in [
+        ("INVALID_RECORD", 3.0),
+        ("CORRUPT_MESSAGE", 2.0),
+        ("UNKNOWN_TOPIC_OR_PARTITION", 2.0),
+        ("INVALID_TOPIC_EXCEPTION", 1.0),
+        ("KAFKA_STORAGE_ERROR", 0.0),
+    ] {
+        assert_eq!(
+            delta(&format!(
+                r#"kafluss_produce_batches_refused_total{{code="{code}"}}"#
+            )),
+            n,
+            "{code}"
+        );
+    }
+    assert_eq!(delta("kafluss_produce_partition_errors_total"), 8.0);
+    assert_eq!(
+        delta(r#"kafluss_table_batches_refused_total{table="fluss.strict",code="INVALID_RECORD"}"#),
+        3.0
+    );
+    assert_eq!(
+        delta(r#"kafluss_table_batches_refused_total{table="fluss.good",code="CORRUPT_MESSAGE"}"#),
+        2.0
+    );
+    assert_eq!(
+        delta(r#"kafluss_table_batches_refused_total{table="fluss.good",code="UNKNOWN_TOPIC_OR_PARTITION"}"#),
+        1.0,
+        "partition 7 of a 2-bucket table"
+    );
+    // One acks=-1 request, one group fsync; acks=0/1 do not fsync under log.flush.policy=ack.
+    assert_eq!(delta("kafluss_fsync_seconds_count"), 1.0);
+    assert_eq!(delta(r#"kafluss_fsync_seconds_bucket{le="+Inf"}"#), 1.0);
+    assert!(delta("kafluss_fsync_seconds_sum") > 0.0);
+
+    // A dropped table's series leave the scrape.
+    server.sql_ok("DROP TABLE fluss.good");
+    let dropped = scrape(&server);
+    assert!(!dropped.contains(r#"table="fluss.good""#), "{dropped}");
+    assert!(dropped.contains(r#"table="fluss.strict""#));
+}
+
+/// Every file below `dir`.
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn logs_written_to_a_pipe_carry_no_ansi_colour_codes() {
+    let temp = tempfile::tempdir().unwrap();
+    // `serve` runs until killed: run_with_timeout stops it and hands back what it wrote.
+    let (_, stdout, stderr) = support::run_with_timeout(
+        std::process::Command::new(support::binary())
+            .arg("serve")
+            .arg("-D")
+            .arg(format!("data.dir={}", temp.path().join("data").display()))
+            .arg("-D")
+            .arg("bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0")
+            .arg("-D")
+            .arg("server.cores=1")
+            .env("RUST_LOG", "info")
+            .env_remove("NO_COLOR"),
+        b"",
+        Duration::from_secs(8),
+    );
+    assert!(
+        stdout.contains("kafluss ready:"),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stderr.contains(" INFO "), "{stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "ANSI escape in piped stderr:\n{stderr:?}"
+    );
+}
+
+#[test]
+fn a_failing_bucket_logs_its_storage_error_once_per_interval() {
+    let server = Server::start(1, &["server.log-repeat-interval=1h"]);
+    server.sql_ok("CREATE TABLE fluss.broken (id INT) WITH ('table.kafka.enabled' = 'true')");
+    let (status, info) = server.get("/v1/tables/fluss.broken");
+    assert_eq!(status, 200, "{info}");
+    let id = serde_json::from_str::<serde_json::Value>(&info).unwrap()["id"]
+        .as_u64()
+        .expect("table id");
+    // A plain file where the bucket directory belongs: every open of the bucket fails.
+    let table_dir = server.data_dir.join("fluss").join(format!("broken-{id}"));
+    std::fs::create_dir_all(&table_dir).unwrap();
+    std::fs::write(table_dir.join("bucket-0"), b"not a directory").unwrap();
+    let mut raw = Raw::connect(server.kafka);
+    for _ in 0..100 {
+        let got = outcomes(&raw.produce(
+            9,
+            &request(1, vec![("broken", vec![(0, Some(batch(&[r#"{"id":1}"#])))])]),
+        ));
+        assert_eq!(got[0].2, ErrorCode::KafkaStorageError, "{got:?}");
+    }
+    let logs = server.logs();
+    let errors: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains(" ERROR ") && l.contains("table=fluss.broken"))
+        .collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "one storage error line for 100 failures:\n{logs}"
+    );
+    assert!(errors[0].contains("cannot open bucket 0"), "{}", errors[0]);
+    let refusals = refusal_lines(&server, "fluss.broken");
+    assert_eq!(refusals.len(), 1, "{logs}");
+    assert!(
+        refusals[0].contains("code=KAFKA_STORAGE_ERROR "),
+        "{}",
+        refusals[0]
+    );
+    let metrics = scrape(&server);
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"kafluss_table_batches_refused_total{table="fluss.broken",code="KAFKA_STORAGE_ERROR"}"#
+        ),
+        100.0
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"kafluss_table_rows_appended_total{table="fluss.broken"}"#
+        ),
+        0.0
+    );
+}

@@ -13,6 +13,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafluss_convert::ConvertError;
 use kafluss_protocol::encode_response_frame;
 use kafluss_protocol::{
     BatchIndexAndErrorMessage, ProducePartitionResponse, ProduceRequest, ProduceResponse,
@@ -21,6 +22,7 @@ use kafluss_protocol::{
 use kafluss_protocol::{ErrorCode, RequestHeader};
 
 use crate::catalog::model::TableInfo;
+use crate::catalog::resolve::TopicError;
 use crate::connection::ConnectionContext;
 use crate::errors;
 
@@ -47,8 +49,11 @@ pub struct PartitionOutcome {
     pub log_start_offset: i64,
     /// (batch_index, message) of the records that failed conversion (v8+).
     pub record_errors: Vec<(i32, String)>,
-    /// Rows appended (metrics).
+    /// Rows appended.
     pub rows: u64,
+    /// The conversion failure behind an INVALID_RECORD (its record index and JSON path are
+    /// logged with the refusal).
+    pub convert_error: Option<Box<ConvertError>>,
 }
 
 impl PartitionOutcome {
@@ -60,6 +65,7 @@ impl PartitionOutcome {
             log_start_offset: -1,
             record_errors: Vec::new(),
             rows: 0,
+            convert_error: None,
         }
     }
 
@@ -75,6 +81,7 @@ impl PartitionOutcome {
             log_start_offset: log_start_offset as i64,
             record_errors: Vec::new(),
             rows,
+            convert_error: None,
         }
     }
 }
@@ -113,8 +120,9 @@ pub fn prepare_partition(
 ) -> Result<(Arc<TableInfo>, u32), PartitionOutcome> {
     let runtime = context.shard.runtime();
     let default_db = &context.shard.config().kafka_default_database;
-    let table = crate::catalog::resolve::resolve_topic(snapshot, topic, default_db)
-        .map_err(|e| PartitionOutcome::error(errors::topic_error_code(&e), e.to_string()))?;
+    let table = crate::catalog::resolve::resolve_topic(snapshot, topic, default_db).map_err(|e| {
+        PartitionOutcome::error(errors::topic_error_code(&e), errors::topic_error_message(&e))
+    })?;
     if partition < 0 {
         return Err(PartitionOutcome::error(
             ErrorCode::InvalidRequest,
@@ -204,7 +212,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
             topics.push((topic.name, slots));
         }
     }
-    let shard = context.shard.clone();
+    let context = context.clone();
     let task = glommio::spawn_local(async move {
         let mut failed = false;
         let mut responses = Vec::with_capacity(topics.len());
@@ -220,9 +228,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
                 };
                 if outcome.error != ErrorCode::None {
                     failed = true;
-                    shard.metrics().record_partition_error();
-                } else {
-                    shard.metrics().record_appended(outcome.rows);
+                    refused(&context, &name, index, &outcome);
                 }
                 partitions.push(to_wire(index, outcome));
             }
@@ -255,6 +261,65 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
     Dispatch::Respond {
         api_key,
         response: PendingResponse::Later(task),
+    }
+}
+
+/// Counts a refused partition (by code, and by table when the topic resolves to one) and logs
+/// it at WARN, rate-limited per (table, code) by `server.log-repeat-interval`. The topic is
+/// resolved again here, on the error path, so the append path carries no extra reference.
+fn refused(context: &ConnectionContext, topic: &str, partition: i32, outcome: &PartitionOutcome) {
+    let shard = &context.shard;
+    let code = outcome.error;
+    shard.metrics().record_refused(code);
+    let snapshot = shard.runtime().catalog.snapshot();
+    let table =
+        crate::catalog::resolve::resolve_topic(&snapshot, topic, &shard.config().kafka_default_database);
+    let label = match table {
+        Ok(table) => {
+            shard.with_table_metrics(&table, |series| series.record_refused(shard.id, code));
+            table.path()
+        }
+        Err(TopicError::MappingDisabled(path) | TopicError::Ineligible { table: path, .. }) => path,
+        // Unknown or invalid topics: the name as sent (the limiter's key map is bounded).
+        Err(_) => topic.to_string(),
+    };
+    let Some(suppressed) = shard.log_repeat(&label, code.name()) else {
+        return;
+    };
+    let principal = context.principal();
+    let message = outcome.error_message.as_deref().unwrap_or("");
+    match &outcome.convert_error {
+        Some(e) => tracing::warn!(
+            table = %label,
+            partition,
+            client = %context.peer,
+            principal = %principal,
+            code = %code.name(),
+            record = e.record_index,
+            path = %json_path(&e.path),
+            reason = %e.reason,
+            suppressed,
+            "produce refused"
+        ),
+        None => tracing::warn!(
+            table = %label,
+            partition,
+            client = %context.peer,
+            principal = %principal,
+            code = %code.name(),
+            reason = %message,
+            suppressed,
+            "produce refused"
+        ),
+    }
+}
+
+/// A converter path (`a.b[2]`, or `[0]` for an array value) as JSONPath from `$`.
+fn json_path(path: &str) -> String {
+    if path.is_empty() || path.starts_with('[') {
+        format!("${path}")
+    } else {
+        format!("$.{path}")
     }
 }
 

@@ -53,7 +53,13 @@ pub async fn open_bucket(
         flush_policy: config.flush_policy,
         retention: Some(retention),
     };
-    let log = Rc::new(BucketLog::open(&dir, log_config, stats).await?);
+    let metrics = shard.shared.metrics.clone();
+    let core = shard.id;
+    let log = Rc::new(
+        BucketLog::open(&dir, log_config, stats)
+            .await?
+            .with_sync_observer(Box::new(move |took| metrics.core(core).record_fsync(took))),
+    );
     glommio::spawn_local(crate::log::run_retention(
         Rc::downgrade(&log),
         config.retention_check_interval,
@@ -72,11 +78,10 @@ pub async fn append_on_owner(
         match open_bucket(shard, &job.table, job.bucket).await {
             Ok(opened) => *state = Some(opened),
             Err(e) => {
-                tracing::error!(
-                    "cannot open bucket {} of {}.{}: {e}",
-                    job.bucket,
-                    job.table.database,
-                    job.table.name
+                log_storage_error(
+                    shard,
+                    &job.table,
+                    format_args!("cannot open bucket {}: {e}", job.bucket),
                 );
                 return OwnerResult::Done(PartitionOutcome::error(errors::log_error_code(&e), e.to_string()));
             }
@@ -161,6 +166,7 @@ pub async fn append_on_owner(
         Err(e) => {
             let mut outcome = PartitionOutcome::error(errors::convert_error_code(&e), e.to_string());
             outcome.record_errors = vec![(e.record_index as i32, errors::bounded_message(e.to_string()))];
+            outcome.convert_error = Some(Box::new(e));
             return OwnerResult::Done(outcome);
         }
     };
@@ -168,10 +174,15 @@ pub async fn append_on_owner(
     let appended = match bucket.log.append(&arrow_batch).await {
         Ok(appended) => appended,
         Err(e) => {
-            tracing::error!("append failed in {}: {e}", bucket.log.dir().display());
+            log_storage_error(shard, &job.table, format_args!("append failed: {e}"));
             return OwnerResult::Done(PartitionOutcome::error(errors::log_error_code(&e), e.to_string()));
         }
     };
+    // Counted here, on the owner, once the rows are in the log: refused batches count nothing.
+    shard.metrics().record_appended(rows);
+    shard.with_table_metrics(&job.table, |series| {
+        series.record_appended(shard.id, rows, appended.bytes)
+    });
     let outcome = PartitionOutcome::appended(appended.base_offset, bucket.log.log_start_offset(), rows);
     let must_sync = match config.flush_policy {
         FlushPolicy::Always => true,
@@ -182,15 +193,25 @@ pub async fn append_on_owner(
         return OwnerResult::Done(outcome);
     }
     let log = bucket.log.clone();
+    let (shard, table) = (shard.clone(), job.table);
     OwnerResult::AfterSync(Box::pin(async move {
         match log.sync_to(appended.next_offset).await {
             Ok(()) => outcome,
             Err(e) => {
-                tracing::error!("fsync failed in {}: {e}", log.dir().display());
+                log_storage_error(&shard, &table, format_args!("fsync failed: {e}"));
                 PartitionOutcome::error(errors::log_error_code(&e), e.to_string())
             }
         }
     }))
+}
+
+/// Logs a storage failure of `table` at ERROR, at most once per `server.log-repeat-interval`
+/// per table on this core (a failing disk fails every append).
+fn log_storage_error(shard: &Shard, table: &TableInfo, what: std::fmt::Arguments<'_>) {
+    let path = table.path();
+    if let Some(suppressed) = shard.log_repeat(&path, "storage") {
+        tracing::error!(table = %path, suppressed, "{what}");
+    }
 }
 
 /// Flushes and closes a bucket log (shutdown, table drop).

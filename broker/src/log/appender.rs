@@ -71,7 +71,12 @@ pub struct BucketLog<S: SegmentStore = GlommioStore> {
     state: RefCell<State<S::File>>,
     append_permit: Semaphore,
     commit: CommitState,
+    /// Told the duration of every segment-file fsync of the write path (metrics).
+    on_sync: Option<SyncObserver>,
 }
+
+/// Receives the duration of each segment-file `fdatasync` (group commit, roll, close).
+pub type SyncObserver = Box<dyn Fn(std::time::Duration)>;
 
 impl BucketLog<GlommioStore> {
     /// Opens (creating if needed) the bucket directory with glommio files and recovers it.
@@ -121,7 +126,24 @@ impl<S: SegmentStore> BucketLog<S> {
             }),
             append_permit: Semaphore::new(1),
             commit,
+            on_sync: None,
         })
+    }
+
+    /// Reports the duration of every later segment-file fsync to `observer`.
+    pub fn with_sync_observer(mut self, observer: SyncObserver) -> Self {
+        self.on_sync = Some(observer);
+        self
+    }
+
+    /// `file.sync()`, timed for the observer.
+    async fn sync_file(&self, file: &S::File) -> std::io::Result<()> {
+        let started = std::time::Instant::now();
+        let result = file.sync().await;
+        if let Some(observer) = &self.on_sync {
+            observer(started.elapsed());
+        }
+        result
     }
 
     /// The store's clock (wall clock in production).
@@ -223,6 +245,7 @@ impl<S: SegmentStore> BucketLog<S> {
             return Ok(AppendOutcome {
                 base_offset,
                 next_offset: base_offset,
+                bytes: 0,
             });
         }
         let next_offset = base_offset
@@ -285,6 +308,7 @@ impl<S: SegmentStore> BucketLog<S> {
         Ok(AppendOutcome {
             base_offset,
             next_offset,
+            bytes: written,
         })
     }
 
@@ -339,7 +363,7 @@ impl<S: SegmentStore> BucketLog<S> {
             }
             return Err(LogError::io(&path, "write end-of-stream", err));
         }
-        if let Err(err) = file.sync().await {
+        if let Err(err) = self.sync_file(&file).await {
             // After a failed fsync the page cache state is unknown: stop until reopened.
             self.fail();
             return Err(LogError::io(&path, "fsync", err));
@@ -398,7 +422,7 @@ impl<S: SegmentStore> BucketLog<S> {
         };
         self.commit.in_flight.set(true);
         self.commit.syncs.set(self.commit.syncs.get() + 1);
-        let result = file.sync().await;
+        let result = self.sync_file(&file).await;
         self.commit.in_flight.set(false);
         match result {
             Ok(()) => {
@@ -480,7 +504,9 @@ impl<S: SegmentStore> BucketLog<S> {
             .as_ref()
             .map(|a| (a.file.clone(), a.path.clone()));
         if let Some((file, path)) = active {
-            file.sync().await.map_err(|e| LogError::io(&path, "fsync", e))?;
+            self.sync_file(&file)
+                .await
+                .map_err(|e| LogError::io(&path, "fsync", e))?;
         }
         self.commit.durable.set(written);
         self.commit.completions.notify_all();

@@ -26,7 +26,7 @@ use std::rc::Weak;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use appender::BucketLog;
+pub use appender::{BucketLog, SyncObserver};
 pub use error::LogError;
 pub use file::{GlommioStore, SegmentFile, SegmentStore};
 pub use registry::LogRegistry;
@@ -110,6 +110,9 @@ pub fn parse_ttl(value: &str) -> Option<Duration> {
 pub struct AppendOutcome {
     pub base_offset: u64,
     pub next_offset: u64,
+    /// Arrow IPC bytes written to the segment file for the batch (segment headers and
+    /// end-of-stream markers not counted).
+    pub bytes: u64,
 }
 
 /// Read-side state of one bucket, shared with other threads (HTTP scans and row counts).
