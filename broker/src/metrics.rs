@@ -298,6 +298,8 @@ impl TableSeriesCache {
 pub struct Metrics {
     cores: Vec<CoreSlot>,
     tables: Mutex<TableRegistry>,
+    /// The server's failed-login bookkeeping, rendered as `kafluss_login_*`.
+    login: Option<Arc<kafluss_auth::LoginThrottle>>,
 }
 
 impl Metrics {
@@ -305,7 +307,14 @@ impl Metrics {
         Self {
             cores: (0..cores.max(1)).map(|_| CoreSlot::default()).collect(),
             tables: Mutex::new(TableRegistry::default()),
+            login: None,
         }
+    }
+
+    /// Also renders the login throttle's counters.
+    pub fn with_login_throttle(mut self, throttle: Arc<kafluss_auth::LoginThrottle>) -> Self {
+        self.login = Some(throttle);
+        self
     }
 
     /// The slot core `core` writes to.
@@ -533,6 +542,30 @@ impl Metrics {
             "# HELP kafluss_cores Executor cores serving Kafka.\n# TYPE kafluss_cores gauge\nkafluss_cores {}",
             self.cores.len()
         );
+        if let Some(login) = &self.login {
+            for (name, kind, help, value) in [
+                (
+                    "kafluss_login_failures_total",
+                    "counter",
+                    "Failed logins (SASL/PLAIN and HTTP Basic).",
+                    login.failures_total(),
+                ),
+                (
+                    "kafluss_login_delayed_total",
+                    "counter",
+                    "Login attempts held back or refused because of earlier failures.",
+                    login.delayed_total(),
+                ),
+                (
+                    "kafluss_login_tracked",
+                    "gauge",
+                    "Client addresses and user names with recent failed logins.",
+                    login.tracked() as u64,
+                ),
+            ] {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+            }
+        }
         out
     }
 }

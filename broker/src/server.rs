@@ -263,7 +263,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     }
 
     let cores = config.cores;
-    let metrics = Arc::new(Metrics::new(cores));
+    let metrics = Arc::new(Metrics::new(cores).with_login_throttle(runtime.login_throttle.clone()));
     let shared = Arc::new(Shared {
         config: config.clone(),
         metrics: metrics.clone(),

@@ -115,6 +115,23 @@ fn failed_logins_slow_the_next_attempts() {
         "failures are logged with the user: {logs}"
     );
     assert!(!logs.contains(WRONG), "the password never reaches the log");
+
+    let (_, metrics) = server.get("/metrics");
+    let value = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"))
+    };
+    assert_eq!(
+        value("kafluss_login_failures_total"),
+        1 + 4 + 8,
+        "every failed attempt counted"
+    );
+    assert!(
+        value("kafluss_login_delayed_total") >= 4 + 8 + 1,
+        "the waiting attempts counted"
+    );
 }
 
 /// `GET /metrics` with HTTP Basic credentials; the status code and the headers+body.
