@@ -313,12 +313,40 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
     assert_eq!(got[0].2, ErrorCode::UnsupportedForMessageFormat);
     assert_eq!(got[1].2, ErrorCode::MessageTooLarge);
 
-    // Produce v2 is not advertised: its own error response, UNSUPPORTED_VERSION.
-    let got = outcomes(&raw.produce(
-        2,
-        &request(1, vec![("good", vec![(0, Some(batch(&[r#"{"id":1}"#])))])]),
-    ));
-    assert_eq!(got[0].2, ErrorCode::UnsupportedVersion);
+    // Produce v0-2 are advertised (librdkafka compresses only when the range starts at 0) and
+    // answered UNSUPPORTED_FOR_MESSAGE_FORMAT: they carry magic 0/1 message sets.
+    for version in 0..=2 {
+        let got = outcomes(&raw.produce(
+            version,
+            &request(1, vec![("good", vec![(0, Some(batch(&[r#"{"id":1}"#])))])]),
+        ));
+        assert_eq!(
+            got[0].2,
+            ErrorCode::UnsupportedForMessageFormat,
+            "Produce v{version}"
+        );
+    }
+
+    // Produce above v12 or negative: no layout is known, so the answer is the v12 (or v0)
+    // error layout with no partition (a v13 client reads the same bytes), in request order,
+    // and the connection stays open.
+    for version in [13i16, 14, -1] {
+        raw.correlation += 1;
+        let correlation = raw.correlation;
+        let mut frame = vec![0, 0];
+        frame.extend_from_slice(&version.to_be_bytes());
+        frame.extend_from_slice(&correlation.to_be_bytes());
+        frame.extend_from_slice(&[0, 3, b'r', b'a', b'w', 0, 0xde, 0xad]);
+        let mut framed = (frame.len() as i32).to_be_bytes().to_vec();
+        framed.extend_from_slice(&frame);
+        raw.stream.write_all(&framed).unwrap();
+        let frame = raw.read_frame().expect("an answer, not a closed connection");
+        let layout = version.clamp(0, 12);
+        let (header, response) =
+            decode_response_frame::<ProduceResponse>(&frame, layout).expect("the nearest layout");
+        assert_eq!(header.correlation_id, correlation, "Produce v{version}");
+        assert!(response.topics.is_empty());
+    }
 
     // An unknown ApiVersions version: v0-format UNSUPPORTED_VERSION listing our ranges, and the
     // connection stays open for the retry.
@@ -340,7 +368,7 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
     assert!(response
         .api_keys
         .iter()
-        .any(|r| r.api_key == ApiKey::PRODUCE && r.max_version == 11));
+        .any(|r| r.api_key == ApiKey::PRODUCE && r.min_version == 0 && r.max_version == 12));
     let correlation = raw.send(
         3,
         &ApiVersionsRequest {
@@ -359,7 +387,7 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
     assert_eq!(
         listed,
         vec![
-            (0, 3, 11),
+            (0, 0, 12),
             (1, 4, 10),
             (3, 0, 12),
             (10, 0, 0),

@@ -146,7 +146,7 @@ impl ProduceRequest {
     }
 }
 
-impl_message!(ProduceRequest, ApiKey::PRODUCE, 0..=11);
+impl_message!(ProduceRequest, ApiKey::PRODUCE, 0..=12);
 
 /// A record-level error (v8+): which record of the batch failed and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -454,4 +454,4 @@ impl ProduceResponse {
     }
 }
 
-impl_message!(ProduceResponse, ApiKey::PRODUCE, 0..=11);
+impl_message!(ProduceResponse, ApiKey::PRODUCE, 0..=12);

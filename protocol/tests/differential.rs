@@ -235,7 +235,7 @@ fn init_producer_id_matches_kafka_protocol() {
 
 #[test]
 fn produce_matches_kafka_protocol() {
-    for version in 3..=11 {
+    for version in 3..=12 {
         let ours = common::produce_request(version);
         let theirs = kp::ProduceRequest::default()
             .with_transactional_id(

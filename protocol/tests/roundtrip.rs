@@ -318,7 +318,8 @@ fn generic_error_responses_for_each_known_api() {
         (ApiKey::METADATA, 0..=12),
         (ApiKey::SASL_HANDSHAKE, 0..=1),
         (ApiKey::SASL_AUTHENTICATE, 0..=2),
-        (ApiKey::PRODUCE, 0..=11),
+        (ApiKey::PRODUCE, 0..=12),
+        (ApiKey::INIT_PRODUCER_ID, 0..=5),
         (ApiKey::CREATE_TOPICS, 0..=7),
         (ApiKey::DELETE_TOPICS, 0..=6),
     ];

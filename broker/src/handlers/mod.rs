@@ -44,9 +44,9 @@ pub struct ApiRange {
 pub const SUPPORTED_APIS: &[ApiRange] = &[
     ApiRange {
         api_key: 0,
-        min: 3,
-        max: 11,
-    }, // Produce
+        min: 0,
+        max: 12,
+    }, // Produce: v0-2 answered UNSUPPORTED_FOR_MESSAGE_FORMAT (see produce.rs)
     ApiRange {
         api_key: 1,
         min: 4,
@@ -236,7 +236,7 @@ mod tests {
         assert_eq!(
             listed,
             vec![
-                (0, 3, 11),
+                (0, 0, 12),
                 (1, 4, 10),
                 (3, 0, 12),
                 (10, 0, 0),
@@ -246,7 +246,7 @@ mod tests {
             ]
         );
         assert!(supported_range(19).is_none());
-        assert_eq!(supported_range(0).unwrap().max, 11);
+        assert_eq!(supported_range(0).unwrap().max, 12);
     }
 
     #[test]

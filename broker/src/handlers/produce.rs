@@ -87,7 +87,15 @@ impl PartitionOutcome {
 }
 
 /// A request-level rejection: every partition of the request gets this code.
-pub fn whole_request_error(request: &ProduceRequest) -> Option<(ErrorCode, &'static str)> {
+pub fn whole_request_error(request: &ProduceRequest, version: i16) -> Option<(ErrorCode, &'static str)> {
+    if version < 3 {
+        // Advertised from v0 because librdkafka enables gzip, snappy and lz4 only when the
+        // Produce range starts at 0 (behaviour.md); v0-2 carry magic 0/1 message sets.
+        return Some((
+            ErrorCode::UnsupportedForMessageFormat,
+            "Produce v0-2 (message sets of magic 0/1) is not supported: record batches (magic 2, Produce v3+) are",
+        ));
+    }
     if request.transactional_id.is_some() {
         return Some((
             ErrorCode::InvalidRequest,
@@ -178,7 +186,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
         Waiting(glommio::channels::local_channel::LocalReceiver<PartitionOutcome>),
     }
     let mut topics: Vec<(String, Vec<(i32, Slot)>)> = Vec::with_capacity(request.topics.len());
-    if let Some((code, message)) = whole_request_error(&request) {
+    if let Some((code, message)) = whole_request_error(&request, version) {
         for topic in &request.topics {
             let slots = topic
                 .partitions

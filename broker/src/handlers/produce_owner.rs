@@ -359,21 +359,28 @@ mod tests {
 
     #[test]
     fn whole_request_checks() {
-        assert_eq!(whole_request_error(&request(1, &[("a", 0), ("a", 1)])), None);
+        assert_eq!(whole_request_error(&request(1, &[("a", 0), ("a", 1)]), 9), None);
         assert_eq!(
-            whole_request_error(&request(2, &[("a", 0)])).map(|e| e.0),
+            whole_request_error(&request(2, &[("a", 0)]), 9).map(|e| e.0),
             Some(ErrorCode::InvalidRequiredAcks)
         );
         assert_eq!(
-            whole_request_error(&request(-1, &[("a", 0), ("a", 0)])).map(|e| e.0),
+            whole_request_error(&request(-1, &[("a", 0), ("a", 0)]), 9).map(|e| e.0),
             Some(ErrorCode::InvalidRequest)
         );
         let mut transactional = request(1, &[("a", 0)]);
         transactional.transactional_id = Some("t".into());
         assert_eq!(
-            whole_request_error(&transactional).map(|e| e.0),
+            whole_request_error(&transactional, 9).map(|e| e.0),
             Some(ErrorCode::InvalidRequest)
         );
+        for old in 0..3 {
+            assert_eq!(
+                whole_request_error(&request(1, &[("a", 0)]), old).map(|e| e.0),
+                Some(ErrorCode::UnsupportedForMessageFormat),
+                "Produce v{old}"
+            );
+        }
     }
 
     #[test]

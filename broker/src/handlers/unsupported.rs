@@ -7,13 +7,23 @@ use bytes::Bytes;
 use kafluss_protocol::{encode_error_response, Request};
 use kafluss_protocol::{encode_response_frame, Message};
 use kafluss_protocol::{ApiKey, ErrorCode, RequestHeader};
-use kafluss_protocol::{CreateTopicsRequest, DeleteTopicsRequest};
+use kafluss_protocol::{CreateTopicsRequest, DeleteTopicsRequest, ProduceResponse};
 
 use super::Response;
 
 pub const CREATE_TOPICS_MESSAGE: &str = "Kafka CreateTopics is not supported: create a Fluss table with CREATE TABLE ... WITH ('table.kafka.enabled' = 'true') through Fluss SQL";
 pub const DELETE_TOPICS_MESSAGE: &str =
     "Kafka DeleteTopics is not supported: drop the table with DROP TABLE through Fluss SQL";
+
+/// The version whose layout answers a request of a version no codec here knows. Produce
+/// above v12 gets the v12 layout: its topic-free error answer is the same bytes in v13 (which
+/// only renames topics to topic ids). Other APIs keep the version (no answer: close).
+fn nearest_known_version(api_key: ApiKey, version: i16) -> i16 {
+    match api_key {
+        ApiKey::PRODUCE => version.clamp(ProduceResponse::MIN_VERSION, ProduceResponse::MAX_VERSION),
+        _ => version,
+    }
+}
 
 pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, String> {
     let version = header.api_version;
@@ -40,7 +50,12 @@ pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, String> {
                 ErrorCode::UnsupportedVersion,
                 Some("unsupported API version"),
             ),
-            Err(_) => encode_error_response(api_key, version, correlation_id, ErrorCode::UnsupportedVersion),
+            Err(_) => encode_error_response(
+                api_key,
+                nearest_known_version(api_key, version),
+                correlation_id,
+                ErrorCode::UnsupportedVersion,
+            ),
         },
     };
     frame.map(|frame| Response::frame(frame, true)).map_err(|e| {
