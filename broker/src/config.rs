@@ -49,7 +49,11 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("table.log.ttl", Some("7d")),
     ("log.retention.check-interval", Some("5min")),
     ("admin.max-request-size", Some("16mb")),
+    ("admin.max-sql-statements", Some("1000")),
 ];
+
+/// Highest accepted `admin.max-sql-statements`.
+pub const MAX_SQL_STATEMENTS_LIMIT: u64 = 1_000_000;
 
 /// A start-up configuration error; every variant names the key or line at fault.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -128,6 +132,8 @@ pub struct ServerConfig {
     pub log_ttl: Duration,
     pub retention_check_interval: Duration,
     pub admin_max_request_size: usize,
+    /// `admin.max-sql-statements`: statements one `POST /v1/sql` may hold.
+    pub admin_max_sql_statements: usize,
 }
 
 /// Raw `key → value` pairs, after file and overrides are merged.
@@ -259,6 +265,14 @@ impl ServerConfig {
                 "must be between 1 and 1024",
             ));
         }
+        let max_sql_statements = parse_number("admin.max-sql-statements", req("admin.max-sql-statements"))?;
+        if max_sql_statements == 0 || max_sql_statements > MAX_SQL_STATEMENTS_LIMIT {
+            return Err(invalid(
+                "admin.max-sql-statements",
+                req("admin.max-sql-statements"),
+                format!("must be between 1 and {MAX_SQL_STATEMENTS_LIMIT}"),
+            ));
+        }
         Ok(ServerConfig {
             bind_listeners,
             advertised_listeners,
@@ -283,6 +297,7 @@ impl ServerConfig {
             log_ttl: positive_duration("table.log.ttl")?,
             retention_check_interval: positive_duration("log.retention.check-interval")?,
             admin_max_request_size: positive_size("admin.max-request-size")? as usize,
+            admin_max_sql_statements: max_sql_statements as usize,
         })
     }
 
@@ -525,6 +540,11 @@ mod tests {
         .unwrap();
         assert_eq!(config.kafka_bind_listeners()[0].port, 0);
         assert_eq!(config.cores, 2);
+        assert_eq!(
+            config.admin_max_sql_statements,
+            crate::catalog::DEFAULT_MAX_SQL_STATEMENTS,
+            "the default in KEYS is the catalog's"
+        );
     }
 
     #[test]
@@ -542,6 +562,8 @@ mod tests {
             ("server.cores=0", "server.cores"),
             ("log.flush.policy=sometimes", "log.flush.policy"),
             ("kafka.listener.names=OTHER", "kafka.listener.names"),
+            ("admin.max-sql-statements=0", "admin.max-sql-statements"),
+            ("admin.max-sql-statements=many", "admin.max-sql-statements"),
         ] {
             let err = ServerConfig::load(None, &[entry.into()]).unwrap_err();
             assert!(err.to_string().contains(key), "{entry}: {err}");

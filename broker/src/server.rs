@@ -102,6 +102,7 @@ fn open_catalog(config: &ServerConfig) -> Result<Catalog, ServerError> {
         super_users,
         plain_credentials: (!config.sasl_plain_credentials.is_empty())
             .then(|| config.sasl_plain_credentials.clone()),
+        max_sql_statements: config.admin_max_sql_statements,
     };
     Catalog::open(catalog_config).map_err(|e| ServerError::Catalog(e.to_string()))
 }

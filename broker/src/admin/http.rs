@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use kafluss_auth::{CredentialStore, Operation, Principal, Resource};
+use kafluss_auth::{CredentialStore, Operation, Principal};
 use serde_json::{json, Value};
 use thiserror::Error;
 use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
@@ -347,13 +347,11 @@ fn execute_sql(
     host: IpAddr,
 ) -> Response<io::Cursor<Vec<u8>>> {
     let mut session = ctx.catalog.session(principal, host);
-    match ctx.catalog.execute(sql, &mut session) {
-        Ok(results) => {
-            let results: Vec<Value> = results.iter().map(|r| r.to_json()).collect();
-            json_response(200, &json!({ "results": results }))
-        }
-        Err(error) => sql_error_response(&error),
+    let outcome = ctx.catalog.run_script(sql, &mut session);
+    if let Some(failure) = outcome.failure.as_ref().filter(|f| f.error.http_status() >= 500) {
+        tracing::error!(error = %failure.error, "SQL statement failed");
     }
+    json_response(outcome.http_status(), &outcome.to_json())
 }
 
 fn sql_error_response(error: &SqlError) -> Response<io::Cursor<Vec<u8>>> {
@@ -363,9 +361,8 @@ fn sql_error_response(error: &SqlError) -> Response<io::Cursor<Vec<u8>>> {
     error_response(error.http_status(), error.code(), &error.to_string())
 }
 
-/// `{db}.{table}` (or a bare table in the default database) → the table, if the principal
-/// may `operation` it. A table the principal may not see answers 404 like a missing one,
-/// so names do not leak.
+/// The table for an endpoint, checked by [`Catalog::authorized_table`]: 403 without
+/// DESCRIBE or `operation`, 404 when it does not exist.
 fn find_table(
     ctx: &AdminContext,
     name: &str,
@@ -373,33 +370,9 @@ fn find_table(
     principal: &Principal,
     host: IpAddr,
 ) -> Result<Arc<TableInfo>, Response<io::Cursor<Vec<u8>>>> {
-    let snapshot = ctx.catalog.snapshot();
-    let (database, table) = name
-        .split_once('.')
-        .unwrap_or((snapshot.default_database.as_str(), name));
-    let not_found = || {
-        error_response(
-            404,
-            "TABLE_NOT_FOUND",
-            &format!("table '{database}.{table}' does not exist"),
-        )
-    };
-    let Some(info) = snapshot.table(database, table) else {
-        return Err(not_found());
-    };
-    let authorizer = ctx.catalog.authorizer();
-    let resource = Resource::table(database, table);
-    if !authorizer.authorize(principal, host, Operation::Describe, &resource) {
-        return Err(not_found());
-    }
-    if !authorizer.authorize(principal, host, operation, &resource) {
-        return Err(error_response(
-            403,
-            "AUTHORIZATION_FAILED",
-            &format!("principal {principal} is not authorized to {operation} table '{database}.{table}'"),
-        ));
-    }
-    Ok(Arc::clone(info))
+    ctx.catalog
+        .authorized_table(name, operation, principal, host)
+        .map_err(|error| sql_error_response(&error))
 }
 
 fn describe_table(

@@ -1,6 +1,7 @@
 //! `kafluss scan TABLE [--server ..] [--bucket N] [--from OFFSET] [--limit N]
-//! [--format jsonl|arrow] [--columns a,b] [--out FILE]`: reads rows back over HTTP from a running
-//! server (`GET /v1/tables/{db}.{table}/scan`) and streams the body to stdout or a file.
+//! [--format jsonl|arrow] [--columns a,b] [--out FILE] [--user U --password P]`: reads rows back
+//! over HTTP from a running server (`GET /v1/tables/{db}.{table}/scan`) and streams the body to
+//! stdout or a file. Credentials as for `kafluss sql` ([`super::Credentials`]).
 //!
 //! A plain std `TcpStream` HTTP/1.1 client: one request, `Connection: close`, a bounded header,
 //! a body in `Content-Length`, chunked, or read-to-close framing.
@@ -11,7 +12,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use base64::Engine;
+use super::{Credentials, CredentialsError};
 
 /// The server when `--server` is not given (the Fluss listener of the default config).
 pub const DEFAULT_SERVER: &str = "localhost:9123";
@@ -50,9 +51,8 @@ pub struct ScanArgs {
     /// Write to this file instead of stdout.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// `USER:PASSWORD` for HTTP Basic auth, when the Fluss listener requires SASL.
-    #[arg(long)]
-    pub user: Option<String>,
+    #[command(flatten)]
+    pub credentials: Credentials,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +65,8 @@ enum ScanCliError {
     Protocol { server: String, reason: String },
     #[error("{0}")]
     Server(String),
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
     #[error("cannot write {path}: {source}")]
     Output { path: String, source: io::Error },
 }
@@ -121,16 +123,14 @@ fn scan(args: &ScanArgs) -> Result<(), ScanCliError> {
         server: server.clone(),
         source,
     };
+    let authorization = args.credentials.header()?;
     let stream = connect(&server)?;
     stream.set_read_timeout(Some(READ_TIMEOUT)).map_err(io_err)?;
     let mut request = format!(
         "GET {} HTTP/1.1\r\nHost: {server}\r\nAccept: */*\r\nConnection: close\r\n",
         request_target(args)
     );
-    if let Some(user) = &args.user {
-        let token = base64::engine::general_purpose::STANDARD.encode(user.as_bytes());
-        request.push_str(&format!("Authorization: Basic {token}\r\n"));
-    }
+    request.push_str(&authorization);
     request.push_str("\r\n");
     (&stream).write_all(request.as_bytes()).map_err(io_err)?;
 
@@ -143,6 +143,9 @@ fn scan(args: &ScanArgs) -> Result<(), ScanCliError> {
     } else {
         Box::new(reader)
     };
+    if head.status == 401 {
+        return Err(ScanCliError::Server(args.credentials.refused_message()));
+    }
     if head.status != 200 {
         return Err(ScanCliError::Server(error_message(head.status, body)));
     }
@@ -369,7 +372,7 @@ mod tests {
             format: "jsonl".to_string(),
             columns: None,
             out: None,
-            user: None,
+            credentials: Credentials::default(),
         }
     }
 
