@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
-use kafluss_auth::{Authorizer, CredentialStore, Operation, Principal, Resource};
+use kafluss_auth::{Authorizer, CredentialStore, Operation, Principal, Resource, PLAIN_CREDENTIALS_KEY};
 
 use super::error::{CatalogError, SqlError};
 use super::model::{CatalogSnapshot, TableInfo};
@@ -154,6 +154,7 @@ impl Catalog {
             store.save(&stored)?;
         }
 
+        log_dynamic_configs(&config, &store, &stored.cluster_configs);
         let credentials = effective_credentials(&config, &stored.cluster_configs)?;
         let authorizer = Authorizer::new(
             config.authorizer_enabled,
@@ -499,6 +500,26 @@ impl Catalog {
             .table(&database, &table)
             .cloned()
             .ok_or_else(|| SqlError::TableNotFound(format!("{database}.{table}")))
+    }
+}
+
+/// Says at start-up which keys come from the dynamic configs stored in the data dir (set
+/// with `CALL sys.set_cluster_configs`), which win over server.yaml and `-D`. Never the values.
+fn log_dynamic_configs(config: &CatalogConfig, store: &CatalogStore, dynamic: &BTreeMap<String, String>) {
+    for key in dynamic.keys() {
+        let configured = key == PLAIN_CREDENTIALS_KEY && config.plain_credentials.is_some();
+        tracing::info!(
+            key = %key,
+            store = %store.path().display(),
+            "config {key} comes from the dynamic configs stored in the data dir (set with CALL \
+             sys.set_cluster_configs), which override server.yaml and -D{}; \
+             CALL sys.reset_cluster_configs(config_keys => '{key}') goes back to the configured value",
+            if configured {
+                ": the configured value is not used"
+            } else {
+                ""
+            }
+        );
     }
 }
 
