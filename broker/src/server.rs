@@ -360,9 +360,9 @@ fn unprotected_admin_warning(
         .find(|listener| security.listener_security(&listener.name) == ListenerSecurity::Sasl)?;
     Some(format!(
         "Kafka listener {} requires SASL, but Fluss listener {} is plaintext and authorizer.enabled is false: \
-         anyone who reaches {}:{} can read every row and change the credentials. Map it to sasl \
+         anyone who can connect to {} can read every row and change the credentials. Map it to sasl \
          (security.protocol.map: {}:sasl,{}:sasl) and set authorizer.enabled: true with super.users",
-        kafka.name, fluss.name, fluss.host, fluss.port, fluss.name, kafka.name
+        kafka.name, fluss.name, fluss.name, fluss.name, kafka.name
     ))
 }
 
