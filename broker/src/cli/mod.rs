@@ -15,7 +15,7 @@ pub const PASSWORD_ENV: &str = "KAFLUSS_PASSWORD";
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub struct Credentials {
     /// User for HTTP Basic auth, when the Fluss listener requires SASL (or `USER:PASSWORD`).
-    #[arg(long, env = USER_ENV)]
+    #[arg(long, env = USER_ENV, hide_env_values = true)]
     pub user: Option<String>,
     /// Password of --user.
     #[arg(long, env = PASSWORD_ENV, hide_env_values = true)]
