@@ -497,6 +497,20 @@ fn positional_call_arguments_stay_separate() {
     assert_eq!(arguments[0].values, vec!["a", "b", "c", "d"]);
 }
 
+/// Parses; an error points inside the input and names a statement that exists.
+fn check_error_position(text: &str) {
+    if let Err(error) = parse_script(text) {
+        let lines = text.split('\n').count();
+        assert!(error.line >= 1 && error.line <= lines, "{text:?}: {error}");
+        let line_text = text.split('\n').nth(error.line - 1).unwrap_or("");
+        assert!(
+            error.column >= 1 && error.column <= line_text.chars().count() + 1,
+            "{text:?}: {error}"
+        );
+        assert!(error.statement >= 1, "{text:?}: {error}");
+    }
+}
+
 /// Every truncation and many seeded random mutations of valid scripts parse or fail with a
 /// position inside the input; none panics.
 #[test]
@@ -505,17 +519,7 @@ fn mangled_input_never_panics() {
         "CREATE TABLE IF NOT EXISTS sales.orders (order_id BIGINT NOT NULL, m MAP<STRING, ARRAY<ROW<`a b` DECIMAL(10, 2)>>>, ts TIMESTAMP(3) WITH LOCAL TIME ZONE, PRIMARY KEY (order_id) NOT ENFORCED) PARTITIONED BY (order_id) WITH ('k' = 'v''w');",
         "/* c */ ALTER TABLE t RESET ('a'); -- x\nCALL sys.set_cluster_configs(config_pairs => 'k', 'v'); USE `db`; SHOW TABLES FROM db",
     ];
-    let check = |text: &str| {
-        if let Err(error) = parse_script(text) {
-            let lines = text.split('\n').count();
-            assert!(error.line >= 1 && error.line <= lines, "{text:?}: {error}");
-            let line_text = text.split('\n').nth(error.line - 1).unwrap_or("");
-            assert!(
-                error.column >= 1 && error.column <= line_text.chars().count() + 1,
-                "{text:?}: {error}"
-            );
-        }
-    };
+    let check = check_error_position;
     for text in valid {
         assert!(parse_script(text).is_ok(), "{text}");
         for end in (0..=text.len()).filter(|i| text.is_char_boundary(*i)) {
@@ -831,20 +835,6 @@ mod properties {
             Just("CALL"), Just("sys."), Just("WITH"), Just("é"), Just("99999999999"),
         ], 0..40)) {
             check_error_position(&tokens.concat());
-        }
-    }
-
-    /// Parses; an error points inside the input and names a statement that exists.
-    fn check_error_position(text: &str) {
-        if let Err(error) = parse_script(text) {
-            let lines = text.split('\n').count();
-            assert!(error.line >= 1 && error.line <= lines, "{text:?}: {error}");
-            let line_text = text.split('\n').nth(error.line - 1).unwrap_or("");
-            assert!(
-                error.column >= 1 && error.column <= line_text.chars().count() + 1,
-                "{text:?}: {error}"
-            );
-            assert!(error.statement >= 1, "{text:?}: {error}");
         }
     }
 }
