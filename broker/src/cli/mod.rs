@@ -1,5 +1,9 @@
 //! Client subcommands of the `kafluss` binary that talk to a running server over HTTP.
 
+use std::io;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
 use base64::Engine;
 
 pub mod scan;
@@ -8,6 +12,22 @@ pub mod sql;
 /// Environment variables holding the Basic-auth credentials of `kafluss sql` and `kafluss scan`.
 pub const USER_ENV: &str = "KAFLUSS_USER";
 pub const PASSWORD_ENV: &str = "KAFLUSS_PASSWORD";
+
+/// How long a connection attempt to one address may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects to `server` (HOST:PORT), trying every address it resolves to (`localhost` may be
+/// `::1` or `127.0.0.1`).
+pub(crate) fn connect(server: &str) -> io::Result<TcpStream> {
+    let mut last_error = io::Error::new(io::ErrorKind::NotFound, "no address");
+    for addr in server.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last_error = error,
+        }
+    }
+    Err(last_error)
+}
 
 /// Credentials for a Fluss listener mapped to `sasl` (HTTP Basic, checked against
 /// `security.sasl.plain.credentials`): `--user U --password P`, else `KAFLUSS_USER` and

@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -22,7 +22,6 @@ pub const DEFAULT_DATABASE: &str = "fluss";
 const MAX_HEADER_BYTES: usize = 64 << 10;
 /// Error bodies are read up to this size for the message.
 const MAX_ERROR_BODY_BYTES: u64 = 64 << 10;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest silence between two reads of the response.
 const READ_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -153,19 +152,10 @@ fn scan(args: &ScanArgs) -> Result<(), ScanCliError> {
 }
 
 fn connect(server: &str) -> Result<TcpStream, ScanCliError> {
-    let connect_err = |source| ScanCliError::Connect {
+    super::connect(server).map_err(|source| ScanCliError::Connect {
         server: server.to_string(),
         source,
-    };
-    let addrs = server.to_socket_addrs().map_err(connect_err)?;
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
-    for addr in addrs {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(stream) => return Ok(stream),
-            Err(err) => last = err,
-        }
-    }
-    Err(connect_err(last))
+    })
 }
 
 fn copy_body(mut body: Box<dyn Read>, out: Option<&PathBuf>, server: &str) -> Result<(), ScanCliError> {

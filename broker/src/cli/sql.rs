@@ -11,13 +11,12 @@
 //! a `sasl` Fluss listener: [`Credentials`].
 
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Credentials;
+use super::{connect, Credentials};
 use crate::catalog::{parse_script, Statement, StatementResult};
 
 /// The server when `--server` is not given.
@@ -151,18 +150,6 @@ pub fn post_sql(server: &str, sql: &str, authorization: &str) -> io::Result<Http
     stream.write_all(sql.as_bytes())?;
     stream.flush()?;
     read_reply(BufReader::new(stream.take(MAX_RESPONSE_BYTES)))
-}
-
-/// Tries every address `server` resolves to (`localhost` may be `::1` or `127.0.0.1`).
-fn connect(server: &str) -> io::Result<TcpStream> {
-    let mut last_error = io::Error::new(io::ErrorKind::NotFound, "no address");
-    for addr in server.to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(10)) {
-            Ok(stream) => return Ok(stream),
-            Err(error) => last_error = error,
-        }
-    }
-    Err(last_error)
 }
 
 /// Reads an HTTP/1.1 response: Content-Length, chunked, or until close.
