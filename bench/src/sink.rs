@@ -213,12 +213,14 @@ fn answer(frame: &Bytes, state: &SinkState) -> Result<Option<Bytes>, ()> {
             }
             encode_response_frame(correlation_id, version, &response)
         }
-        Request::CreateTopics(_) | Request::DeleteTopics(_) => encode_error_response(
-            header.api_key,
-            version,
-            correlation_id,
-            ErrorCode::UnsupportedVersion,
-        ),
+        Request::CreateTopics(_) | Request::DeleteTopics(_) | Request::InitProducerId(_) => {
+            encode_error_response(
+                header.api_key,
+                version,
+                correlation_id,
+                ErrorCode::UnsupportedVersion,
+            )
+        }
     };
     encoded.map(Some).map_err(|_| ())
 }

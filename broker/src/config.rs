@@ -65,7 +65,11 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("admin.shutdown-timeout", Some("5s")),
     ("server.log-repeat-interval", Some("10s")),
     ("server.log-repeat-keys", Some("1024")),
+    ("admin.max-sql-statements", Some("1000")),
 ];
+
+/// Highest accepted `admin.max-sql-statements`.
+pub const MAX_SQL_STATEMENTS_LIMIT: u64 = 1_000_000;
 
 /// A start-up configuration error; every variant names the key or line at fault.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -154,6 +158,8 @@ pub struct ServerConfig {
     pub log_repeat_interval: Duration,
     /// (table, reason) keys each core's log rate limiter remembers.
     pub log_repeat_keys: usize,
+    /// `admin.max-sql-statements`: statements one `POST /v1/sql` may hold.
+    pub admin_max_sql_statements: usize,
 }
 
 /// Raw `key → value` pairs, after file and overrides are merged.
@@ -334,6 +340,14 @@ impl ServerConfig {
                 "must be between 1 and 1048576",
             ));
         }
+        let max_sql_statements = parse_number("admin.max-sql-statements", req("admin.max-sql-statements"))?;
+        if max_sql_statements == 0 || max_sql_statements > MAX_SQL_STATEMENTS_LIMIT {
+            return Err(invalid(
+                "admin.max-sql-statements",
+                req("admin.max-sql-statements"),
+                format!("must be between 1 and {MAX_SQL_STATEMENTS_LIMIT}"),
+            ));
+        }
         Ok(ServerConfig {
             bind_listeners,
             advertised_listeners,
@@ -371,6 +385,7 @@ impl ServerConfig {
             admin_limits,
             log_repeat_interval: positive_duration("server.log-repeat-interval")?,
             log_repeat_keys: log_repeat_keys as usize,
+            admin_max_sql_statements: max_sql_statements as usize,
         })
     }
 
@@ -644,6 +659,11 @@ mod tests {
         .unwrap();
         assert_eq!(config.kafka_bind_listeners()[0].port, 0);
         assert_eq!(config.cores, 2);
+        assert_eq!(
+            config.admin_max_sql_statements,
+            crate::catalog::DEFAULT_MAX_SQL_STATEMENTS,
+            "the default in KEYS is the catalog's"
+        );
     }
 
     #[test]
@@ -661,6 +681,8 @@ mod tests {
             ("server.cores=0", "server.cores"),
             ("log.flush.policy=sometimes", "log.flush.policy"),
             ("kafka.listener.names=OTHER", "kafka.listener.names"),
+            ("admin.max-sql-statements=0", "admin.max-sql-statements"),
+            ("admin.max-sql-statements=many", "admin.max-sql-statements"),
         ] {
             let err = ServerConfig::load(None, &[entry.into()]).unwrap_err();
             assert!(err.to_string().contains(key), "{entry}: {err}");

@@ -29,18 +29,16 @@ enum Command {
         #[arg(short = 'D', value_name = "KEY=VALUE")]
         define: Vec<String>,
     },
-    /// Run SQL (DDL, SHOW, DESCRIBE, CALL sys.*) on a running server.
+    /// Run SQL (DDL, SHOW, DESCRIBE, CALL sys.*) on a running server: from -e, -f, or else
+    /// standard input.
     Sql {
         /// The server's Fluss listener, HOST:PORT.
-        #[arg(long, default_value = "localhost:9123")]
+        #[arg(long, default_value = kafluss_broker::cli::sql::DEFAULT_SERVER)]
         server: String,
+        #[command(flatten)]
+        credentials: kafluss_broker::cli::Credentials,
         /// The SQL text (`;`-separated statements).
-        #[arg(
-            short = 'e',
-            long = "execute",
-            conflicts_with = "file",
-            required_unless_present = "file"
-        )]
+        #[arg(short = 'e', long = "execute", conflicts_with = "file")]
         execute: Option<String>,
         /// A file of SQL statements.
         #[arg(short = 'f', long = "file")]
@@ -89,18 +87,17 @@ fn main() -> ExitCode {
         }
         Command::Sql {
             server,
+            credentials,
             execute,
             file,
         } => {
+            use kafluss_broker::cli::sql::SqlSource;
             let source = match (execute, file) {
-                (Some(text), _) => kafluss_broker::cli::sql::SqlSource::Text(text),
-                (None, Some(path)) => kafluss_broker::cli::sql::SqlSource::File(path),
-                (None, None) => {
-                    eprintln!("kafluss sql: give -e SQL or -f FILE");
-                    return ExitCode::from(2);
-                }
+                (Some(text), _) => SqlSource::Text(text),
+                (None, Some(path)) => SqlSource::File(path),
+                (None, None) => SqlSource::Stdin,
             };
-            exit_code(kafluss_broker::cli::sql::run(&server, source))
+            exit_code(kafluss_broker::cli::sql::run(&server, &credentials, source))
         }
         Command::Scan(args) => exit_code(kafluss_broker::cli::scan::run(args)),
     }

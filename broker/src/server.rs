@@ -104,6 +104,7 @@ fn open_catalog(config: &ServerConfig) -> Result<Catalog, ServerError> {
         super_users,
         plain_credentials: (!config.sasl_plain_credentials.is_empty())
             .then(|| config.sasl_plain_credentials.clone()),
+        max_sql_statements: config.admin_max_sql_statements,
     };
     Catalog::open(catalog_config).map_err(|e| ServerError::Catalog(e.to_string()))
 }
@@ -217,6 +218,10 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     security
         .check_listeners_exist(&names)
         .map_err(|e| ServerError::Security(e.to_string()))?;
+
+    if let Some(warning) = unprotected_admin_warning(&config, &security) {
+        tracing::warn!("{warning}");
+    }
 
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -358,6 +363,30 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     Ok(())
 }
 
+/// The start-up warning for a Kafka listener that requires SASL while the Fluss listener is
+/// plaintext and the authorizer is off: anyone reaching the Fluss listener can then read every
+/// row and change the credentials (`CALL sys.set_cluster_configs`), so the SASL is no guard.
+fn unprotected_admin_warning(
+    config: &ServerConfig,
+    security: &kafluss_auth::SecurityConfig,
+) -> Option<String> {
+    use kafluss_auth::ListenerSecurity;
+    let fluss = config.fluss_bind_listener()?;
+    if config.authorizer_enabled || security.listener_security(&fluss.name) != ListenerSecurity::Plaintext {
+        return None;
+    }
+    let kafka = config
+        .kafka_bind_listeners()
+        .into_iter()
+        .find(|listener| security.listener_security(&listener.name) == ListenerSecurity::Sasl)?;
+    Some(format!(
+        "Kafka listener {} requires SASL, but Fluss listener {} is plaintext and authorizer.enabled is false: \
+         anyone who can connect to {} can read every row and change the credentials. Map it to sasl \
+         (security.protocol.map: {}:sasl,{}:sasl) and set authorizer.enabled: true with super.users",
+        kafka.name, fluss.name, fluss.name, fluss.name, kafka.name
+    ))
+}
+
 /// Starts the admin HTTP server on the Fluss listener (the first non-Kafka listener), with
 /// the storage and metrics hooks; returns the listener name and the running server.
 fn start_admin(
@@ -394,4 +423,44 @@ fn start_admin(
     let handle = start_admin_server(address, context)
         .map_err(|e| ServerError::Admin(format!("listener {}: {e}", listener.name)))?;
     Ok(Some((listener.name.clone(), handle)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn warning_for(defines: &[&str]) -> Option<String> {
+        let defines: Vec<String> = defines.iter().map(|d| d.to_string()).collect();
+        let config = ServerConfig::load(None, &defines).unwrap();
+        let security = kafluss_auth::SecurityConfig::parse(
+            Some(&config.security_protocol_map),
+            Some(&config.sasl_enabled_mechanisms),
+        )
+        .unwrap();
+        unprotected_admin_warning(&config, &security)
+    }
+
+    #[test]
+    fn warns_when_only_the_kafka_listener_is_protected() {
+        let warning = warning_for(&["security.protocol.map=KAFKA:sasl"]).expect("a warning");
+        assert!(
+            warning.contains("Kafka listener KAFKA requires SASL"),
+            "{warning}"
+        );
+        assert!(warning.contains("Fluss listener FLUSS is plaintext"), "{warning}");
+        assert!(warning.contains("FLUSS:sasl,KAFKA:sasl"), "{warning}");
+        assert_eq!(
+            warning_for(&[]),
+            None,
+            "nothing protected: nothing pretends to be"
+        );
+        assert_eq!(
+            warning_for(&["security.protocol.map=KAFKA:sasl,FLUSS:sasl"]),
+            None
+        );
+        assert_eq!(
+            warning_for(&["security.protocol.map=KAFKA:sasl", "authorizer.enabled=true"]),
+            None
+        );
+    }
 }

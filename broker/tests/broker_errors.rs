@@ -4,86 +4,17 @@
 #[path = "broker_support.rs"]
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafluss_protocol::{
-    decode_response_frame, encode_request_frame, ApiKey, ApiVersionsRequest, ApiVersionsResponse,
-    Compression, CreatableTopic, CreateTopicsRequest, CreateTopicsResponse, ErrorCode, Message,
-    MetadataRequest, MetadataResponse, ProducePartitionData, ProduceRequest, ProduceResponse,
-    ProduceTopicData, RecordBatchBuilder, RequestHeader,
+    decode_response_frame, ApiKey, ApiVersionsRequest, ApiVersionsResponse, Compression, CreatableTopic,
+    CreateTopicsRequest, CreateTopicsResponse, ErrorCode, MetadataRequest, MetadataResponse,
+    ProducePartitionData, ProduceRequest, ProduceResponse, ProduceTopicData, RecordBatchBuilder,
 };
 use serde_json::json;
-use support::Server;
-
-/// A blocking Kafka connection speaking whatever we encode.
-struct Raw {
-    stream: TcpStream,
-    correlation: i32,
-}
-
-impl Raw {
-    fn connect(address: SocketAddr) -> Raw {
-        let stream = TcpStream::connect_timeout(&address, Duration::from_secs(10)).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .expect("timeout");
-        Raw {
-            stream,
-            correlation: 0,
-        }
-    }
-
-    fn send<M: Message>(&mut self, version: i16, body: &M) -> i32 {
-        self.correlation += 1;
-        let header = RequestHeader::new(M::API_KEY, version, self.correlation, Some("raw-test"));
-        let mut buf = BytesMut::new();
-        encode_request_frame(&mut buf, &header, body).expect("encode request");
-        self.stream.write_all(&buf).expect("send");
-        self.correlation
-    }
-
-    /// Reads one frame body; None when the server closed the connection.
-    fn read_frame(&mut self) -> Option<Bytes> {
-        let mut prefix = [0u8; 4];
-        if self.stream.read_exact(&mut prefix).is_err() {
-            return None;
-        }
-        let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
-        self.stream.read_exact(&mut body).ok()?;
-        Some(Bytes::from(body))
-    }
-
-    fn recv<M: Message>(&mut self, version: i16, correlation: i32) -> M {
-        let frame = self.read_frame().expect("a response, not a closed connection");
-        let (header, body) = decode_response_frame::<M>(&frame, version).expect("decode response");
-        assert_eq!(
-            header.correlation_id, correlation,
-            "responses come in request order"
-        );
-        body
-    }
-
-    fn produce(&mut self, version: i16, request: &ProduceRequest) -> ProduceResponse {
-        let correlation = self.send(version, request);
-        self.recv(version, correlation)
-    }
-
-    /// True when the server closes the connection within 10 s without sending anything.
-    fn is_closed(&mut self) -> bool {
-        self.stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        let mut byte = [0u8; 1];
-        match self.stream.read(&mut byte) {
-            Ok(0) => true,
-            Ok(_) => false,
-            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
-        }
-    }
-}
+use support::{Raw, Server};
 
 fn batch(values: &[&str]) -> Bytes {
     let mut builder = RecordBatchBuilder::new(Compression::None);

@@ -10,8 +10,9 @@ use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
+use kafluss_protocol::{ErrorCode, MetadataRequest, MetadataResponse};
 use serde_json::{json, Value};
-use support::{kcat, python_ok, run_with_timeout, Server};
+use support::{binary, http_as, kcat, python_ok, run_with_timeout, Raw, Server};
 
 const SASL: [&str; 3] = [
     "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
@@ -129,9 +130,13 @@ fn acls_gate_produce_and_metadata() {
     let server = Server::start(1, &extra);
     server.sql_ok("CREATE TABLE fluss.guarded (id INT) WITH ('table.kafka.enabled' = 'true')");
 
-    // Without DESCRIBE the topic looks missing: the producer never finds it.
+    // Without DESCRIBE, Metadata answers TOPIC_AUTHORIZATION_FAILED: the producer fails so.
     let hidden = produce_as(&server, "writer", "change-me", "guarded");
-    assert_ne!(hidden[0]["error"], Value::Null, "{hidden}");
+    assert_eq!(
+        hidden[0]["error"],
+        json!("TOPIC_AUTHORIZATION_FAILED"),
+        "{hidden}"
+    );
     // DESCRIBE but no WRITE: the partition is refused with TOPIC_AUTHORIZATION_FAILED.
     server.sql_ok(
         "CALL sys.add_acl(resource => 'fluss.guarded', permission => 'ALLOW', principal => 'User:writer', operation => 'DESCRIBE', host => '*')",
@@ -154,5 +159,134 @@ fn acls_gate_produce_and_metadata() {
     assert_eq!(
         produce_as(&server, "admin", "admin-secret", "guarded"),
         json!([{"error": null, "offset": 1}])
+    );
+}
+
+/// The topics of a Metadata v9 answer: (name, error, partitions).
+fn metadata(raw: &mut Raw, names: Option<&[&str]>) -> Vec<(String, ErrorCode, usize)> {
+    let correlation = raw.send(9, &MetadataRequest::for_names(names));
+    let response: MetadataResponse = raw.recv(9, correlation);
+    response
+        .topics
+        .into_iter()
+        .map(|t| (t.name.unwrap_or_default(), t.error_code, t.partitions.len()))
+        .collect()
+}
+
+/// A plaintext Kafka listener (principal `User:ANONYMOUS`) and a `sasl` Fluss listener, the
+/// authorizer on: Metadata and the admin API say "not authorized" rather than "missing".
+#[test]
+fn metadata_and_the_admin_api_answer_not_authorized() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:sasl,KAFKA:plaintext",
+            "security.sasl.plain.credentials=admin:admin-secret,reader:reader-secret",
+            "authorizer.enabled=true",
+            "super.users=User:admin",
+        ],
+    );
+    let admin = Some(("admin", "admin-secret"));
+    let reader = Some(("reader", "reader-secret"));
+    let sql_as = |user, sql: &str| http_as(server.fluss, "POST", "/v1/sql", sql.as_bytes(), user);
+    let acl = |resource: &str, principal: &str, operation: &str| {
+        let call = format!(
+            "CALL sys.add_acl(resource => '{resource}', permission => 'ALLOW', principal => '{principal}', \
+             operation => '{operation}', host => '*')"
+        );
+        let (status, body) = sql_as(admin, &call);
+        assert_eq!(status, 200, "{body}");
+    };
+    let (status, body) = sql_as(
+        admin,
+        "CREATE TABLE fluss.guarded (id INT) WITH ('table.kafka.enabled' = 'true')",
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // Metadata: a named topic without DESCRIBE is TOPIC_AUTHORIZATION_FAILED whether it exists
+    // or not; all-topics leaves it out; an invalid name is still INVALID_TOPIC_EXCEPTION.
+    let mut raw = Raw::connect(server.kafka);
+    assert_eq!(
+        metadata(&mut raw, Some(&["guarded", "fluss.nosuch", "a..b"])),
+        vec![
+            ("guarded".to_string(), ErrorCode::TopicAuthorizationFailed, 0),
+            ("fluss.nosuch".to_string(), ErrorCode::TopicAuthorizationFailed, 0),
+            ("a..b".to_string(), ErrorCode::InvalidTopicException, 0),
+        ]
+    );
+    assert_eq!(metadata(&mut raw, None), vec![]);
+    acl("fluss", "User:ANONYMOUS", "DESCRIBE");
+    assert_eq!(
+        metadata(&mut raw, Some(&["guarded", "fluss.nosuch"])),
+        vec![
+            ("guarded".to_string(), ErrorCode::None, 1),
+            ("fluss.nosuch".to_string(), ErrorCode::UnknownTopicOrPartition, 0),
+        ]
+    );
+    assert_eq!(
+        metadata(&mut raw, None),
+        vec![("fluss.guarded".to_string(), ErrorCode::None, 1)]
+    );
+
+    // The admin API: SHOW TABLES, the table and its scan say 403 AUTHORIZATION_FAILED.
+    let (status, body) = sql_as(reader, "SHOW TABLES FROM fluss");
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("AUTHORIZATION_FAILED"), "{body}");
+    let scan_path = "/v1/tables/fluss.guarded/scan";
+    let scan = |user| http_as(server.fluss, "GET", scan_path, b"", user);
+    let (status, body) = scan(reader);
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("principal User:reader is not authorized to DESCRIBE table 'fluss.guarded'"),
+        "{body}"
+    );
+    let (status, body) = http_as(server.fluss, "GET", "/v1/tables/fluss.nosuch/scan", b"", reader);
+    assert_eq!(status, 403, "a missing table is not revealed either: {body}");
+    // kafluss scan as `reader`: (exit code, stderr).
+    let kafluss_scan = |password: &str| {
+        let output = Command::new(binary())
+            .args(["scan", "fluss.guarded", "--server", &server.fluss.to_string()])
+            .args(["--user", "reader", "--password", password])
+            .env_remove("KAFLUSS_USER")
+            .env_remove("KAFLUSS_PASSWORD")
+            .output()
+            .expect("run kafluss scan");
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = kafluss_scan("reader-secret");
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("server answered 403: principal User:reader is not authorized"),
+        "{stderr}"
+    );
+
+    acl("fluss.guarded", "User:reader", "DESCRIBE");
+    let (status, body) = sql_as(reader, "SHOW TABLES FROM fluss");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("guarded"), "{body}");
+    let (status, body) = scan(reader);
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("not authorized to READ table 'fluss.guarded'"),
+        "{body}"
+    );
+    let (status, body) = http_as(server.fluss, "GET", "/v1/tables/fluss.nosuch/scan", b"", admin);
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("TABLE_NOT_FOUND"), "{body}");
+
+    acl("fluss.guarded", "User:reader", "READ");
+    let (status, body) = scan(reader);
+    assert_eq!(status, 200, "{body}");
+    let (code, stderr) = kafluss_scan("reader-secret");
+    assert_eq!(code, Some(0), "{stderr}");
+    // Credentials given but wrong: the CLI says so.
+    let (code, stderr) = kafluss_scan("nope");
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("refused the credentials of user 'reader'"),
+        "{stderr}"
     );
 }

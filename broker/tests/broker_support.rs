@@ -177,12 +177,28 @@ fn rand_suffix() -> u128 {
 
 /// A minimal HTTP/1.1 client (`Connection: close`), bounded by timeouts.
 pub fn http(address: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    http_as(address, method, path, body, None)
+}
+
+/// [`http`] with HTTP Basic credentials (user, password) for a `sasl` Fluss listener.
+pub fn http_as(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    user: Option<(&str, &str)>,
+) -> (u16, String) {
+    use base64::Engine;
     let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(10)).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");
+    let authorization = user.map_or(String::new(), |(user, password)| {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        format!("Authorization: Basic {token}\r\n")
+    });
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: {}\r\nConnection: close\r\n{authorization}\r\n",
         body.len()
     );
     stream.write_all(request.as_bytes()).expect("write");
@@ -214,6 +230,79 @@ fn dechunk(mut text: &str) -> String {
         text = rest[size..].trim_start_matches("\r\n");
     }
     out
+}
+
+/// A blocking Kafka connection speaking whatever we encode.
+pub struct Raw {
+    pub stream: TcpStream,
+    pub correlation: i32,
+}
+
+impl Raw {
+    pub fn connect(address: SocketAddr) -> Raw {
+        let stream = TcpStream::connect_timeout(&address, Duration::from_secs(10)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        Raw {
+            stream,
+            correlation: 0,
+        }
+    }
+
+    pub fn send<M: kafluss_protocol::Message>(&mut self, version: i16, body: &M) -> i32 {
+        self.correlation += 1;
+        let header =
+            kafluss_protocol::RequestHeader::new(M::API_KEY, version, self.correlation, Some("raw-test"));
+        let mut buf = bytes::BytesMut::new();
+        kafluss_protocol::encode_request_frame(&mut buf, &header, body).expect("encode request");
+        self.stream.write_all(&buf).expect("send");
+        self.correlation
+    }
+
+    /// Reads one frame body; None when the server closed the connection.
+    pub fn read_frame(&mut self) -> Option<bytes::Bytes> {
+        let mut prefix = [0u8; 4];
+        if self.stream.read_exact(&mut prefix).is_err() {
+            return None;
+        }
+        let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
+        self.stream.read_exact(&mut body).ok()?;
+        Some(bytes::Bytes::from(body))
+    }
+
+    pub fn recv<M: kafluss_protocol::Message>(&mut self, version: i16, correlation: i32) -> M {
+        let frame = self.read_frame().expect("a response, not a closed connection");
+        let (header, body) =
+            kafluss_protocol::decode_response_frame::<M>(&frame, version).expect("decode response");
+        assert_eq!(
+            header.correlation_id, correlation,
+            "responses come in request order"
+        );
+        body
+    }
+
+    pub fn produce(
+        &mut self,
+        version: i16,
+        request: &kafluss_protocol::ProduceRequest,
+    ) -> kafluss_protocol::ProduceResponse {
+        let correlation = self.send(version, request);
+        self.recv(version, correlation)
+    }
+
+    /// True when the server closes the connection within 10 s without sending anything.
+    pub fn is_closed(&mut self) -> bool {
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut byte = [0u8; 1];
+        match self.stream.read(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
 }
 
 /// Runs a command with a timeout; returns (exit ok, stdout, stderr).

@@ -11,6 +11,7 @@ use kafluss_auth::Principal;
 use kafluss_broker::admin::{start_admin_server, AdminContext, HookError, ScanResponse};
 use kafluss_broker::catalog::{Catalog, CatalogConfig, TableInfo};
 use kafluss_broker::cli::sql::{post_sql, read_reply, render_reply, run, SqlSource};
+use kafluss_broker::cli::Credentials;
 use serde_json::Value;
 
 struct Reply {
@@ -254,6 +255,12 @@ fn sasl_listener_needs_basic_auth_and_acls_apply() {
     let catalog = Arc::new(Catalog::open(config).unwrap());
     let mut ctx = AdminContext::new(Arc::clone(&catalog), Arc::new(AtomicBool::new(true)));
     ctx.credentials = Some(catalog.credential_store());
+    // Authentication and ACLs are under test here, not the login throttle (which would answer
+    // 429 to the right password right after a wrong one; broker_login_throttle.rs tests it).
+    ctx.login_throttle = Arc::new(kafluss_auth::LoginThrottle::new(kafluss_auth::ThrottleConfig {
+        failure_delay: std::time::Duration::ZERO,
+        ..Default::default()
+    }));
     let server = start_admin_server("127.0.0.1:0", ctx).unwrap();
     let addr = server.local_addr();
 
@@ -280,11 +287,35 @@ fn sasl_listener_needs_basic_auth_and_acls_apply() {
     let reply = request(addr, "POST", "/v1/sql", b"DROP TABLE secret", Some("reader:rpw"));
     assert_eq!(reply.status, 403);
     assert_eq!(reply.json()["error"]["code"], "AUTHORIZATION_FAILED");
-    // A table the principal may not describe looks missing.
-    let reply = request(addr, "GET", "/v1/tables/fluss.secret", b"", Some("reader:rpw"));
-    assert_eq!(reply.status, 404);
+    // A table the principal may not describe is refused as not authorized, whether it exists
+    // or not (the answer does not say which); one it may describe but that is missing is 404.
+    for table in ["secret", "missing"] {
+        let reply = request(
+            addr,
+            "GET",
+            &format!("/v1/tables/fluss.{table}"),
+            b"",
+            Some("reader:rpw"),
+        );
+        assert_eq!(reply.status, 403, "{table}");
+        assert_eq!(reply.json()["error"]["code"], "AUTHORIZATION_FAILED");
+        assert_eq!(
+            reply.json()["error"]["message"].as_str().unwrap(),
+            format!("principal User:reader is not authorized to DESCRIBE table 'fluss.{table}'")
+        );
+    }
     let reply = request(addr, "GET", "/v1/tables/fluss.secret", b"", Some("admin:pw"));
     assert_eq!(reply.status, 200);
+    let reply = request(addr, "GET", "/v1/tables/fluss.missing", b"", Some("admin:pw"));
+    assert_eq!(reply.status, 404);
+    assert_eq!(reply.json()["error"]["code"], "TABLE_NOT_FOUND");
+    // SHOW TABLES where the principal may describe nothing: refused, not an empty list.
+    let reply = request(addr, "POST", "/v1/sql", b"SHOW TABLES", Some("reader:rpw"));
+    assert_eq!(reply.status, 403, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(
+        reply.json()["error"]["message"],
+        "principal User:reader is not authorized to DESCRIBE database 'fluss'"
+    );
 
     // Credentials changed by SQL apply to the next request.
     let reply = request(
@@ -311,31 +342,41 @@ fn sql_client_prints_results_and_fails_with_the_server_message() {
     let ctx = AdminContext::new(catalog(dir.path()), Arc::new(AtomicBool::new(true)));
     let server = start_admin_server("127.0.0.1:0", ctx).unwrap();
     let target = server.local_addr().to_string();
+    let none = Credentials::default();
 
-    let reply = post_sql(&target, "CREATE DATABASE sales; SHOW DATABASES", None).unwrap();
-    let text = render_reply(reply.status, &reply.body).unwrap();
+    let reply = post_sql(&target, "CREATE DATABASE sales; SHOW DATABASES", "").unwrap();
+    let rendered = render_reply(reply.status, &reply.body);
+    assert_eq!(rendered.error, None);
+    let text = rendered.output;
     assert_eq!(
         text,
         "Database sales created\n+---------------+\n| database name |\n+---------------+\n| fluss         |\n| sales         |\n+---------------+\n2 rows in set\n"
     );
-    let reply = post_sql(&target, "DROP TABLE nope", None).unwrap();
+    let reply = post_sql(&target, "DROP TABLE nope", "").unwrap();
     assert_eq!(
-        render_reply(reply.status, &reply.body),
-        Err("TABLE_NOT_FOUND: table 'fluss.nope' does not exist".to_string())
+        render_reply(reply.status, &reply.body).error.as_deref(),
+        Some("TABLE_NOT_FOUND: table 'fluss.nope' does not exist")
     );
 
-    assert_eq!(run(&target, SqlSource::Text("SHOW TABLES".to_string())), 0);
+    assert_eq!(run(&target, &none, SqlSource::Text("SHOW TABLES".to_string())), 0);
     assert_eq!(
-        run(&target, SqlSource::Text("SHOW TABLES FROM nowhere".to_string())),
+        run(
+            &target,
+            &none,
+            SqlSource::Text("SHOW TABLES FROM nowhere".to_string())
+        ),
         1
     );
     let file = dir.path().join("script.sql");
     std::fs::write(&file, "CREATE TABLE sales.t (x INT);\nDESCRIBE sales.t;\n").unwrap();
-    assert_eq!(run(&target, SqlSource::File(file)), 0);
-    assert_eq!(run(&target, SqlSource::File(dir.path().join("missing.sql"))), 2);
+    assert_eq!(run(&target, &none, SqlSource::File(file)), 0);
+    assert_eq!(
+        run(&target, &none, SqlSource::File(dir.path().join("missing.sql"))),
+        2
+    );
     server.stop();
     assert_eq!(
-        run(&target, SqlSource::Text("SHOW TABLES".to_string())),
+        run(&target, &none, SqlSource::Text("SHOW TABLES".to_string())),
         1,
         "unreachable"
     );

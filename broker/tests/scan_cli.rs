@@ -58,7 +58,7 @@ fn args(table: &str, server: &str, out: &std::path::Path) -> ScanArgs {
         format: "jsonl".to_string(),
         columns: None,
         out: Some(out.to_path_buf()),
-        user: None,
+        credentials: Default::default(),
     }
 }
 

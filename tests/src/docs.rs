@@ -4,7 +4,8 @@
 //! A document is read as its fenced blocks, each under the `##` heading it sits in. A [`DocRun`]
 //! plays blocks in order, as a user at a terminal would:
 //! - `sh` blocks: each command (lines joined across a trailing `\` or `|`, or an open quote) runs
-//!   in `bash` in the working directory, after the `alias`/`NAME=value` lines seen so far. The
+//!   in `bash` in the working directory, after the `alias`, `NAME=value` and `export NAME=value`
+//!   lines seen so far (a terminal keeps them). The
 //!   `# ...` lines after a command are its expected output (see [`check_output`]); without
 //!   `(exit status N)` among them the command must exit 0.
 //! - A `serve` command (`kafluss serve ...`, `$K serve`, `cargo run ... -- serve`) starts the
@@ -357,8 +358,10 @@ impl DocRun {
             return;
         }
         let text = cargo_run.replace(text, "kafluss ").into_owned();
-        let assignment =
-            Regex::new(r"^(alias [A-Za-z_]+=\S+|[A-Za-z_][A-Za-z0-9_]*=\S+)$").expect("a valid pattern");
+        let assignment = Regex::new(
+            r"^(alias [A-Za-z_]+=\S+|(export\s+)?[A-Za-z_][A-Za-z0-9_]*=\S+(\s+[A-Za-z_][A-Za-z0-9_]*=\S+)*)$",
+        )
+        .expect("a valid pattern");
         if assignment.is_match(&text) {
             self.transcript.push(text.clone());
             self.prelude.push(text);

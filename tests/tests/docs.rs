@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use kafluss_tests::clients::{check_available, clients_required, Client};
 use kafluss_tests::docs::{blocks, default_ports_lock, read_doc, DocRun};
+use kafluss_tests::server::run_cli;
 
 /// Whether kcat (which the documents use) is here; a failure when clients are required.
 fn kcat_available() -> bool {
@@ -174,9 +175,32 @@ fn getting_started_8_sasl_plain() {
     let Some(run) = getting_started_through(8) else {
         return;
     };
-    let rows = scanned(&run, "sales.orders", 4);
+    // The step ends with both listeners protected: the admin API wants credentials now...
+    let anonymous = run.server().table_info("sales.orders");
     assert!(
-        rows.iter().any(|r| r["order_id"] == 4),
-        "the SASL producer's row: {rows:?}"
+        anonymous.as_ref().is_err_and(|e| e.to_string().contains("401")),
+        "the Fluss listener requires a login after step 8: {anonymous:?}"
+    );
+    // ...and the administrator's scan shows the row the SASL producer sent.
+    let fluss = run.server().fluss_addr().to_string();
+    let done = run_cli(
+        &[
+            "scan",
+            "sales.orders",
+            "--server",
+            &fluss,
+            "--user",
+            "admin",
+            "--password",
+            "admin-secret",
+        ],
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(done.status.success(), "{}", done.stderr_text());
+    assert!(
+        done.stdout_text().contains(r#""order_id":4"#),
+        "the SASL producer's row: {}",
+        done.stdout_text()
     );
 }

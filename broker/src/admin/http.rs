@@ -24,9 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hyper::Method;
-use kafluss_auth::{
-    parse_basic_authorization, CredentialStore, LoginThrottle, Operation, Principal, Resource,
-};
+use kafluss_auth::{parse_basic_authorization, CredentialStore, LoginThrottle, Operation, Principal};
 use serde_json::{json, Value};
 use thiserror::Error;
 
@@ -438,13 +436,11 @@ fn authenticate(ctx: &AdminContext, request: &RequestInfo) -> Result<Principal, 
 
 fn execute_sql(ctx: &AdminContext, sql: &str, principal: Principal, host: std::net::IpAddr) -> Reply {
     let mut session = ctx.catalog.session(principal, host);
-    match ctx.catalog.execute(sql, &mut session) {
-        Ok(results) => {
-            let results: Vec<Value> = results.iter().map(|r| r.to_json()).collect();
-            Reply::json(200, &json!({ "results": results }))
-        }
-        Err(error) => sql_error_reply(&error),
+    let outcome = ctx.catalog.run_script(sql, &mut session);
+    if let Some(failure) = outcome.failure.as_ref().filter(|f| f.error.http_status() >= 500) {
+        tracing::error!(error = %failure.error, "SQL statement failed");
     }
+    Reply::json(outcome.http_status(), &outcome.to_json())
 }
 
 fn sql_error_reply(error: &SqlError) -> Reply {
@@ -454,9 +450,8 @@ fn sql_error_reply(error: &SqlError) -> Reply {
     Reply::error(error.http_status(), error.code(), &error.to_string())
 }
 
-/// `{db}.{table}` (or a bare table in the default database) → the table, if the principal
-/// may `operation` it. A table the principal may not see answers 404 like a missing one,
-/// so names do not leak.
+/// The table for an endpoint, checked by [`Catalog::authorized_table`]: 403 without
+/// DESCRIBE or `operation`, 404 when it does not exist.
 fn find_table(
     ctx: &AdminContext,
     name: &str,
@@ -464,33 +459,9 @@ fn find_table(
     principal: &Principal,
     host: std::net::IpAddr,
 ) -> Result<Arc<TableInfo>, Reply> {
-    let snapshot = ctx.catalog.snapshot();
-    let (database, table) = name
-        .split_once('.')
-        .unwrap_or((snapshot.default_database.as_str(), name));
-    let not_found = || {
-        Reply::error(
-            404,
-            "TABLE_NOT_FOUND",
-            &format!("table '{database}.{table}' does not exist"),
-        )
-    };
-    let Some(info) = snapshot.table(database, table) else {
-        return Err(not_found());
-    };
-    let authorizer = ctx.catalog.authorizer();
-    let resource = Resource::table(database, table);
-    if !authorizer.authorize(principal, host, Operation::Describe, &resource) {
-        return Err(not_found());
-    }
-    if !authorizer.authorize(principal, host, operation, &resource) {
-        return Err(Reply::error(
-            403,
-            "AUTHORIZATION_FAILED",
-            &format!("principal {principal} is not authorized to {operation} table '{database}.{table}'"),
-        ));
-    }
-    Ok(Arc::clone(info))
+    ctx.catalog
+        .authorized_table(name, operation, principal, host)
+        .map_err(|error| sql_error_reply(&error))
 }
 
 fn describe_table(ctx: &AdminContext, name: &str, principal: &Principal, host: std::net::IpAddr) -> Reply {

@@ -11,14 +11,15 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
-use kafluss_auth::{Authorizer, CredentialStore, Operation, Principal, Resource};
+use kafluss_auth::{Authorizer, CredentialStore, Operation, Principal, Resource, PLAIN_CREDENTIALS_KEY};
 
 use super::error::{CatalogError, SqlError};
 use super::model::{CatalogSnapshot, TableInfo};
 use super::output::{describe, show_create_table, StatementResult};
 use super::publish::{build_snapshot, effective_credentials, new_cluster_id};
 use super::resolve::check_fluss_name;
-use super::sql::{parse_script, ObjectName, Statement};
+use super::script::DEFAULT_MAX_SQL_STATEMENTS;
+use super::sql::{ObjectName, Statement};
 use super::store::{CatalogStore, StoredCatalog};
 use super::tables::AlterOptions;
 use super::validate::{check_name, MAX_BUCKETS};
@@ -44,6 +45,8 @@ pub struct CatalogConfig {
     /// `security.sasl.plain.credentials` from the configuration; a dynamic value set with
     /// `CALL sys.set_cluster_configs` overrides it until reset.
     pub plain_credentials: Option<String>,
+    /// `admin.max-sql-statements`: statements one script may hold.
+    pub max_sql_statements: usize,
 }
 
 impl CatalogConfig {
@@ -57,6 +60,7 @@ impl CatalogConfig {
             authorizer_enabled: false,
             super_users: Vec::new(),
             plain_credentials: None,
+            max_sql_statements: DEFAULT_MAX_SQL_STATEMENTS,
         }
     }
 }
@@ -150,6 +154,7 @@ impl Catalog {
             store.save(&stored)?;
         }
 
+        log_dynamic_configs(&config, &store, &stored.cluster_configs);
         let credentials = effective_credentials(&config, &stored.cluster_configs)?;
         let authorizer = Authorizer::new(
             config.authorizer_enabled,
@@ -234,36 +239,10 @@ impl Catalog {
 
     /// Parses and runs a `;`-separated script in order. A syntax error anywhere runs
     /// nothing; an execution error stops the script there (earlier statements stay done) and
-    /// names the statement when the script has several.
+    /// names the statement when the script has several. [`Catalog::run_script`] also says
+    /// which statement failed and what the earlier ones returned.
     pub fn execute(&self, script: &str, session: &mut Session) -> Result<Vec<StatementResult>, SqlError> {
-        let statements = parse_script(script)?;
-        let several = statements.len() > 1;
-        let mut results = Vec::with_capacity(statements.len());
-        for (index, parsed) in statements.into_iter().enumerate() {
-            // The summary never holds literals, so secrets of `set_cluster_configs` stay out
-            // of the log.
-            let summary = parsed.statement.summary();
-            let principal = session.principal.to_string();
-            match self.execute_statement(parsed.statement, session) {
-                Ok(result) => {
-                    tracing::info!(%principal, statement = %summary, "SQL statement done");
-                    results.push(result)
-                }
-                Err(error) if several => {
-                    tracing::info!(%principal, statement = %summary, %error, "SQL statement failed");
-                    return Err(SqlError::InStatement {
-                        index: index + 1,
-                        line: parsed.line,
-                        source: Box::new(error),
-                    });
-                }
-                Err(error) => {
-                    tracing::info!(%principal, statement = %summary, %error, "SQL statement failed");
-                    return Err(error);
-                }
-            }
-        }
-        Ok(results)
+        self.run_script(script, session).into_result()
     }
 
     /// Runs one parsed statement.
@@ -330,12 +309,36 @@ impl Catalog {
         {
             Ok(())
         } else {
-            Err(SqlError::Unauthorized {
-                principal: session.principal.to_string(),
-                operation: operation.to_string(),
-                resource: resource.to_string(),
-            })
+            Err(unauthorized(&session.principal, operation, &resource))
         }
+    }
+
+    /// `{db}.{table}` (a bare name is in `kafka.default.database`), for the admin HTTP
+    /// endpoints, if `principal` may `operation` it. DESCRIBE is checked first, whether the
+    /// table exists or not: a principal without it is told it is not authorized (and learns
+    /// nothing about the table's existence); one with it learns the table is missing.
+    pub fn authorized_table(
+        &self,
+        name: &str,
+        operation: Operation,
+        principal: &Principal,
+        host: IpAddr,
+    ) -> Result<Arc<TableInfo>, SqlError> {
+        let snapshot = self.snapshot();
+        let (database, table) = name
+            .split_once('.')
+            .unwrap_or((snapshot.default_database.as_str(), name));
+        let authorizer = self.authorizer();
+        let resource = Resource::table(database, table);
+        for operation in [Operation::Describe, operation] {
+            if !authorizer.authorize(principal, host, operation, &resource) {
+                return Err(unauthorized(principal, operation, &resource));
+            }
+        }
+        snapshot
+            .table(database, table)
+            .cloned()
+            .ok_or_else(|| SqlError::TableNotFound(format!("{database}.{table}")))
     }
 
     fn may_describe(&self, session: &Session, resource: &Resource) -> bool {
@@ -452,18 +455,29 @@ impl Catalog {
         StatementResult::rows(&["database name"], rows)
     }
 
+    /// The tables of a database the principal may DESCRIBE. A principal that may describe
+    /// neither the database nor any of its tables is refused rather than shown an empty list
+    /// (or told the database is missing, which would say whether it exists).
     fn show_tables(&self, database: Option<String>, session: &Session) -> Result<StatementResult, SqlError> {
         let database = database.unwrap_or_else(|| session.current_db.clone());
         let snapshot = self.snapshot();
+        let resource = Resource::database(&database);
+        let may_describe_database = self.may_describe(session, &resource);
         let Some(db) = snapshot.databases.get(&database) else {
-            return Err(SqlError::DatabaseNotFound(database));
+            if may_describe_database {
+                return Err(SqlError::DatabaseNotFound(database));
+            }
+            return Err(unauthorized(&session.principal, Operation::Describe, &resource));
         };
-        let rows = db
+        let rows: Vec<Vec<String>> = db
             .tables
             .keys()
             .filter(|table| self.may_describe(session, &Resource::table(&database, table)))
             .map(|table| vec![table.clone()])
             .collect();
+        if rows.is_empty() && !may_describe_database {
+            return Err(unauthorized(&session.principal, Operation::Describe, &resource));
+        }
         Ok(StatementResult::rows(&["table name"], rows))
     }
 
@@ -486,6 +500,40 @@ impl Catalog {
             .table(&database, &table)
             .cloned()
             .ok_or_else(|| SqlError::TableNotFound(format!("{database}.{table}")))
+    }
+}
+
+/// Says at start-up which keys come from the dynamic configs stored in the data dir (set
+/// with `CALL sys.set_cluster_configs`), which win over server.yaml and `-D`. Never the values.
+fn log_dynamic_configs(config: &CatalogConfig, store: &CatalogStore, dynamic: &BTreeMap<String, String>) {
+    for key in dynamic.keys() {
+        let configured = key == PLAIN_CREDENTIALS_KEY && config.plain_credentials.is_some();
+        tracing::info!(
+            key = %key,
+            store = %store.path().display(),
+            "config {key} comes from the dynamic configs stored in the data dir (set with CALL \
+             sys.set_cluster_configs), which override server.yaml and -D{}; \
+             CALL sys.reset_cluster_configs(config_keys => '{key}') goes back to the configured value",
+            if configured {
+                ": the configured value is not used"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+/// The refusal of `operation` on `resource`, naming both (`table 'sales.orders'`).
+fn unauthorized(principal: &Principal, operation: Operation, resource: &Resource) -> SqlError {
+    let resource = match resource {
+        Resource::Cluster => "the cluster".to_string(),
+        Resource::Database(name) => format!("database '{name}'"),
+        Resource::Table { database, table } => format!("table '{database}.{table}'"),
+    };
+    SqlError::Unauthorized {
+        principal: principal.to_string(),
+        operation: operation.to_string(),
+        resource,
     }
 }
 

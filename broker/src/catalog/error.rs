@@ -43,6 +43,11 @@ pub enum SqlError {
     Procedure(String),
     #[error("catalog storage failed: {0}")]
     Storage(#[from] StoreError),
+    #[error(
+        "the script has more than {limit} statements, the most one request may hold \
+         (admin.max-sql-statements): split it or raise the limit"
+    )]
+    TooManyStatements { limit: usize },
     #[error("statement {index} (line {line}): {source}")]
     InStatement {
         index: usize,
@@ -64,7 +69,9 @@ impl SqlError {
     /// Stable machine-readable code.
     pub fn code(&self) -> &'static str {
         match self.root() {
+            SqlError::Syntax(error) if error.unsupported => "UNSUPPORTED_STATEMENT",
             SqlError::Syntax(_) => "SYNTAX_ERROR",
+            SqlError::TooManyStatements { .. } => "TOO_MANY_STATEMENTS",
             SqlError::DatabaseNotFound(_) => "DATABASE_NOT_FOUND",
             SqlError::DatabaseAlreadyExists(_) => "DATABASE_ALREADY_EXISTS",
             SqlError::DatabaseNotEmpty(_) => "DATABASE_NOT_EMPTY",

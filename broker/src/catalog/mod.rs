@@ -10,6 +10,7 @@ pub mod output;
 pub mod procedures;
 mod publish;
 pub mod resolve;
+pub mod script;
 pub mod sql;
 mod sql_lexer;
 mod sql_types;
@@ -22,4 +23,8 @@ pub use error::{CatalogError, SqlError};
 pub use model::{topic_id, CatalogSnapshot, DatabaseInfo, KafkaTopic, TableInfo};
 pub use output::StatementResult;
 pub use resolve::{resolve_topic, TopicError};
-pub use sql::{parse_script, parse_statement, parse_type, Statement, SyntaxError};
+pub use script::{ScriptFailure, ScriptOutcome, DEFAULT_MAX_SQL_STATEMENTS};
+pub use sql::{
+    leading_words, parse_script, parse_script_limited, parse_statement, parse_type, ScriptError, Statement,
+    SyntaxError,
+};

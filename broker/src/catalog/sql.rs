@@ -17,7 +17,7 @@ use thiserror::Error;
 
 pub use super::sql_lexer::MAX_TOKEN_LEN;
 use super::sql_lexer::{
-    expected, fail, identifier, keyword, optional_keywords, parenthesized, position, string_literal, symbol,
+    expected, fail, identifier, keyword, optional_keywords, parenthesized, scanned, string_literal, symbol,
     syntax_error, word, ws, PResult, RawError,
 };
 use super::sql_types::field_type;
@@ -110,7 +110,29 @@ pub struct SyntaxError {
     pub line: usize,
     pub column: usize,
     pub message: String,
+    /// 1-based index of the statement it is in (0 when not parsing a script: a lone type).
+    pub statement: usize,
+    /// A statement kafluss does not run (`SELECT`), rather than malformed text.
+    pub unsupported: bool,
 }
+
+/// Why a script was refused before anything ran.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ScriptError {
+    /// `leading_words`: how the statement starts, to name it (see [`leading_words`]).
+    #[error("{error}")]
+    Syntax {
+        error: SyntaxError,
+        leading_words: String,
+    },
+    /// More statements than the limit; parsing stopped at the first one over it.
+    #[error("the script has more than {limit} statements")]
+    TooManyStatements { limit: usize },
+}
+
+/// What `SELECT` answers: kafluss runs no queries, rows are read with a scan.
+pub const SELECT_POINTER: &str = "SELECT is not supported: kafluss runs DDL and admin statements only; \
+read rows with `kafluss scan DB.TABLE` or GET /v1/tables/DB.TABLE/scan on this listener";
 
 fn object_name(input: &str) -> PResult<'_, ObjectName> {
     let (input, first) = identifier(input)?;
@@ -168,6 +190,7 @@ fn statement(input: &str) -> PResult<'_, Statement> {
             Ok((rest, Statement::Use { database }))
         }
         "CALL" => call(rest),
+        "SELECT" => fail(start, SELECT_POINTER),
         _ => expected(
             start,
             "a statement (CREATE, DROP, ALTER, SHOW, DESCRIBE, USE, CALL)",
@@ -410,10 +433,38 @@ fn call_argument(input: &str) -> PResult<'_, CallArgument> {
 /// Parses a `;`-separated script. Empty statements (`;;`) are skipped; the last statement
 /// needs no `;`. Nothing is returned unless the whole script parses.
 pub fn parse_script(script: &str) -> Result<Vec<ParsedStatement>, SyntaxError> {
+    parse_script_limited(script, usize::MAX).map_err(|error| match error {
+        ScriptError::Syntax { error, .. } => error,
+        ScriptError::TooManyStatements { limit } => SyntaxError {
+            line: 1,
+            column: 1,
+            message: format!("more than {limit} statements"),
+            statement: limit.saturating_add(1),
+            unsupported: false,
+        },
+    })
+}
+
+/// [`parse_script`] that stops, refusing the script, at statement `limit + 1`.
+///
+/// Linear in the script's length: each token is read once (alternatives re-read at most a
+/// word), and statement lines are counted from the previous statement, not from the start.
+pub fn parse_script_limited(script: &str, limit: usize) -> Result<Vec<ParsedStatement>, ScriptError> {
     let mut statements = Vec::new();
     let mut input = script;
+    // Line of `script[counted..]`'s first byte: advanced, never recounted from the start.
+    let mut line = 1;
+    let mut counted = 0;
     loop {
-        let (start, ()) = ws(input).map_err(|e| syntax_error(script, e))?;
+        let index = statements.len() + 1;
+        let (start, ()) = ws(input).map_err(|error| ScriptError::Syntax {
+            error: statement_error(script, error, index),
+            leading_words: String::new(),
+        })?;
+        let in_statement = |error| ScriptError::Syntax {
+            error: statement_error(script, error, index),
+            leading_words: leading_words(start),
+        };
         if start.is_empty() {
             return Ok(statements);
         }
@@ -421,8 +472,11 @@ pub fn parse_script(script: &str) -> Result<Vec<ParsedStatement>, SyntaxError> {
             input = rest;
             continue;
         }
-        let (rest, statement) = statement(start).map_err(|e| syntax_error(script, e))?;
-        let (after, ()) = ws(rest).map_err(|e| syntax_error(script, e))?;
+        if statements.len() >= limit {
+            return Err(ScriptError::TooManyStatements { limit });
+        }
+        let (rest, statement) = statement(start).map_err(in_statement)?;
+        let (after, ()) = ws(rest).map_err(in_statement)?;
         let rest = match after.strip_prefix(';') {
             Some(rest) => rest,
             None if after.is_empty() => after,
@@ -432,10 +486,12 @@ pub fn parse_script(script: &str) -> Result<Vec<ParsedStatement>, SyntaxError> {
                     message: Cow::Borrowed("';' or end of input"),
                     complete: false,
                 };
-                return Err(syntax_error(script, nom::Err::Error(error)));
+                return Err(in_statement(nom::Err::Error(error)));
             }
         };
-        let (line, _) = position(script, start);
+        let offset = script.len() - start.len();
+        line += count_newlines(&script[counted..offset]);
+        counted = offset;
         statements.push(ParsedStatement {
             statement,
             line,
@@ -443,6 +499,51 @@ pub fn parse_script(script: &str) -> Result<Vec<ParsedStatement>, SyntaxError> {
         });
         input = rest;
     }
+}
+
+fn count_newlines(text: &str) -> usize {
+    scanned(text.len());
+    text.bytes().filter(|&b| b == b'\n').count()
+}
+
+/// A syntax error of statement `index` (SELECT marked unsupported).
+fn statement_error(script: &str, error: nom::Err<RawError<'_>>, index: usize) -> SyntaxError {
+    let mut error = syntax_error(script, error);
+    error.statement = index;
+    error.unsupported = error.message == SELECT_POINTER;
+    error
+}
+
+/// How a statement starts, to name it in messages: at most six words, cut before the first
+/// string literal, quoted name, parenthesis, comment or `;` (literals may be secrets, such as
+/// the passwords of `CALL sys.set_cluster_configs`).
+pub fn leading_words(statement: &str) -> String {
+    const MAX_WORDS: usize = 6;
+    const MAX_CHARS: usize = 80;
+    let end = statement
+        .find(['\'', '`', '"', '(', ';', '<'])
+        .into_iter()
+        .chain(statement.find("--"))
+        .chain(statement.find("/*"))
+        .min()
+        .unwrap_or(statement.len());
+    let mut text = String::new();
+    let mut cut = false;
+    for (index, word) in statement[..end].split_whitespace().enumerate() {
+        if index == MAX_WORDS || text.chars().count() + word.chars().count() > MAX_CHARS {
+            cut = true;
+            break;
+        }
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(word);
+    }
+    let rest = statement[end..].trim_start();
+    if cut || !(rest.is_empty() || rest.starts_with(';')) {
+        text.push_str(" ...");
+    }
+    text
 }
 
 /// Parses exactly one statement (a trailing `;` is allowed).
@@ -454,6 +555,8 @@ pub fn parse_statement(text: &str) -> Result<Statement, SyntaxError> {
             line: 1,
             column: 1,
             message: format!("expected one statement, found {n}"),
+            statement: 2.min(n.max(1)),
+            unsupported: false,
         }),
     }
 }

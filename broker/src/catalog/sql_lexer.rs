@@ -64,21 +64,42 @@ pub(crate) fn fail<'a, T>(at: &'a str, message: impl Into<Cow<'static, str>>) ->
     }))
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Bytes the lexer looked at on this thread: what the linear-time test counts.
+    pub(crate) static SCANNED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts `bytes` examined (tests only; nothing at run time).
+#[inline]
+pub(crate) fn scanned(bytes: usize) {
+    #[cfg(test)]
+    SCANNED.with(|count| count.set(count.get() + bytes as u64));
+    #[cfg(not(test))]
+    let _ = bytes;
+}
+
 /// Skips whitespace and comments. An unterminated `/*` is a failure.
-pub(crate) fn ws(mut input: &str) -> PResult<'_, ()> {
-    loop {
-        let trimmed = input.trim_start();
-        if let Some(rest) = trimmed.strip_prefix("--") {
-            input = rest.find('\n').map_or("", |end| &rest[end..]);
-        } else if let Some(rest) = trimmed.strip_prefix("/*") {
-            match rest.find("*/") {
-                Some(end) => input = &rest[end + 2..],
-                None => return fail(trimmed, "unterminated comment: '/*' without '*/'"),
+pub(crate) fn ws(input: &str) -> PResult<'_, ()> {
+    let mut rest = input;
+    let result = loop {
+        let trimmed = rest.trim_start();
+        if let Some(comment) = trimmed.strip_prefix("--") {
+            rest = comment.find('\n').map_or("", |end| &comment[end..]);
+        } else if let Some(comment) = trimmed.strip_prefix("/*") {
+            match comment.find("*/") {
+                Some(end) => rest = &comment[end + 2..],
+                None => {
+                    scanned(input.len());
+                    return fail(trimmed, "unterminated comment: '/*' without '*/'");
+                }
             }
         } else {
-            return Ok((trimmed, ()));
+            break Ok((trimmed, ()));
         }
-    }
+    };
+    scanned(input.len() - rest.trim_start().len() + 1);
+    result
 }
 
 pub(crate) fn is_word_start(c: char) -> bool {
@@ -96,6 +117,7 @@ pub(crate) fn word(input: &str) -> PResult<'_, &str> {
         return expected(input, "a word");
     }
     let (rest, text) = take_while(is_word_char)(input)?;
+    scanned(text.len());
     if text.len() > MAX_TOKEN_LEN {
         return fail(input, format!("identifier longer than {MAX_TOKEN_LEN} bytes"));
     }
@@ -183,6 +205,7 @@ pub(crate) fn quoted<'a>(
             return fail(start, format!("{what} longer than {MAX_TOKEN_LEN} bytes"));
         }
     }
+    scanned(body.len() - rest.len());
     if value.len() > MAX_TOKEN_LEN {
         return fail(start, format!("{what} longer than {MAX_TOKEN_LEN} bytes"));
     }
@@ -238,8 +261,9 @@ pub(crate) fn parenthesized<'a, T>(
 }
 
 /// 1-based line and column (in characters) of `at`, a suffix of `script`.
-pub(crate) fn position(script: &str, at: &str) -> (usize, usize) {
+fn position(script: &str, at: &str) -> (usize, usize) {
     let offset = script.len().saturating_sub(at.len());
+    scanned(offset);
     let before = &script[..offset];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
@@ -279,5 +303,7 @@ pub(crate) fn syntax_error(script: &str, error: nom::Err<RawError<'_>>) -> Synta
         line,
         column,
         message,
+        statement: 0,
+        unsupported: false,
     }
 }

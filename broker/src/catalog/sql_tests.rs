@@ -1,3 +1,4 @@
+use super::super::sql_lexer::SCANNED;
 use super::*;
 use kafluss_convert::types::{DataType, FieldType};
 
@@ -496,6 +497,20 @@ fn positional_call_arguments_stay_separate() {
     assert_eq!(arguments[0].values, vec!["a", "b", "c", "d"]);
 }
 
+/// Parses; an error points inside the input and names a statement that exists.
+fn check_error_position(text: &str) {
+    if let Err(error) = parse_script(text) {
+        let lines = text.split('\n').count();
+        assert!(error.line >= 1 && error.line <= lines, "{text:?}: {error}");
+        let line_text = text.split('\n').nth(error.line - 1).unwrap_or("");
+        assert!(
+            error.column >= 1 && error.column <= line_text.chars().count() + 1,
+            "{text:?}: {error}"
+        );
+        assert!(error.statement >= 1, "{text:?}: {error}");
+    }
+}
+
 /// Every truncation and many seeded random mutations of valid scripts parse or fail with a
 /// position inside the input; none panics.
 #[test]
@@ -504,17 +519,7 @@ fn mangled_input_never_panics() {
         "CREATE TABLE IF NOT EXISTS sales.orders (order_id BIGINT NOT NULL, m MAP<STRING, ARRAY<ROW<`a b` DECIMAL(10, 2)>>>, ts TIMESTAMP(3) WITH LOCAL TIME ZONE, PRIMARY KEY (order_id) NOT ENFORCED) PARTITIONED BY (order_id) WITH ('k' = 'v''w');",
         "/* c */ ALTER TABLE t RESET ('a'); -- x\nCALL sys.set_cluster_configs(config_pairs => 'k', 'v'); USE `db`; SHOW TABLES FROM db",
     ];
-    let check = |text: &str| {
-        if let Err(error) = parse_script(text) {
-            let lines = text.split('\n').count();
-            assert!(error.line >= 1 && error.line <= lines, "{text:?}: {error}");
-            let line_text = text.split('\n').nth(error.line - 1).unwrap_or("");
-            assert!(
-                error.column >= 1 && error.column <= line_text.chars().count() + 1,
-                "{text:?}: {error}"
-            );
-        }
-    };
+    let check = check_error_position;
     for text in valid {
         assert!(parse_script(text).is_ok(), "{text}");
         for end in (0..=text.len()).filter(|i| text.is_char_boundary(*i)) {
@@ -552,4 +557,284 @@ fn summaries_hold_no_literals() {
     assert_eq!(call.summary(), "CALL sys.set_cluster_configs");
     let alter = one("ALTER TABLE db.t SET ('k' = 'secret')");
     assert_eq!(alter.summary(), "ALTER TABLE db.t SET");
+}
+
+#[test]
+fn select_points_to_scan() {
+    let error = parse_error("SHOW DATABASES; select * FROM sales.orders");
+    assert!(error.unsupported, "{error}");
+    assert_eq!(error.statement, 2);
+    assert_eq!((error.line, error.column), (1, 17));
+    assert!(error.message.contains("kafluss scan"), "{error}");
+    assert!(error.message.contains("/scan"), "{error}");
+    assert!(!parse_error("SELEKT 1").unsupported);
+}
+
+#[test]
+fn syntax_errors_name_their_statement_and_its_first_words() {
+    let script =
+        "SHOW DATABASES;;\n-- c\nCREATE TABLE t (a INT);\nCREATE TABLE u (a INTT) WITH ('k' = 'secret')";
+    let Err(ScriptError::Syntax { error, leading_words }) = parse_script_limited(script, 10) else {
+        panic!("must fail")
+    };
+    assert_eq!(error.statement, 3, "empty statements are not counted");
+    assert_eq!(error.line, 4);
+    assert_eq!(leading_words, "CREATE TABLE u ...");
+}
+
+#[test]
+fn leading_words_stop_before_literals() {
+    assert_eq!(
+        leading_words("CALL sys.set_cluster_configs(config_pairs => 'k', 'secret')"),
+        "CALL sys.set_cluster_configs ..."
+    );
+    assert_eq!(leading_words("SHOW DATABASES; SHOW TABLES"), "SHOW DATABASES");
+    assert_eq!(leading_words("SHOW   DATABASES"), "SHOW DATABASES");
+    assert_eq!(leading_words("DROP TABLE a.b -- 'x'"), "DROP TABLE a.b ...");
+    assert_eq!(leading_words("a b c d e f g h"), "a b c d e f ...");
+    assert_eq!(leading_words(""), "");
+}
+
+#[test]
+fn the_statement_limit_stops_parsing_at_the_first_statement_over_it() {
+    let script = "SHOW DATABASES;".repeat(5);
+    assert_eq!(parse_script_limited(&script, 5).unwrap().len(), 5);
+    assert_eq!(
+        parse_script_limited(&script, 4),
+        Err(ScriptError::TooManyStatements { limit: 4 })
+    );
+    // Stops there: a script far over the limit costs what the limit allows, not its length.
+    let huge = "SHOW DATABASES;".repeat(100_000);
+    let before = SCANNED.with(|count| count.get());
+    assert!(parse_script_limited(&huge, 10).is_err());
+    let work = SCANNED.with(|count| count.get()) - before;
+    assert!(work < 2_000, "{work} bytes examined for 11 statements");
+}
+
+/// Bytes the lexer examined while parsing `script`.
+fn parse_work(script: &str) -> (usize, u64) {
+    let before = SCANNED.with(|count| count.get());
+    let statements = parse_script(script).expect("parses");
+    (statements.len(), SCANNED.with(|count| count.get()) - before)
+}
+
+/// Linear time, counted as work rather than measured as time: the bytes the lexer examines
+/// grow with the script, whatever the statement count. (Counting each statement's line from
+/// the start of the script made this quadratic: 32,000 statements took 3.3 s.)
+#[test]
+fn scripts_parse_in_linear_time() {
+    let pieces = [
+        "SHOW DATABASES;\n",
+        "CREATE TABLE IF NOT EXISTS t (a INT, `b c` MAP<STRING, BYTES>) WITH ('k' = 'v;--');\n",
+        "/* comment ; */ USE `d`; -- trailing\n",
+        "CALL sys.add_acl(resource => 'CLUSTER', permission => 'ALLOW', principal => 'User:x', operation => 'ALL');",
+    ];
+    let script = |statements: usize| -> String {
+        let mut text = String::new();
+        for i in 0..statements {
+            text.push_str(pieces[i % pieces.len()]);
+        }
+        text
+    };
+    let small = script(2_000);
+    let large = script(200_000);
+    let (count, small_work) = parse_work(&small);
+    assert_eq!(count, 2_000);
+    let (count, large_work) = parse_work(&large);
+    assert_eq!(count, 200_000);
+    let per_byte = |work: u64, text: &str| work as f64 / text.len() as f64;
+    assert!(
+        per_byte(large_work, &large) < 4.0,
+        "{large_work} bytes examined for a script of {} bytes",
+        large.len()
+    );
+    assert!(
+        per_byte(large_work, &large) < per_byte(small_work, &small) * 1.1,
+        "work per byte grows with the script: {small_work} for {}, {large_work} for {}",
+        small.len(),
+        large.len()
+    );
+    // Lines are still right at the end of the script.
+    let statements = parse_script(&large).unwrap();
+    let last = statements.last().unwrap();
+    assert_eq!(last.line, large.matches('\n').count() + 1);
+    assert!(last.text.starts_with("CALL sys.add_acl"));
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A statement split the simplest way: `;` outside quotes and comments ends a statement;
+    /// each statement's text runs from its first to its last character that is neither
+    /// whitespace nor comment. Returns (line, text) for every non-empty statement.
+    fn reference_split(script: &str) -> Vec<(usize, String)> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum State {
+            Code,
+            Quote(char),
+            LineComment,
+            BlockComment,
+        }
+        let chars: Vec<(usize, char)> = script.char_indices().collect();
+        let mut statements = Vec::new();
+        let mut state = State::Code;
+        let (mut first, mut last): (Option<usize>, usize) = (None, 0);
+        let mut i = 0;
+        while i < chars.len() {
+            let (at, c) = chars[i];
+            let next = chars.get(i + 1).map(|&(_, c)| c);
+            let mut code = false;
+            match state {
+                State::Code => match (c, next) {
+                    (';', _) => {
+                        if let Some(start) = first.take() {
+                            statements.push((start, script[start..last].to_string()));
+                        }
+                    }
+                    ('-', Some('-')) => {
+                        state = State::LineComment;
+                        i += 1;
+                    }
+                    ('/', Some('*')) => {
+                        state = State::BlockComment;
+                        i += 1;
+                    }
+                    ('\'' | '`', _) => {
+                        state = State::Quote(c);
+                        code = true;
+                    }
+                    (c, _) => code = !c.is_whitespace(),
+                },
+                State::Quote(quote) => {
+                    code = true;
+                    if c == quote {
+                        state = State::Code;
+                    }
+                }
+                State::LineComment => {
+                    if c == '\n' {
+                        state = State::Code;
+                    }
+                }
+                State::BlockComment => {
+                    if c == '*' && next == Some('/') {
+                        state = State::Code;
+                        i += 1;
+                    }
+                }
+            }
+            if code {
+                first.get_or_insert(at);
+                last = at + c.len_utf8();
+            }
+            i += 1;
+        }
+        if let Some(start) = first {
+            statements.push((start, script[start..last].to_string()));
+        }
+        statements
+            .into_iter()
+            .map(|(start, text)| (script[..start].matches('\n').count() + 1, text))
+            .collect()
+    }
+
+    fn identifier() -> impl Strategy<Value = String> {
+        "[a-z][a-z0-9_]{0,8}"
+    }
+
+    /// A quoted token whose body may hold `;`, comment markers, newlines and the quote itself
+    /// (doubled).
+    fn quoted(quote: char) -> impl Strategy<Value = String> {
+        "[a-z;'`/* \n-]{1,10}".prop_map(move |body| {
+            let doubled = body.replace(quote, &format!("{quote}{quote}"));
+            format!("{quote}{doubled}{quote}")
+        })
+    }
+
+    fn statement() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("SHOW DATABASES".to_string()),
+            identifier().prop_map(|db| format!("CREATE DATABASE IF NOT EXISTS {db}")),
+            (identifier(), identifier()).prop_map(|(db, t)| format!("DROP TABLE IF EXISTS {db}.{t}")),
+            (identifier(), quoted('`'), quoted('\''), quoted('\'')).prop_map(|(t, column, k, v)| format!(
+                "CREATE TABLE {t} ({column} INT,\n  b MAP<STRING, BYTES>) WITH ({k} = {v})"
+            )),
+            (identifier(), quoted('\''), quoted('\''))
+                .prop_map(|(t, k, v)| format!("ALTER TABLE {t} SET ({k} = {v})")),
+            (quoted('\''), quoted('\''))
+                .prop_map(|(k, v)| format!("CALL sys.set_cluster_configs(config_pairs => {k}, {v})")),
+            quoted('`').prop_map(|db| format!("USE {db}")),
+            identifier().prop_map(|t| format!("DESCRIBE /* a ; 'comment' */ {t}")),
+        ]
+    }
+
+    /// What goes between statements: the `;` with whitespace, comments, empty statements.
+    fn separator() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(";".to_string()),
+            Just(";\n".to_string()),
+            Just(" ; -- a ; 'comment\n".to_string()),
+            Just(";/* x ; `y */\n".to_string()),
+            Just(";; \n ;".to_string()),
+            Just("\n;\n\n".to_string()),
+        ]
+    }
+
+    fn script() -> impl Strategy<Value = String> {
+        (
+            prop::collection::vec((statement(), separator()), 0..12),
+            prop::bool::ANY,
+            prop_oneof![Just(""), Just("-- header ;\n"), Just("/* ; */ "), Just("\n\n ")],
+        )
+            .prop_map(|(statements, terminated, prefix)| {
+                let mut text = prefix.to_string();
+                let count = statements.len();
+                for (index, (statement, separator)) in statements.into_iter().enumerate() {
+                    text.push_str(&statement);
+                    if index + 1 < count || terminated {
+                        text.push_str(&separator);
+                    }
+                }
+                text
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn splitting_agrees_with_the_reference(script in script()) {
+            let parsed = parse_script(&script).map_err(|e| TestCaseError::fail(format!("{script:?}: {e}")))?;
+            let expected = reference_split(&script);
+            let got: Vec<(usize, String)> = parsed.into_iter().map(|p| (p.line, p.text)).collect();
+            prop_assert_eq!(got, expected, "{:?}", script);
+        }
+
+        #[test]
+        fn the_limit_refuses_exactly_the_scripts_over_it(script in script(), limit in 0usize..14) {
+            let count = reference_split(&script).len();
+            match parse_script_limited(&script, limit) {
+                Ok(statements) => prop_assert!(statements.len() == count && count <= limit),
+                Err(ScriptError::TooManyStatements { limit: refused }) => {
+                    prop_assert!(count > limit && refused == limit)
+                }
+                Err(error) => prop_assert!(false, "{script:?}: {error}"),
+            }
+        }
+
+        #[test]
+        fn any_text_never_panics(text in any::<String>()) {
+            check_error_position(&text);
+        }
+
+        #[test]
+        fn token_soup_never_panics(tokens in prop::collection::vec(prop_oneof![
+            Just("CREATE"), Just("TABLE"), Just("DATABASE"), Just("IF"), Just("NOT"), Just("EXISTS"),
+            Just("ROW<"), Just("MAP<"), Just("ARRAY<"), Just(">"), Just("("), Just(")"), Just(","),
+            Just("'"), Just("`"), Just("--"), Just("/*"), Just("*/"), Just(";"), Just("="), Just("=>"),
+            Just("DECIMAL(38, 2)"), Just("INT"), Just("t"), Just("\n"), Just(" "), Just("SELECT"),
+            Just("CALL"), Just("sys."), Just("WITH"), Just("é"), Just("99999999999"),
+        ], 0..40)) {
+            check_error_position(&tokens.concat());
+        }
+    }
 }

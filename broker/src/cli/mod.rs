@@ -1,4 +1,142 @@
 //! Client subcommands of the `kafluss` binary that talk to a running server over HTTP.
 
+use std::io;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use base64::Engine;
+
 pub mod scan;
 pub mod sql;
+
+/// Environment variables holding the Basic-auth credentials of `kafluss sql` and `kafluss scan`.
+pub const USER_ENV: &str = "KAFLUSS_USER";
+pub const PASSWORD_ENV: &str = "KAFLUSS_PASSWORD";
+
+/// How long a connection attempt to one address may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects to `server` (HOST:PORT), trying every address it resolves to (`localhost` may be
+/// `::1` or `127.0.0.1`).
+pub(crate) fn connect(server: &str) -> io::Result<TcpStream> {
+    let mut last_error = io::Error::new(io::ErrorKind::NotFound, "no address");
+    for addr in server.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last_error = error,
+        }
+    }
+    Err(last_error)
+}
+
+/// Credentials for a Fluss listener mapped to `sasl` (HTTP Basic, checked against
+/// `security.sasl.plain.credentials`): `--user U --password P`, else `KAFLUSS_USER` and
+/// `KAFLUSS_PASSWORD`. `--user U:P` also works (then the password options are not read).
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct Credentials {
+    /// User for HTTP Basic auth, when the Fluss listener requires SASL (or `USER:PASSWORD`).
+    #[arg(long, env = USER_ENV, hide_env_values = true)]
+    pub user: Option<String>,
+    /// Password of --user.
+    #[arg(long, env = PASSWORD_ENV, hide_env_values = true)]
+    pub password: Option<String>,
+}
+
+/// Credentials that cannot be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialsError {
+    #[error("--user {user} needs a password: give --password (or {PASSWORD_ENV}), or --user USER:PASSWORD")]
+    MissingPassword { user: String },
+    #[error("--password needs a user: give --user (or {USER_ENV})")]
+    MissingUser,
+}
+
+impl Credentials {
+    pub fn new(user: &str, password: &str) -> Self {
+        Credentials {
+            user: Some(user.to_string()),
+            password: Some(password.to_string()),
+        }
+    }
+
+    /// (user, password), or `None` when no credentials are given.
+    pub fn user_password(&self) -> Result<Option<(String, String)>, CredentialsError> {
+        match (&self.user, &self.password) {
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(CredentialsError::MissingUser),
+            (Some(user), _) if user.contains(':') => {
+                let (user, password) = user.split_once(':').unwrap_or((user, ""));
+                Ok(Some((user.to_string(), password.to_string())))
+            }
+            (Some(user), Some(password)) => Ok(Some((user.clone(), password.clone()))),
+            (Some(user), None) => Err(CredentialsError::MissingPassword { user: user.clone() }),
+        }
+    }
+
+    /// The `Authorization: Basic ...` header line (with CRLF), or nothing.
+    pub fn header(&self) -> Result<String, CredentialsError> {
+        Ok(match self.user_password()? {
+            None => String::new(),
+            Some((user, password)) => {
+                let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+                format!("Authorization: Basic {token}\r\n")
+            }
+        })
+    }
+
+    /// What to tell the user when the server answered 401.
+    pub fn refused_message(&self) -> String {
+        match self.user_password() {
+            Ok(Some((user, _))) => format!(
+                "the server refused the credentials of user '{user}': wrong user or password"
+            ),
+            _ => format!(
+                "the server requires credentials: give --user and --password (or set {USER_ENV} and {PASSWORD_ENV})"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_from_options_or_user_password() {
+        assert_eq!(Credentials::default().user_password(), Ok(None));
+        assert_eq!(Credentials::default().header(), Ok(String::new()));
+        assert_eq!(
+            Credentials::new("admin", "pw").user_password(),
+            Ok(Some(("admin".into(), "pw".into())))
+        );
+        let joined = Credentials {
+            user: Some("admin:p:w".into()),
+            password: Some("ignored".into()),
+        };
+        assert_eq!(joined.user_password(), Ok(Some(("admin".into(), "p:w".into()))));
+        assert_eq!(
+            Credentials::new("admin", "pw").header().unwrap(),
+            "Authorization: Basic YWRtaW46cHc=\r\n"
+        );
+        let no_password = Credentials {
+            user: Some("admin".into()),
+            password: None,
+        };
+        assert!(matches!(
+            no_password.user_password(),
+            Err(CredentialsError::MissingPassword { .. })
+        ));
+        let no_user = Credentials {
+            user: None,
+            password: Some("pw".into()),
+        };
+        assert_eq!(no_user.user_password(), Err(CredentialsError::MissingUser));
+        assert!(Credentials::new("admin", "secret")
+            .refused_message()
+            .contains("'admin'"));
+        assert!(!Credentials::new("admin", "secret")
+            .refused_message()
+            .contains("secret"));
+        assert!(Credentials::default().refused_message().contains("--user"));
+    }
+}

@@ -1,17 +1,18 @@
 //! `kafluss scan TABLE [--server ..] [--bucket N] [--from OFFSET] [--limit N]
-//! [--format jsonl|arrow] [--columns a,b] [--out FILE]`: reads rows back over HTTP from a running
-//! server (`GET /v1/tables/{db}.{table}/scan`) and streams the body to stdout or a file.
+//! [--format jsonl|arrow] [--columns a,b] [--out FILE] [--user U --password P]`: reads rows back
+//! over HTTP from a running server (`GET /v1/tables/{db}.{table}/scan`) and streams the body to
+//! stdout or a file. Credentials as for `kafluss sql` ([`super::Credentials`]).
 //!
 //! A plain std `TcpStream` HTTP/1.1 client: one request, `Connection: close`, a bounded header,
 //! a body in `Content-Length`, chunked, or read-to-close framing.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use base64::Engine;
+use super::{Credentials, CredentialsError};
 
 /// The server when `--server` is not given (the Fluss listener of the default config).
 pub const DEFAULT_SERVER: &str = "localhost:9123";
@@ -21,7 +22,6 @@ pub const DEFAULT_DATABASE: &str = "fluss";
 const MAX_HEADER_BYTES: usize = 64 << 10;
 /// Error bodies are read up to this size for the message.
 const MAX_ERROR_BODY_BYTES: u64 = 64 << 10;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest silence between two reads of the response.
 const READ_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -50,9 +50,8 @@ pub struct ScanArgs {
     /// Write to this file instead of stdout.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// `USER:PASSWORD` for HTTP Basic auth, when the Fluss listener requires SASL.
-    #[arg(long)]
-    pub user: Option<String>,
+    #[command(flatten)]
+    pub credentials: Credentials,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +64,8 @@ enum ScanCliError {
     Protocol { server: String, reason: String },
     #[error("{0}")]
     Server(String),
+    #[error(transparent)]
+    Credentials(#[from] CredentialsError),
     #[error("cannot write {path}: {source}")]
     Output { path: String, source: io::Error },
 }
@@ -121,16 +122,14 @@ fn scan(args: &ScanArgs) -> Result<(), ScanCliError> {
         server: server.clone(),
         source,
     };
+    let authorization = args.credentials.header()?;
     let stream = connect(&server)?;
     stream.set_read_timeout(Some(READ_TIMEOUT)).map_err(io_err)?;
     let mut request = format!(
         "GET {} HTTP/1.1\r\nHost: {server}\r\nAccept: */*\r\nConnection: close\r\n",
         request_target(args)
     );
-    if let Some(user) = &args.user {
-        let token = base64::engine::general_purpose::STANDARD.encode(user.as_bytes());
-        request.push_str(&format!("Authorization: Basic {token}\r\n"));
-    }
+    request.push_str(&authorization);
     request.push_str("\r\n");
     (&stream).write_all(request.as_bytes()).map_err(io_err)?;
 
@@ -143,6 +142,9 @@ fn scan(args: &ScanArgs) -> Result<(), ScanCliError> {
     } else {
         Box::new(reader)
     };
+    if head.status == 401 {
+        return Err(ScanCliError::Server(args.credentials.refused_message()));
+    }
     if head.status != 200 {
         return Err(ScanCliError::Server(error_message(head.status, body)));
     }
@@ -150,19 +152,10 @@ fn scan(args: &ScanArgs) -> Result<(), ScanCliError> {
 }
 
 fn connect(server: &str) -> Result<TcpStream, ScanCliError> {
-    let connect_err = |source| ScanCliError::Connect {
+    super::connect(server).map_err(|source| ScanCliError::Connect {
         server: server.to_string(),
         source,
-    };
-    let addrs = server.to_socket_addrs().map_err(connect_err)?;
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
-    for addr in addrs {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(stream) => return Ok(stream),
-            Err(err) => last = err,
-        }
-    }
-    Err(connect_err(last))
+    })
 }
 
 fn copy_body(mut body: Box<dyn Read>, out: Option<&PathBuf>, server: &str) -> Result<(), ScanCliError> {
@@ -369,7 +362,7 @@ mod tests {
             format: "jsonl".to_string(),
             columns: None,
             out: None,
-            user: None,
+            credentials: Credentials::default(),
         }
     }
 

@@ -1,28 +1,27 @@
-//! `kafluss sql [--server HOST:PORT] (-e SQL | -f FILE)`: sends the statements to
-//! `POST /v1/sql` of a running server and prints the results as text (tables for SHOW,
-//! DESCRIBE and the list/get procedures). Exit 0 on success, 1 with the server's message on
-//! an error (or when the server cannot be reached), 2 for a usage problem (unreadable file).
+//! `kafluss sql [--server HOST:PORT] [--user U --password P] (-e SQL | -f FILE | stdin)`:
+//! sends the statements to `POST /v1/sql` of a running server and prints each statement's
+//! result as text (tables for SHOW, DESCRIBE and the list/get procedures). The server runs the
+//! statements in order and stops at the first failure; the command then prints the results of
+//! the statements before it, names the failed statement (number and first words) and says
+//! which statements took effect and which were not run. Exit 0 on success, 1 with the server's
+//! message on an error (or when the server cannot be reached), 2 for a usage problem
+//! (unreadable file, incomplete credentials, a script that is only `USE`).
 //!
-//! A plain std `TcpStream` HTTP/1.1 client: one request, `Connection: close`. When the server
-//! wants Basic authentication, the credentials come from `KAFLUSS_USER` and
-//! `KAFLUSS_PASSWORD` in the environment.
+//! A plain std `TcpStream` HTTP/1.1 client: one request, `Connection: close`. Credentials for
+//! a `sasl` Fluss listener: [`Credentials`].
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use base64::Engine;
 use serde_json::Value;
 
-use crate::catalog::StatementResult;
+use super::{connect, Credentials};
+use crate::catalog::{parse_script, Statement, StatementResult};
 
 /// The server when `--server` is not given.
 pub const DEFAULT_SERVER: &str = "localhost:9123";
-/// Environment variables holding Basic-auth credentials for a `sasl` Fluss listener.
-pub const USER_ENV: &str = "KAFLUSS_USER";
-pub const PASSWORD_ENV: &str = "KAFLUSS_PASSWORD";
-/// Largest script read from `-f FILE`.
+/// Largest script read from `-f FILE` or standard input.
 const MAX_SCRIPT_BYTES: u64 = 64 * 1024 * 1024;
 /// Largest response accepted.
 const MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
@@ -35,49 +34,81 @@ pub enum SqlSource {
     Text(String),
     /// `-f FILE`.
     File(PathBuf),
+    /// Standard input, read to its end (neither `-e` nor `-f`).
+    Stdin,
 }
 
+/// What `USE` alone answers: each run is one request, and `USE` lasts only for its request.
+pub const USE_ALONE: &str = "USE only applies to the statements after it in the same script, and each \
+kafluss sql run is a script of its own: put the statements in the same script, as in \
+-e \"USE sales; SHOW TABLES\", or name the database (sales.orders)";
+
 /// Runs the command; returns the process exit code.
-pub fn run(server: &str, sql: SqlSource) -> i32 {
-    let text = match sql {
-        SqlSource::Text(text) => text,
-        SqlSource::File(path) => match read_script(&path) {
-            Ok(text) => text,
-            Err(error) => {
-                eprintln!("kafluss sql: cannot read {}: {error}", path.display());
-                return 2;
-            }
-        },
+pub fn run(server: &str, credentials: &Credentials, sql: SqlSource) -> i32 {
+    let text = match read_source(&sql) {
+        Ok(text) => text,
+        Err(message) => {
+            eprintln!("kafluss sql: {message}");
+            return 2;
+        }
     };
-    let credentials = match (std::env::var(USER_ENV), std::env::var(PASSWORD_ENV)) {
-        (Ok(user), Ok(password)) => Some((user, password)),
-        _ => None,
+    if only_use(&text) {
+        eprintln!("kafluss sql: {USE_ALONE}");
+        return 2;
+    }
+    let authorization = match credentials.header() {
+        Ok(header) => header,
+        Err(error) => {
+            eprintln!("kafluss sql: {error}");
+            return 2;
+        }
     };
-    let auth = credentials.as_ref().map(|(u, p)| (u.as_str(), p.as_str()));
-    match post_sql(server, &text, auth) {
-        Ok(reply) => match render_reply(reply.status, &reply.body) {
-            Ok(output) => {
-                print!("{output}");
-                0
-            }
-            Err(message) => {
-                eprintln!("kafluss sql: {message}");
-                1
-            }
-        },
+    let reply = match post_sql(server, &text, &authorization) {
+        Ok(reply) => reply,
         Err(error) => {
             eprintln!("kafluss sql: cannot reach {server}: {error}");
+            return 1;
+        }
+    };
+    if reply.status == 401 {
+        eprintln!("kafluss sql: {}", credentials.refused_message());
+        return 1;
+    }
+    let rendered = render_reply(reply.status, &reply.body);
+    print!("{}", rendered.output);
+    let _ = io::stdout().flush();
+    match rendered.error {
+        None => 0,
+        Some(message) => {
+            for line in message.lines() {
+                eprintln!("kafluss sql: {line}");
+            }
             1
         }
     }
 }
 
+/// The script text, or why it cannot be read.
+fn read_source(sql: &SqlSource) -> Result<String, String> {
+    match sql {
+        SqlSource::Text(text) => Ok(text.clone()),
+        SqlSource::File(path) => std::fs::File::open(path)
+            .and_then(read_script)
+            .map_err(|error| format!("cannot read {}: {error}", path.display())),
+        SqlSource::Stdin => {
+            let stdin = io::stdin();
+            if stdin.is_terminal() {
+                eprintln!("kafluss sql: reading statements from standard input (end with Ctrl-D)");
+            }
+            read_script(stdin.lock()).map_err(|error| format!("cannot read standard input: {error}"))
+        }
+    }
+}
+
 /// Reads a script of at most `MAX_SCRIPT_BYTES` (the server refuses larger bodies anyway).
-fn read_script(path: &std::path::Path) -> io::Result<String> {
+fn read_script(input: impl Read) -> io::Result<String> {
     let mut text = String::new();
-    std::fs::File::open(path)?
-        .take(MAX_SCRIPT_BYTES + 1)
-        .read_to_string(&mut text)?;
+    input.take(MAX_SCRIPT_BYTES + 1).read_to_string(&mut text)?;
     if text.len() as u64 > MAX_SCRIPT_BYTES {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -87,6 +118,17 @@ fn read_script(path: &std::path::Path) -> io::Result<String> {
     Ok(text)
 }
 
+/// Whether the script is nothing but `USE` statements, which would have no effect. A script
+/// that does not parse is left to the server, which says where.
+pub fn only_use(script: &str) -> bool {
+    parse_script(script).is_ok_and(|statements| {
+        !statements.is_empty()
+            && statements
+                .iter()
+                .all(|parsed| matches!(parsed.statement, Statement::Use { .. }))
+    })
+}
+
 /// An HTTP reply: status and body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpReply {
@@ -94,36 +136,20 @@ pub struct HttpReply {
     pub body: Vec<u8>,
 }
 
-/// `POST /v1/sql` with `sql` as the body.
-pub fn post_sql(server: &str, sql: &str, auth: Option<(&str, &str)>) -> io::Result<HttpReply> {
+/// `POST /v1/sql` with `sql` as the body; `authorization` is a header line or empty (see
+/// [`Credentials::header`]).
+pub fn post_sql(server: &str, sql: &str, authorization: &str) -> io::Result<HttpReply> {
     let mut stream = connect(server)?;
     stream.set_read_timeout(Some(TIMEOUT))?;
     stream.set_write_timeout(Some(TIMEOUT))?;
-    let mut head = format!(
-        "POST /v1/sql HTTP/1.1\r\nHost: {server}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n",
+    let head = format!(
+        "POST /v1/sql HTTP/1.1\r\nHost: {server}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n{authorization}\r\n",
         sql.len()
     );
-    if let Some((user, password)) = auth {
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        head.push_str(&format!("Authorization: Basic {token}\r\n"));
-    }
-    head.push_str("\r\n");
     stream.write_all(head.as_bytes())?;
     stream.write_all(sql.as_bytes())?;
     stream.flush()?;
     read_reply(BufReader::new(stream.take(MAX_RESPONSE_BYTES)))
-}
-
-/// Tries every address `server` resolves to (`localhost` may be `::1` or `127.0.0.1`).
-fn connect(server: &str) -> io::Result<TcpStream> {
-    let mut last_error = io::Error::new(io::ErrorKind::NotFound, "no address");
-    for addr in server.to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(10)) {
-            Ok(stream) => return Ok(stream),
-            Err(error) => last_error = error,
-        }
-    }
-    Err(last_error)
 }
 
 /// Reads an HTTP/1.1 response: Content-Length, chunked, or until close.
@@ -180,33 +206,87 @@ pub fn read_reply(mut reader: impl BufRead) -> io::Result<HttpReply> {
     Ok(HttpReply { status, body })
 }
 
-/// The text to print for a reply, or the error message for exit code 1.
-pub fn render_reply(status: u16, body: &[u8]) -> Result<String, String> {
-    let value: Value = serde_json::from_slice(body).map_err(|_| {
-        format!(
-            "HTTP {status}: {}",
-            String::from_utf8_lossy(&body[..body.len().min(1024)]).trim()
-        )
-    })?;
+/// What to print for a reply: the results of the statements that ran (stdout) and, when
+/// the script failed, the message for exit code 1 (stderr).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub output: String,
+    pub error: Option<String>,
+}
+
+impl Rendered {
+    fn failed(output: String, message: String) -> Self {
+        Rendered {
+            output,
+            error: Some(message),
+        }
+    }
+}
+
+/// Renders `POST /v1/sql`'s reply: `{"results":[...]}`, or `{"error":{...},"results":[...]}`
+/// where the error may name the statement that failed.
+pub fn render_reply(status: u16, body: &[u8]) -> Rendered {
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        let text = String::from_utf8_lossy(&body[..body.len().min(1024)])
+            .trim()
+            .to_string();
+        return Rendered::failed(String::new(), format!("HTTP {status}: {text}"));
+    };
+    let mut output = String::new();
+    let results = value.get("results").and_then(Value::as_array);
+    for result in results.into_iter().flatten() {
+        match StatementResult::from_json(result) {
+            Some(result) => output.push_str(&render_result(&result)),
+            None => return Rendered::failed(output, "malformed reply: bad result".to_string()),
+        }
+    }
     if let Some(error) = value.get("error") {
-        let code = error.get("code").and_then(Value::as_str).unwrap_or("ERROR");
-        let message = error.get("message").and_then(Value::as_str).unwrap_or("");
-        return Err(format!("{code}: {message}"));
+        let ran = results.map_or(0, Vec::len);
+        let total = value.get("statements").and_then(Value::as_u64).unwrap_or(0) as usize;
+        return Rendered::failed(output, failure_message(error, ran, total));
     }
     if !(200..300).contains(&status) {
-        return Err(format!("HTTP {status}"));
+        return Rendered::failed(output, format!("HTTP {status}"));
     }
-    let results = value
-        .get("results")
-        .and_then(Value::as_array)
-        .ok_or_else(|| "malformed reply: no results".to_string())?;
-    let mut output = String::new();
-    for result in results {
-        let result =
-            StatementResult::from_json(result).ok_or_else(|| "malformed reply: bad result".to_string())?;
-        output.push_str(&render_result(&result));
+    if results.is_none() {
+        return Rendered::failed(output, "malformed reply: no results".to_string());
     }
-    Ok(output)
+    Rendered { output, error: None }
+}
+
+/// `CODE: message`, then for a script of several statements which one failed, which took
+/// effect and which were not run.
+fn failure_message(error: &Value, ran: usize, total: usize) -> String {
+    let code = error.get("code").and_then(Value::as_str).unwrap_or("ERROR");
+    let message = error.get("message").and_then(Value::as_str).unwrap_or("");
+    let mut text = format!("{code}: {message}");
+    let Some(index) = error.get("statement").and_then(Value::as_u64).map(|i| i as usize) else {
+        return text;
+    };
+    if total <= 1 && index <= 1 {
+        return text;
+    }
+    let name = match error.get("summary").and_then(Value::as_str) {
+        Some(summary) if !summary.is_empty() => format!("statement {index} ({summary})"),
+        _ => format!("statement {index}"),
+    };
+    if total == 0 {
+        // Refused before running (a syntax error): nothing took effect.
+        text.push_str(&format!("\n{name} failed; nothing was run"));
+        return text;
+    }
+    let before = match ran {
+        0 => "no statement before it".to_string(),
+        1 => "statement 1 before it took effect".to_string(),
+        n => format!("statements 1-{n} before it took effect"),
+    };
+    let after = match total.saturating_sub(index) {
+        0 => String::new(),
+        1 => format!("; statement {} after it was not run", index + 1),
+        _ => format!("; statements {}-{total} after it were not run", index + 1),
+    };
+    text.push_str(&format!("\n{name} failed; {before}{after}"));
+    text
 }
 
 /// One result as text: a message line, or a boxed table (cells with line breaks, such as
@@ -290,13 +370,42 @@ mod tests {
     fn error_replies_become_the_message() {
         let body = br#"{"error":{"code":"TABLE_NOT_FOUND","message":"table 'a.b' does not exist"}}"#;
         assert_eq!(
-            render_reply(404, body),
-            Err("TABLE_NOT_FOUND: table 'a.b' does not exist".to_string())
+            render_reply(404, body).error.as_deref(),
+            Some("TABLE_NOT_FOUND: table 'a.b' does not exist")
         );
         assert_eq!(
-            render_reply(502, b"bad gateway"),
-            Err("HTTP 502: bad gateway".to_string())
+            render_reply(502, b"bad gateway").error.as_deref(),
+            Some("HTTP 502: bad gateway")
         );
+    }
+
+    #[test]
+    fn a_failed_script_prints_what_ran_and_names_the_failed_statement() {
+        let body = br#"{"error":{"code":"TABLE_ALREADY_EXISTS","message":"statement 2 (line 2): table 'fluss.t' already exists","statement":2,"line":2,"summary":"CREATE TABLE t"},"results":[{"kind":"done","message":"Database d created"}],"statements":4}"#;
+        let rendered = render_reply(409, body);
+        assert_eq!(rendered.output, "Database d created\n");
+        assert_eq!(
+            rendered.error.as_deref(),
+            Some(
+                "TABLE_ALREADY_EXISTS: statement 2 (line 2): table 'fluss.t' already exists\n\
+                 statement 2 (CREATE TABLE t) failed; statement 1 before it took effect; \
+                 statements 3-4 after it were not run"
+            )
+        );
+        let syntax = br#"{"error":{"code":"SYNTAX_ERROR","message":"syntax error at line 3, column 1: x","statement":3,"line":3,"summary":"CREAT TABLE"},"results":[],"statements":0}"#;
+        assert_eq!(
+            render_reply(400, syntax).error.as_deref(),
+            Some("SYNTAX_ERROR: syntax error at line 3, column 1: x\nstatement 3 (CREAT TABLE) failed; nothing was run")
+        );
+    }
+
+    #[test]
+    fn use_alone_is_detected() {
+        assert!(only_use("USE sales"));
+        assert!(only_use("USE sales; use `other`;"));
+        assert!(!only_use("USE sales; SHOW TABLES"));
+        assert!(!only_use(""));
+        assert!(!only_use("USE"), "a syntax error is the server's to report");
     }
 
     #[test]

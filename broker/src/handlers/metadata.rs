@@ -2,8 +2,10 @@
 //! and this node leads every bucket (behaviour.md "Topics").
 //!
 //! Requested names are echoed as sent; an all-topics request lists every Kafka-enabled,
-//! eligible table as `db.table`, sorted, minus those the principal may not DESCRIBE. Lookups by
-//! topic id answer UNKNOWN_TOPIC_ID. Topics are never auto-created.
+//! eligible table as `db.table`, sorted, minus those the principal may not DESCRIBE. A named
+//! topic the principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED, whether the table
+//! exists or not (as Kafka does: the answer does not say whether it exists). Lookups by topic
+//! id answer UNKNOWN_TOPIC_ID. Topics are never auto-created.
 
 use bytes::Bytes;
 use kafluss_protocol::encode_response_frame;
@@ -14,7 +16,8 @@ use kafluss_protocol::{
     AUTHORIZED_OPERATIONS_OMITTED,
 };
 
-use crate::catalog::model::TableInfo;
+use crate::catalog::model::{CatalogSnapshot, TableInfo};
+use crate::catalog::resolve::{resolve_topic, split_topic};
 use crate::connection::ConnectionContext;
 use crate::errors;
 
@@ -23,17 +26,34 @@ use super::Response;
 /// The only node: this server.
 pub const NODE_ID: i32 = 0;
 
-fn may_describe(context: &ConnectionContext, table: &TableInfo) -> bool {
+fn may_describe(context: &ConnectionContext, database: &str, table: &str) -> bool {
     let principal = context.principal();
     context.shard.runtime().authorizer().authorize(
         &principal,
         context.peer.ip(),
         kafluss_auth::Operation::Describe,
-        &kafluss_auth::Resource::Table {
-            database: table.database.clone(),
-            table: table.name.clone(),
-        },
+        &kafluss_auth::Resource::table(database, table),
     )
+}
+
+/// The entry for a requested topic name.
+fn named_topic(
+    context: &ConnectionContext,
+    snapshot: &CatalogSnapshot,
+    name: String,
+    default_db: &str,
+) -> MetadataTopic {
+    let error = |name, code| MetadataTopic::error(Some(name), Uuid::ZERO, code);
+    match split_topic(&name, default_db) {
+        Err(e) => error(name, errors::topic_error_code(&e)),
+        Ok((database, table)) if !may_describe(context, database, table) => {
+            error(name, ErrorCode::TopicAuthorizationFailed)
+        }
+        Ok(_) => match resolve_topic(snapshot, &name, default_db) {
+            Ok(table) => topic_entry(Some(name), &table),
+            Err(e) => error(name, errors::topic_error_code(&e)),
+        },
+    }
 }
 
 fn topic_entry(name: Option<String>, table: &TableInfo) -> MetadataTopic {
@@ -77,23 +97,14 @@ pub fn handle(context: &ConnectionContext, header: &RequestHeader, body: Bytes) 
         None => snapshot
             .kafka_topics
             .iter()
-            .filter(|topic| may_describe(context, &topic.table))
+            .filter(|topic| may_describe(context, &topic.table.database, &topic.table.name))
             .map(|topic| topic_entry(Some(topic.name.clone()), &topic.table))
             .collect(),
         Some(topics) => topics
             .into_iter()
             .map(|topic| match topic.name {
                 None => MetadataTopic::error(None, topic.topic_id, ErrorCode::UnknownTopicId),
-                Some(name) => {
-                    match crate::catalog::resolve::resolve_topic(&snapshot, &name, default_db) {
-                        Ok(table) if may_describe(context, &table) => topic_entry(Some(name), &table),
-                        // A table the principal may not DESCRIBE looks missing.
-                        Ok(_) => {
-                            MetadataTopic::error(Some(name), Uuid::ZERO, ErrorCode::UnknownTopicOrPartition)
-                        }
-                        Err(e) => MetadataTopic::error(Some(name), Uuid::ZERO, errors::topic_error_code(&e)),
-                    }
-                }
+                Some(name) => named_topic(context, &snapshot, name, default_db),
             })
             .collect(),
     };
