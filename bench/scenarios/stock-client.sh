@@ -2,7 +2,8 @@
 # Cross-check of the harness with stock clients: the same RECORDS flat JSON 100 B records
 # (acks=1, 5 ms linger, batches of 500) sent by kcat and by confluent-kafka, then by
 # kafluss-bench, to kafluss and to each reference in alternation. kafluss must then hold exactly
-# every record sent (scan row count). The issue's target: kcat to kafluss >= 0.9 x kcat to tansu.
+# every record sent (scan row count). Target (docs/benchmarks.md): kcat to kafluss >= 0.9 x kcat
+# to tansu.
 # shellcheck source-path=SCRIPTDIR disable=SC2119 # start_kafluss takes optional -D settings
 source "$(dirname "$0")/lib.sh"
 RECORDS=${RECORDS:-200000}
