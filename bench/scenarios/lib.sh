@@ -1,26 +1,46 @@
 #!/usr/bin/env bash
 # Shared by the scenarios: builds the release binaries, starts kafluss and the references on
 # loopback ports chosen by the kernel, runs kafluss-bench against all of them in one invocation,
-# and stops everything it started on exit. Results go to $RESULTS (default target/bench-results):
-# <scenario>.txt (the report), .json (every figure), .svg (timeline), .cmd (the command).
+# and stops everything it started on exit. Everything it needs is in this repository or on PATH;
+# paths are relative to the repository this file is in, wherever the scenario is started from.
 #
-# Environment: DURATION (seconds per endpoint per round), ROUNDS, RESULTS, PYTHON (a Python with
-# confluent-kafka, default .venv/bin/python), TANSU (binary, default /tmp/tansu-root/bin/tansu),
-# NO_BUILD=1 to use the binaries as they are, PEERS (default "sink mock tansu").
+# Results go to $RESULTS (default <target dir>/bench-results): <scenario>.txt (the report), .json
+# (every figure), .svg (timeline), .cmd (the command). kafluss's data goes to a fresh directory
+# under $TMPDIR (default /tmp), removed when the scenario exits.
+#
+# Environment:
+#   DURATION   seconds per endpoint per round (default 10)
+#   ROUNDS     rounds, each running every endpoint (default 2)
+#   PEERS      references to start (default "sink mock tansu"); one that cannot be found is left
+#              out with a message saying how to provide it
+#   NO_BUILD=1 use the binaries as they are
+#   CARGO_TARGET_DIR  where cargo builds (default <repository>/target); BENCH and KAFLUSS name
+#              the binaries directly
+#   PYTHON     a Python for the mock cluster and stock-client.sh (default <repository>/.venv/bin/python
+#              when it exists, made by ./test.sh --setup-only, else python3); the mock cluster uses
+#              the librdkafka of its confluent-kafka, or $LIBRDKAFKA, or the system's
+#   TANSU      the tansu binary (default: tansu on PATH; cargo install tansu --features dynostore)
+#   KAFLUSS_LOG  RUST_LOG of the kafluss under test (default warn)
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+SCENARIOS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$SCENARIOS/../.." && pwd)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 BENCH=${BENCH:-$TARGET/release/kafluss-bench}
 KAFLUSS=${KAFLUSS:-$TARGET/release/kafluss}
 RESULTS=${RESULTS:-$TARGET/bench-results}
-PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
-TANSU=${TANSU:-/tmp/tansu-root/bin/tansu}
-MOCK_CLUSTER=${MOCK_CLUSTER:-/work/shared/tools/mock_cluster.py}
+if [[ -z ${PYTHON:-} ]]; then
+    if [[ -x $ROOT/.venv/bin/python ]]; then
+        PYTHON=$ROOT/.venv/bin/python
+    else
+        PYTHON=python3
+    fi
+fi
+TANSU=${TANSU:-$(command -v tansu || true)}
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-2}
 PEERS=${PEERS:-sink mock tansu}
-WORK=$(mktemp -d /tmp/kafluss-bench.XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kafluss-bench.XXXXXX")
 STARTED_PIDS=()
 mkdir -p "$RESULTS"
 
@@ -94,15 +114,25 @@ start_sink() {
     log "null sink pid $SINK_PID at $SINK_ADDR"
 }
 
-# start_mock: librdkafka's mock cluster (one broker, in a Python process); sets MOCK_PID, MOCK_ADDR.
+# start_mock: librdkafka's mock cluster (one broker, in a Python process, bench/scenarios/
+# mock_cluster.py); sets MOCK_PID, MOCK_ADDR, or leaves it out when no librdkafka loads.
 start_mock() {
     local out=$WORK/mock.log line
-    "$PYTHON" "$MOCK_CLUSTER" --seconds 7200 >"$out" 2>&1 &
+    if ! command -v "$PYTHON" >/dev/null; then
+        log "no Python at '$PYTHON' (set PYTHON, or run ./test.sh --setup-only for .venv): librdkafka mock cluster left out"
+        return 0
+    fi
+    "$PYTHON" "$SCENARIOS/mock_cluster.py" --seconds 7200 >"$out" 2>&1 &
     MOCK_PID=$!
     STARTED_PIDS+=("$MOCK_PID")
-    line=$(wait_for_line "$out" '^BOOTSTRAP ' 30)
+    if ! line=$(wait_for_line "$out" '^BOOTSTRAP ' 30); then
+        log "librdkafka mock cluster did not start (its log is above): left out"
+        kill "$MOCK_PID" 2>/dev/null || true
+        unset MOCK_PID
+        return 0
+    fi
     MOCK_ADDR=$(awk '{print $2}' <<<"$line")
-    log "librdkafka mock cluster pid $MOCK_PID at $MOCK_ADDR"
+    log "librdkafka mock cluster pid $MOCK_PID at $MOCK_ADDR ($(awk '{print $4}' <<<"$line"))"
 }
 
 free_port() {
@@ -111,8 +141,8 @@ free_port() {
 
 # start_tansu: tansu with in-memory storage, when built; sets TANSU_PID, TANSU_ADDR.
 start_tansu() {
-    if [[ ! -x $TANSU ]]; then
-        log "tansu not built at $TANSU (cargo install tansu --features dynostore --root /tmp/tansu-root): left out"
+    if [[ -z $TANSU || ! -x $TANSU ]]; then
+        log "tansu not found (${TANSU:-not on PATH}): install it with 'cargo install tansu --features dynostore', or set TANSU=/path/to/tansu; left out"
         return 0
     fi
     local port out=$WORK/tansu.log i

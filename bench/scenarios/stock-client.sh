@@ -2,10 +2,20 @@
 # Cross-check of the harness with stock clients: the same RECORDS flat JSON 100 B records
 # (acks=1, 5 ms linger, batches of 500) sent by kcat and by confluent-kafka, then by
 # kafluss-bench, to kafluss and to each reference in alternation. kafluss must then hold exactly
-# every record sent (scan row count). The issue's target: kcat to kafluss >= 0.9 x kcat to tansu.
+# every record sent (scan row count). Target (docs/benchmarks.md): kcat to kafluss >= 0.9 x kcat
+# to tansu.
 # shellcheck source-path=SCRIPTDIR disable=SC2119 # start_kafluss takes optional -D settings
 source "$(dirname "$0")/lib.sh"
 RECORDS=${RECORDS:-200000}
+if ! command -v kcat >/dev/null; then
+    echo "stock-client.sh needs kcat on PATH (Debian/Ubuntu: apt-get install kcat)" >&2
+    exit 1
+fi
+if ! "$PYTHON" -c 'import confluent_kafka' 2>/dev/null; then
+    echo "stock-client.sh needs a Python with confluent-kafka: PYTHON=$PYTHON has none" \
+        "(./test.sh --setup-only makes .venv with it, or set PYTHON)" >&2
+    exit 1
+fi
 build
 start_kafluss
 kafluss_sql "$("$BENCH" table-sql --table fluss.stock100 --value json-flat --partitions 1)"

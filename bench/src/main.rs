@@ -136,8 +136,9 @@ struct ProduceArgs {
     /// Headers per record.
     #[arg(long, default_value_t = 0)]
     headers: usize,
-    /// Value generator (see `table-sql` for the matching table).
-    #[arg(long, value_enum, default_value = "random")]
+    /// Value generator; the default is the one `table-sql` defaults to, so that
+    /// `table-sql --table T` creates the table a default run writes into.
+    #[arg(long, value_enum, default_value = "json-flat")]
     value: ValueKind,
     /// Open-loop rate in records/s over all connections (`50000`, `50k/s`); latency is then
     /// measured from each request's scheduled time. Without it, send as fast as acks allow.

@@ -1,6 +1,7 @@
 //! A hand-written SVG of a run's timeline: throughput (records/s) on top, request latency
 //! percentiles (p50, p99, max; log scale) below. Runs are laid end to end on one time axis, each
-//! endpoint in its own colour, so a `--vs` run shows its alternation.
+//! endpoint in its own colour, so a `--vs` run shows its alternation. Both panels carry axis
+//! titles with units (`<text class="axis-title">`) and labelled ticks on both axes.
 
 use std::fmt::Write as _;
 
@@ -8,11 +9,21 @@ use crate::report::NamedRun;
 
 const WIDTH: f64 = 960.0;
 const PANEL_HEIGHT: f64 = 260.0;
-const MARGIN_LEFT: f64 = 80.0;
+const MARGIN_LEFT: f64 = 100.0;
 const MARGIN_RIGHT: f64 = 160.0;
-const MARGIN_TOP: f64 = 40.0;
-const GAP: f64 = 60.0;
+const MARGIN_TOP: f64 = 56.0;
+/// Between the panels: the first panel's x tick labels and axis title, the second's caption.
+const GAP: f64 = 90.0;
+/// Below the second panel: its x tick labels and axis title.
+const MARGIN_BOTTOM: f64 = 50.0;
 const COLOURS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
+
+/// The x axis title of both panels.
+pub const X_AXIS_TITLE: &str = "time since start (s)";
+/// The y axis title of the throughput panel.
+pub const THROUGHPUT_AXIS_TITLE: &str = "throughput (records/s)";
+/// The y axis title of the latency panel.
+pub const LATENCY_AXIS_TITLE: &str = "request latency (ms)";
 
 /// One polyline: points (x seconds, y value).
 struct Series {
@@ -69,7 +80,7 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
     }
     let x_max = offset.max(1.0);
     let mut svg = String::new();
-    let height = MARGIN_TOP + 2.0 * PANEL_HEIGHT + GAP + 50.0;
+    let height = MARGIN_TOP + 2.0 * PANEL_HEIGHT + GAP + MARGIN_BOTTOM;
     let _ = writeln!(
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">"#
@@ -82,20 +93,26 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
     );
     panel(
         &mut svg,
-        MARGIN_TOP,
-        "records/s",
+        &Panel {
+            top: MARGIN_TOP,
+            caption: "Throughput (runs end to end; dashed verticals separate the runs)",
+            y_title: THROUGHPUT_AXIS_TITLE,
+            log: false,
+        },
         &throughput,
         x_max,
-        false,
         &boundaries,
     );
     panel(
         &mut svg,
-        MARGIN_TOP + PANEL_HEIGHT + GAP,
-        "request latency ms (solid p50, dashed p99, dotted max)",
+        &Panel {
+            top: MARGIN_TOP + PANEL_HEIGHT + GAP,
+            caption: "Request latency per second: solid p50, dashed p99, dotted max (log scale)",
+            y_title: LATENCY_AXIS_TITLE,
+            log: true,
+        },
         &latency,
         x_max,
-        true,
         &boundaries,
     );
     // Legend: one entry per endpoint.
@@ -112,12 +129,6 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
             escape(name)
         );
     }
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="{}" text-anchor="middle">seconds (runs end to end)</text>"#,
-        MARGIN_LEFT + plot_width() / 2.0,
-        height - 10.0
-    );
     svg.push_str("</svg>\n");
     svg
 }
@@ -126,15 +137,21 @@ fn plot_width() -> f64 {
     WIDTH - MARGIN_LEFT - MARGIN_RIGHT
 }
 
-fn panel(
-    svg: &mut String,
+/// Where a panel goes and what its axes say.
+struct Panel {
     top: f64,
-    label: &str,
-    series: &[Series],
-    x_max: f64,
+    caption: &'static str,
+    y_title: &'static str,
     log: bool,
-    boundaries: &[f64],
-) {
+}
+
+fn panel(svg: &mut String, layout: &Panel, series: &[Series], x_max: f64, boundaries: &[f64]) {
+    let Panel {
+        top,
+        caption,
+        y_title,
+        log,
+    } = *layout;
     let values = series.iter().flat_map(|s| s.points.iter().map(|(_, y)| *y));
     let y_max = values.clone().fold(0.0f64, f64::max);
     let y_min_positive = values.filter(|y| *y > 0.0).fold(f64::INFINITY, f64::min);
@@ -155,6 +172,7 @@ fn panel(
         top + PANEL_HEIGHT - (v - low) / (high - low) * PANEL_HEIGHT
     };
     let to_x = |seconds: f64| MARGIN_LEFT + seconds / x_max * plot_width();
+    let bottom = top + PANEL_HEIGHT;
     let _ = writeln!(
         svg,
         r##"<rect x="{MARGIN_LEFT}" y="{top}" width="{}" height="{PANEL_HEIGHT}" fill="none" stroke="#888"/>"##,
@@ -163,8 +181,8 @@ fn panel(
     let _ = writeln!(
         svg,
         r#"<text x="{MARGIN_LEFT}" y="{}">{}</text>"#,
-        top - 6.0,
-        escape(label)
+        top - 8.0,
+        escape(caption)
     );
     // Horizontal grid: 5 steps linear, one per decade on log.
     let ticks: Vec<f64> = if log {
@@ -176,19 +194,46 @@ fn panel(
         let y = to_y(tick);
         let _ = writeln!(
             svg,
-            r##"<line x1="{MARGIN_LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
+            r##"<line x1="{MARGIN_LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#eee"/><text class="y-tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
             MARGIN_LEFT + plot_width(),
             MARGIN_LEFT - 6.0,
             y + 4.0,
             tick_label(tick)
         );
     }
+    // Vertical ticks: seconds at a 1-2-5 step, at most about ten.
+    let step = x_step(x_max);
+    let decimals = if step < 1.0 { 1 } else { 0 };
+    for i in 0..=((x_max / step + 1e-9).floor() as u32) {
+        let tick = f64::from(i) * step;
+        let x = to_x(tick);
+        let label = format!("{tick:.decimals$}");
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{x:.1}" y1="{bottom}" x2="{x:.1}" y2="{}" stroke="#888"/><text class="x-tick" x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            bottom + 4.0,
+            bottom + 17.0,
+            label
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text class="axis-title" x="{:.1}" y="{}" text-anchor="middle">{}</text>"#,
+        MARGIN_LEFT + plot_width() / 2.0,
+        bottom + 36.0,
+        escape(X_AXIS_TITLE)
+    );
+    let (title_x, title_y) = (22.0, top + PANEL_HEIGHT / 2.0);
+    let _ = writeln!(
+        svg,
+        r#"<text class="axis-title" x="{title_x}" y="{title_y}" transform="rotate(-90 {title_x} {title_y})" text-anchor="middle">{}</text>"#,
+        escape(y_title)
+    );
     for boundary in boundaries {
         let x = to_x(*boundary);
         let _ = writeln!(
             svg,
-            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{}" stroke="#ccc" stroke-dasharray="3,3"/>"##,
-            top + PANEL_HEIGHT
+            r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{bottom}" stroke="#ccc" stroke-dasharray="3,3"/>"##,
         );
     }
     for s in series.iter().filter(|s| !s.points.is_empty()) {
@@ -204,6 +249,17 @@ fn panel(
             path.trim_end()
         );
     }
+}
+
+/// A tick step of 1, 2 or 5 times a power of ten giving at most ten intervals over `span`.
+fn x_step(span: f64) -> f64 {
+    let rough = (span / 10.0).max(1e-3);
+    let magnitude = 10f64.powf(rough.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|step| *step >= rough)
+        .unwrap_or(10.0 * magnitude)
 }
 
 fn tick_label(value: f64) -> String {
@@ -242,5 +298,57 @@ mod tests {
         // Per run: one throughput line and three latency lines (p50, p99, max).
         assert_eq!(svg.matches("<polyline").count(), 8);
         assert!(svg.contains(COLOURS[0]) && svg.contains(COLOURS[1]));
+    }
+
+    /// The texts of the elements `<text class="CLASS" ...>TEXT</text>`, in document order.
+    fn texts_of_class(svg: &str, class: &str) -> Vec<String> {
+        let opening = format!(r#"<text class="{class}""#);
+        svg.match_indices(&opening)
+            .map(|(at, _)| {
+                let rest = &svg[at..];
+                let start = rest.find('>').expect("element closes its tag") + 1;
+                let end = rest.find("</text>").expect("text element ends");
+                rest[start..end].to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn both_panels_label_their_axes_and_seconds() {
+        // Two runs of 3 s end to end: 6 s on the x axis, a tick every second from 0.
+        let runs = vec![
+            fake_run("kafluss", 0, 3000, 3, 800),
+            fake_run("sink", 0, 9000, 3, 90),
+        ];
+        let names = vec!["kafluss".to_owned(), "sink".to_owned()];
+        let svg = timeline_svg("t", &runs, &names);
+        assert_eq!(
+            texts_of_class(&svg, "axis-title"),
+            [
+                X_AXIS_TITLE,
+                THROUGHPUT_AXIS_TITLE,
+                X_AXIS_TITLE,
+                LATENCY_AXIS_TITLE
+            ]
+        );
+        let seconds: Vec<String> = (0..=6).map(|s| s.to_string()).collect();
+        let both_panels: Vec<String> = seconds.iter().chain(&seconds).cloned().collect();
+        assert_eq!(texts_of_class(&svg, "x-tick"), both_panels);
+        assert_eq!(svg.matches("rotate(-90 ").count(), 2, "y titles run upwards");
+    }
+
+    #[test]
+    fn x_steps_are_one_two_five_and_at_most_ten_intervals() {
+        for (span, step) in [
+            (1.0, 0.1),
+            (6.0, 1.0),
+            (16.0, 2.0),
+            (40.0, 5.0),
+            (95.0, 10.0),
+            (400.0, 50.0),
+        ] {
+            assert_eq!(x_step(span), step, "span {span}");
+            assert!(span / x_step(span) <= 10.0 + 1e-9);
+        }
     }
 }
