@@ -339,15 +339,7 @@ async fn scan(shared: &Shared, info: RequestInfo, name: String) -> Response<Admi
             content_type,
             first,
             receiver,
-        } => with_content_type(
-            200,
-            &content_type,
-            AdminBody::Stream {
-                first: Some(first),
-                receiver,
-                finished: false,
-            },
-        ),
+        } => with_content_type(200, &content_type, AdminBody::stream(first, receiver)),
     }
 }
 

@@ -118,12 +118,25 @@ pub enum AdminBody {
         first: Option<Bytes>,
         receiver: Receiver<Message>,
         finished: bool,
+        /// The producer failed: fail the body on the next poll, after hyper has flushed what
+        /// was sent before (a body error drops the connection with its unsent buffer).
+        failing: Option<io::Error>,
     },
 }
 
 impl AdminBody {
     pub fn full(bytes: Vec<u8>) -> Self {
         AdminBody::Full(Some(Bytes::from(bytes)))
+    }
+
+    /// A scan's body: its first chunk, then what the producer sends on `receiver`.
+    pub fn stream(first: Bytes, receiver: Receiver<Message>) -> Self {
+        AdminBody::Stream {
+            first: Some(first),
+            receiver,
+            finished: false,
+            failing: None,
+        }
     }
 }
 
@@ -141,9 +154,13 @@ impl Body for AdminBody {
                 first,
                 receiver,
                 finished,
+                failing,
             } => {
                 if let Some(chunk) = first.take() {
                     return Poll::Ready(Some(Ok(Frame::data(chunk))));
+                }
+                if let Some(error) = failing.take() {
+                    return Poll::Ready(Some(Err(error)));
                 }
                 if *finished {
                     return Poll::Ready(None);
@@ -164,7 +181,9 @@ impl Body for AdminBody {
                         Some(Message::Done(Err(error))) => {
                             tracing::warn!(%error, "streamed response failed midway");
                             *finished = true;
-                            return Poll::Ready(Some(Err(io::Error::other(error.to_string()))));
+                            *failing = Some(io::Error::other(error.to_string()));
+                            cx.waker().wake_by_ref();
+                            return Poll::Pending;
                         }
                         Some(Message::Head(_) | Message::Reply(_)) => continue,
                         None => {
@@ -265,11 +284,7 @@ mod tests {
                     first,
                     receiver,
                 } => {
-                    let body = AdminBody::Stream {
-                        first: Some(first.clone()),
-                        receiver,
-                        finished: false,
-                    };
+                    let body = AdminBody::stream(first.clone(), receiver);
                     let collected = body.collect().await.map(|c| c.to_bytes().to_vec());
                     (Started::Empty { content_type }, Some(collected))
                 }

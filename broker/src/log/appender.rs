@@ -284,6 +284,7 @@ impl<S: SegmentStore> BucketLog<S> {
             let bytes = std::mem::replace(active.encoder.get_mut(), Vec::with_capacity(capacity));
             // The encoder writes into its own Vec only; dropping those bytes undoes a failure.
             encoded?;
+            let bytes = super::checksum::seal(&bytes)?;
             (active.file.clone(), active.len, bytes)
         };
         let written = bytes.len() as u64;

@@ -15,8 +15,9 @@ pub enum LogError {
         #[source]
         source: io::Error,
     },
-    /// A closed (non-last) segment does not parse as an Arrow IPC stream. Recovery refuses to
-    /// guess which rows are missing, so the bucket cannot open until an operator looks at it.
+    /// A closed (non-last) segment does not parse as an Arrow IPC stream, or a stored batch does
+    /// not match its checksum. Recovery refuses to guess which rows are missing, so the bucket
+    /// cannot open until an operator looks at it (docs/storage.md, "Damaged segments").
     #[error("corrupt log segment {path}: {reason}")]
     CorruptSegment { path: PathBuf, reason: String },
     /// A file name in a bucket directory looks like a segment but is not one we wrote.
@@ -25,6 +26,9 @@ pub enum LogError {
     /// Encoding a batch as Arrow IPC failed (nothing was written).
     #[error("cannot encode batch as Arrow IPC: {0}")]
     Encode(#[source] ArrowError),
+    /// Adding the batch checksum to the encoded message failed (nothing was written).
+    #[error(transparent)]
+    Seal(#[from] super::checksum::SealError),
     /// An earlier fsync or a failed write that could not be rolled back left the file in an
     /// unknown state; every later append and sync fails until the bucket is reopened
     /// (recovery then keeps only what reached the file intact).

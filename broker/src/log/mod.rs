@@ -13,6 +13,7 @@
 //! - [`sim`]: an in-memory, fault-injecting store for simulation tests.
 
 pub mod appender;
+pub mod checksum;
 pub mod error;
 pub mod file;
 mod group_commit;

@@ -4,6 +4,9 @@
 //!    is not a segment name is refused).
 //! 2. Walk each segment's IPC framing ([`scan_segment`]). Every segment but the last must be
 //!    complete and start where the previous one ends, else `CorruptSegment` names the file.
+//!    Each batch body is checked against its CRC32C (`checksum`): a mismatch with complete
+//!    messages after it is damage (`CorruptSegment`, the bucket stays closed); in the file's
+//!    final message it is a torn tail.
 //! 3. The last segment's torn tail is truncated to its last complete message and the file is
 //!    fsync'd (after a process crash its tail may still be dirty in the page cache); a last
 //!    segment without even a complete schema message holds no rows and is removed.
@@ -51,13 +54,26 @@ pub(super) async fn recover<S: SegmentStore>(store: &S, dir: &Path) -> Result<Re
             .open(&path)
             .await
             .map_err(|e| LogError::io(&path, "open", e))?;
-        let scan = scan_segment(&file)
+        let scan = scan_segment(&file, true)
             .await
             .map_err(|e| LogError::io(&path, "read", e))?;
         let last_append = store
             .modified(&path)
             .await
             .map_err(|e| LogError::io(&path, "stat", e))?;
+        if let Some(reason) = scan.damaged {
+            // A batch that is not the file's last one does not match its checksum: rot or an
+            // outside write, not a crash. Nothing is guessed: the bucket stays closed (every
+            // append is refused) until an operator repairs it (docs/storage.md).
+            let offset = base_offset.saturating_add(scan.rows);
+            return Err(LogError::corrupt(
+                &path,
+                format!(
+                    "{reason}; rows before offset {offset} are intact (the file's first {} bytes)",
+                    scan.valid_len
+                ),
+            ));
+        }
         if !is_last {
             if let Some(reason) = scan.torn {
                 return Err(LogError::corrupt(&path, reason));

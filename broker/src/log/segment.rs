@@ -24,7 +24,7 @@ pub(crate) const CONTINUATION: [u8; 4] = [0xFF; 4];
 pub(crate) const END_OF_STREAM: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0];
 /// Flatbuffer metadata of one message is a few KiB even for wide nested schemas; anything
 /// larger is garbage, and refusing it keeps recovery from allocating on a corrupt length.
-const MAX_METADATA_LEN: u64 = 16 << 20;
+pub(crate) const MAX_METADATA_LEN: u64 = 16 << 20;
 
 pub fn segment_file_name(base_offset: u64) -> String {
     format!("{base_offset:0width$}{SEGMENT_SUFFIX}", width = OFFSET_DIGITS)
@@ -53,6 +53,9 @@ pub struct SegmentScan {
     pub closed: bool,
     /// Why the bytes after `valid_len` are not a complete message, if there are any.
     pub torn: Option<String>,
+    /// A complete batch at `valid_len` whose body does not match its checksum while more
+    /// complete messages follow it: damage, not a torn tail (checked walks only).
+    pub damaged: Option<String>,
 }
 
 impl SegmentScan {
@@ -60,12 +63,50 @@ impl SegmentScan {
         self.torn = Some(reason.into());
         self
     }
+
+    fn damaged(mut self, reason: impl Into<String>) -> Self {
+        self.damaged = Some(reason.into());
+        self
+    }
+}
+
+/// Bytes read at a time when checking a body.
+const CHECK_CHUNK: u64 = 1 << 20;
+
+/// Reads the body at `start` and compares it with the checksum in `message`: None when it
+/// matches or there is none to compare with, else what is wrong.
+async fn check_body<F: SegmentFile>(
+    file: &F,
+    message: &arrow_ipc::Message<'_>,
+    start: u64,
+    len: u64,
+) -> std::io::Result<Option<String>> {
+    let stored = match super::checksum::body_checksum(message) {
+        None => return Ok(None),
+        Some(Err(reason)) => return Ok(Some(reason)),
+        Some(Ok(stored)) => stored,
+    };
+    let mut crc = 0;
+    let mut pos = start;
+    while pos < start + len {
+        let want = CHECK_CHUNK.min(start + len - pos) as usize;
+        let bytes = file.read_at(pos, want).await?;
+        if bytes.is_empty() {
+            return Ok(Some(format!("short read of a batch body at byte {pos}")));
+        }
+        crc = crc32c::crc32c_append(crc, &bytes);
+        pos += bytes.len() as u64;
+    }
+    Ok((crc != stored).then(|| super::checksum::mismatch(start, stored, crc)))
 }
 
 /// Walks the IPC framing of a whole segment file. I/O errors are returned; malformed bytes are
 /// not errors here but a `torn` reason, and the caller decides (truncate a last segment, refuse
-/// a middle one).
-pub async fn scan_segment<F: SegmentFile>(file: &F) -> std::io::Result<SegmentScan> {
+/// a middle one). With `verify`, every record-batch body that carries a checksum
+/// ([`super::checksum`]) is read and checked: a mismatch in the file's final message is a torn
+/// tail like any other (it may be the unsynced end of a crash), one with complete messages
+/// after it is `damaged`. Without `verify` bodies are skipped unread.
+pub async fn scan_segment<F: SegmentFile>(file: &F, verify: bool) -> std::io::Result<SegmentScan> {
     let file_len = file.size().await?;
     let mut scan = SegmentScan {
         schema: None,
@@ -74,6 +115,7 @@ pub async fn scan_segment<F: SegmentFile>(file: &F) -> std::io::Result<SegmentSc
         file_len,
         closed: false,
         torn: None,
+        damaged: None,
     };
     let mut pos = 0u64;
     let mut window = ReadWindow::default();
@@ -137,6 +179,16 @@ pub async fn scan_segment<F: SegmentFile>(file: &F) -> std::io::Result<SegmentSc
                 }
             }
             MessageHeader::RecordBatch if scan.schema.is_some() => {
+                if verify {
+                    if let Some(problem) = check_body(file, &message, end, body_len).await? {
+                        let reason = format!("{problem} (message at byte {pos})");
+                        return Ok(if end + body_len == file_len {
+                            scan.torn(reason)
+                        } else {
+                            scan.damaged(reason)
+                        });
+                    }
+                }
                 let rows = message.header_as_record_batch().map(|batch| batch.length());
                 match rows.and_then(|rows| u64::try_from(rows).ok()) {
                     Some(rows) => scan.rows += rows,
@@ -189,7 +241,7 @@ impl ReadWindow {
 /// thread). Std reads complete at once, so the future is ready on its first poll.
 pub fn scan_segment_blocking(file: &std::fs::File) -> std::io::Result<SegmentScan> {
     let segment = StdSegment(file);
-    let mut future = std::pin::pin!(scan_segment(&segment));
+    let mut future = std::pin::pin!(scan_segment(&segment, false));
     let mut context = std::task::Context::from_waker(std::task::Waker::noop());
     match future.as_mut().poll(&mut context) {
         std::task::Poll::Ready(result) => result,

@@ -211,7 +211,7 @@ pub fn scan_table(
         }
         let dir = bucket_dir(&target.table_dir, bucket);
         let high_watermark = registry.high_watermark(target.table_id, bucket);
-        reader::read_bucket(&dir, params.from, high_watermark, &mut |read| {
+        let read = reader::read_bucket(&dir, params.from, high_watermark, &mut |read| {
             let take = remaining.min(read.batch.num_rows() as u64);
             let batch = read.batch.slice(0, take as usize);
             let columns = projection.apply(&batch)?;
@@ -219,7 +219,15 @@ pub fn scan_table(
             remaining -= take;
             rows += take;
             Ok(remaining > 0)
-        })?;
+        });
+        if let Err(error) = read {
+            // Before any row the HTTP layer still answers with an error status; after, the
+            // output itself must say it is incomplete.
+            if rows > 0 && !matches!(error, ScanError::Output(_)) {
+                sink.fail(&error);
+            }
+            return Err(error);
+        }
     }
     sink.finish()?;
     Ok(ScanSummary { rows })

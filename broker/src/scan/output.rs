@@ -72,6 +72,9 @@ pub(super) trait RowSink {
         rows: usize,
     ) -> Result<(), ScanError>;
     fn finish(&mut self) -> Result<(), ScanError>;
+    /// After rows were written, the scan failed: say so in the output where the format can
+    /// (the HTTP body is then cut short too, so no client mistakes it for a complete answer).
+    fn fail(&mut self, _error: &ScanError) {}
 }
 
 pub(super) struct JsonlSink<'a> {
@@ -113,6 +116,16 @@ impl RowSink for JsonlSink<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A last line `{"error":{"code":..,"message":..}}` (never a row: rows have `bucket`).
+    /// The rows still buffered go first; the client may be gone, so errors are ignored.
+    fn fail(&mut self, error: &ScanError) {
+        let line = serde_json::json!({"error": {"code": error.code(), "message": error.to_string()}});
+        let _ = writeln!(self.buffer, "{line}");
+        let _ = self.out.write_all(&self.buffer);
+        self.buffer.clear();
+        let _ = self.out.flush();
     }
 
     fn finish(&mut self) -> Result<(), ScanError> {

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use arrow_array::RecordBatch;
 use arrow_ipc::reader::StreamReader;
 
+use crate::log::checksum::{is_checksum_error, VerifyingReader};
+
 use super::ScanError;
 use crate::log::segment::{parse_segment_file_name, segment_path};
 
@@ -88,7 +90,8 @@ fn read_segment(
             })
         }
     };
-    let reader = match StreamReader::try_new(BufReader::new(file), None) {
+    // Every batch body is checked against its stored CRC32C as it is read.
+    let reader = match StreamReader::try_new(VerifyingReader::new(BufReader::new(file)), None) {
         Ok(reader) => reader,
         // A segment whose schema is not complete yet holds no rows.
         Err(_) if high_watermark.is_none_or(|hwm| hwm <= base) => return Ok(true),
@@ -103,6 +106,12 @@ fn read_segment(
         }
         let batch = match batch {
             Ok(batch) => batch,
+            Err(err) if is_checksum_error(&err) => {
+                return Err(ScanError::CorruptSegment {
+                    path: path.clone(),
+                    reason: format!("{err}; the rows from offset {offset} on are not readable"),
+                })
+            }
             // No watermark: a partial message at the end is an unrecovered torn tail.
             Err(_) if high_watermark.is_none() && next_base.is_none() => return Ok(true),
             Err(err) => return Err(ScanError::corrupt(path, err)),

@@ -1,0 +1,422 @@
+//! A CRC32C per stored batch, inside the segment's Arrow IPC stream.
+//!
+//! Arrow IPC has no checksum, so each record-batch message carries one in the message's own
+//! `custom_metadata` (key [`CHECKSUM_KEY`], value: 8 lowercase hex digits of the CRC32C of the
+//! message body). Readers that do not know it (pyarrow, arrow-rs) ignore it: a segment stays a
+//! plain IPC stream. [`seal`] adds it to a message the IPC writer produced; [`body_checksum`]
+//! reads it back from message metadata; [`VerifyingReader`] checks every body as a stream of
+//! segment bytes passes through it (scans), and recovery checks bodies while it walks the
+//! framing (`segment::scan_segment`). Messages without the key (segments written before
+//! checksums existed) are read unchecked.
+
+use std::io::{self, Read};
+
+use arrow_ipc::{
+    BodyCompression, BodyCompressionArgs, KeyValue, KeyValueArgs, Message, MessageArgs, MessageHeader,
+    RecordBatchArgs,
+};
+use flatbuffers::FlatBufferBuilder;
+
+use super::segment::{CONTINUATION, MAX_METADATA_LEN};
+
+/// The custom-metadata key of a record-batch message's body checksum.
+pub const CHECKSUM_KEY: &str = "kafluss.crc32c";
+
+/// The padding of `prefix + metadata`, as the IPC writer's default (64-byte alignment).
+const ALIGNMENT: usize = 64;
+
+/// Why a message could not be sealed (it did not come from the IPC writer as expected).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("cannot add a checksum to the IPC message: {0}")]
+pub struct SealError(&'static str);
+
+/// Re-frames one encoded record-batch message (`0xFFFFFFFF`, metadata length, metadata, body)
+/// with the CRC32C of its body in its metadata. The body bytes are unchanged.
+pub fn seal(message: &[u8]) -> Result<Vec<u8>, SealError> {
+    if message.len() < 8 || message[..4] != CONTINUATION {
+        return Err(SealError("no continuation marker"));
+    }
+    let metadata_len = u32::from_le_bytes([message[4], message[5], message[6], message[7]]) as usize;
+    let metadata = message
+        .get(8..8 + metadata_len)
+        .ok_or(SealError("metadata shorter than its length"))?;
+    let body = &message[8 + metadata_len..];
+    let parsed = arrow_ipc::root_as_message(metadata).map_err(|_| SealError("invalid metadata"))?;
+    if parsed.header_type() != MessageHeader::RecordBatch {
+        return Err(SealError("not a record batch message"));
+    }
+    let batch = parsed
+        .header_as_record_batch()
+        .ok_or(SealError("no record batch header"))?;
+    if usize::try_from(parsed.bodyLength()).ok() != Some(body.len()) {
+        return Err(SealError("body length differs from the metadata's"));
+    }
+
+    let mut fbb = FlatBufferBuilder::with_capacity(metadata_len + 64);
+    let nodes = batch
+        .nodes()
+        .map(|nodes| fbb.create_vector_from_iter(nodes.iter().copied()));
+    let buffers = batch
+        .buffers()
+        .map(|buffers| fbb.create_vector_from_iter(buffers.iter().copied()));
+    let variadic = batch
+        .variadicBufferCounts()
+        .map(|counts| fbb.create_vector_from_iter(counts.iter()));
+    let compression = batch.compression().map(|c| {
+        BodyCompression::create(
+            &mut fbb,
+            &BodyCompressionArgs {
+                codec: c.codec(),
+                method: c.method(),
+            },
+        )
+    });
+    let header = arrow_ipc::RecordBatch::create(
+        &mut fbb,
+        &RecordBatchArgs {
+            length: batch.length(),
+            nodes,
+            buffers,
+            compression,
+            variadicBufferCounts: variadic,
+        },
+    );
+    let key = fbb.create_string(CHECKSUM_KEY);
+    let value = fbb.create_string(&format!("{:08x}", crc32c::crc32c(body)));
+    let pair = KeyValue::create(
+        &mut fbb,
+        &KeyValueArgs {
+            key: Some(key),
+            value: Some(value),
+        },
+    );
+    let custom_metadata = fbb.create_vector(&[pair]);
+    let root = Message::create(
+        &mut fbb,
+        &MessageArgs {
+            version: parsed.version(),
+            header_type: MessageHeader::RecordBatch,
+            header: Some(header.as_union_value()),
+            bodyLength: parsed.bodyLength(),
+            custom_metadata: Some(custom_metadata),
+        },
+    );
+    fbb.finish(root, None);
+    let new_metadata = fbb.finished_data();
+    let padded = (8 + new_metadata.len()).next_multiple_of(ALIGNMENT) - 8;
+    let mut out = Vec::with_capacity(8 + padded + body.len());
+    out.extend_from_slice(&CONTINUATION);
+    out.extend_from_slice(&(padded as u32).to_le_bytes());
+    out.extend_from_slice(new_metadata);
+    out.resize(8 + padded, 0);
+    out.extend_from_slice(body);
+    Ok(out)
+}
+
+/// The body checksum a message's metadata declares: None when it has none (written before
+/// checksums), `Err` when the value is not 8 hex digits.
+pub fn body_checksum(message: &Message<'_>) -> Option<Result<u32, String>> {
+    let pairs = message.custom_metadata()?;
+    let value = pairs
+        .iter()
+        .find(|pair| pair.key() == Some(CHECKSUM_KEY))?
+        .value()
+        .unwrap_or_default();
+    Some(if value.len() == 8 {
+        u32::from_str_radix(value, 16).map_err(|_| format!("unreadable checksum {value:?}"))
+    } else {
+        Err(format!("unreadable checksum {value:?}"))
+    })
+}
+
+/// A batch that fails its checksum, as the source of the `InvalidData` error a
+/// [`VerifyingReader`] returns.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ChecksumError(pub String);
+
+fn invalid(reason: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, ChecksumError(reason))
+}
+
+/// Whether an IPC reader's error is a [`VerifyingReader`]'s checksum failure (not, say, the
+/// torn end of a segment still being written).
+pub fn is_checksum_error(error: &arrow_schema::ArrowError) -> bool {
+    match error {
+        arrow_schema::ArrowError::IoError(_, source) => {
+            source.get_ref().is_some_and(|inner| inner.is::<ChecksumError>())
+        }
+        arrow_schema::ArrowError::ExternalError(inner) => inner
+            .downcast_ref::<io::Error>()
+            .and_then(|e| e.get_ref())
+            .is_some_and(|inner| inner.is::<ChecksumError>()),
+        _ => false,
+    }
+}
+
+/// The explanation of a body whose CRC32C differs from the stored one.
+pub fn mismatch(position: u64, stored: u32, computed: u32) -> String {
+    format!(
+        "checksum mismatch in the batch at byte {position}: stored CRC32C {stored:08x}, the bytes give {computed:08x}"
+    )
+}
+
+/// Where a [`VerifyingReader`] is in the IPC framing.
+#[derive(Debug)]
+enum Part {
+    /// Collecting the 8-byte prefix of the message starting at `start`.
+    Prefix { start: u64, got: Vec<u8> },
+    /// Collecting `len` bytes of metadata.
+    Metadata { start: u64, len: usize, got: Vec<u8> },
+    /// `left` body bytes to come, checked against `expected` when known.
+    Body {
+        start: u64,
+        left: u64,
+        expected: Option<u32>,
+        crc: u32,
+    },
+    /// After the end-of-stream marker, or after something that is not IPC framing: pass bytes
+    /// through unchecked (the IPC reader reports what is wrong with them).
+    Unchecked,
+}
+
+/// A `Read` over segment bytes that checks each record-batch body against the checksum in its
+/// message metadata as the bytes pass, in one pass and without copying the bodies. A mismatch
+/// is an `InvalidData` error from the `read` that completes the bad body, so the bytes of that
+/// batch never reach the IPC reader.
+pub struct VerifyingReader<R> {
+    inner: R,
+    position: u64,
+    part: Part,
+}
+
+impl<R: Read> VerifyingReader<R> {
+    pub fn new(inner: R) -> Self {
+        Self {
+            inner,
+            position: 0,
+            part: Part::Prefix {
+                start: 0,
+                got: Vec::with_capacity(8),
+            },
+        }
+    }
+
+    /// Advances the framing state over `bytes` (the next bytes of the stream).
+    fn track(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let taken = match &mut self.part {
+                Part::Unchecked => bytes.len(),
+                Part::Prefix { got, .. } => {
+                    let take = (8 - got.len()).min(bytes.len());
+                    got.extend_from_slice(&bytes[..take]);
+                    take
+                }
+                Part::Metadata { len, got, .. } => {
+                    let take = (*len - got.len()).min(bytes.len());
+                    got.extend_from_slice(&bytes[..take]);
+                    take
+                }
+                Part::Body {
+                    left, expected, crc, ..
+                } => {
+                    let take = (*left).min(bytes.len() as u64) as usize;
+                    if expected.is_some() {
+                        *crc = crc32c::crc32c_append(*crc, &bytes[..take]);
+                    }
+                    *left -= take as u64;
+                    take
+                }
+            };
+            self.position += taken as u64;
+            bytes = &bytes[taken..];
+            self.advance()?;
+        }
+        Ok(())
+    }
+
+    /// Moves to the next part once the current one is complete; checks a completed body.
+    fn advance(&mut self) -> io::Result<()> {
+        loop {
+            let next = match &self.part {
+                Part::Prefix { start, got } if got.len() == 8 => {
+                    let len = u32::from_le_bytes([got[4], got[5], got[6], got[7]]) as usize;
+                    if got[..4] != CONTINUATION || len == 0 || len as u64 > MAX_METADATA_LEN {
+                        Part::Unchecked
+                    } else {
+                        Part::Metadata {
+                            start: *start,
+                            len,
+                            got: Vec::with_capacity(len),
+                        }
+                    }
+                }
+                Part::Metadata { start, len, got } if got.len() == *len => {
+                    let start = *start;
+                    match arrow_ipc::root_as_message(got) {
+                        Ok(message) => {
+                            let expected = match message.header_type() {
+                                MessageHeader::RecordBatch => match body_checksum(&message) {
+                                    Some(Ok(crc)) => Some(crc),
+                                    Some(Err(reason)) => {
+                                        self.part = Part::Unchecked;
+                                        return Err(invalid(format!("the batch at byte {start}: {reason}")));
+                                    }
+                                    None => None,
+                                },
+                                _ => None,
+                            };
+                            Part::Body {
+                                start,
+                                left: u64::try_from(message.bodyLength()).unwrap_or(0),
+                                expected,
+                                crc: 0,
+                            }
+                        }
+                        Err(_) => Part::Unchecked,
+                    }
+                }
+                Part::Body {
+                    start,
+                    left: 0,
+                    expected,
+                    crc,
+                } => {
+                    if let Some(stored) = *expected {
+                        if stored != *crc {
+                            let error = mismatch(*start, stored, *crc);
+                            self.part = Part::Unchecked;
+                            return Err(invalid(error));
+                        }
+                    }
+                    Part::Prefix {
+                        start: self.position,
+                        got: Vec::with_capacity(8),
+                    }
+                }
+                _ => return Ok(()),
+            };
+            self.part = next;
+        }
+    }
+}
+
+impl<R: Read> Read for VerifyingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.track(&buf[..n])?;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch, StringArray};
+    use arrow_ipc::reader::StreamReader;
+    use arrow_ipc::writer::StreamWriter;
+    use arrow_schema::{DataType, Field, Schema};
+
+    use super::*;
+
+    fn batch(first: i64, rows: usize) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ]));
+        let ids = Int64Array::from_iter_values(first..first + rows as i64);
+        let names = StringArray::from_iter_values((0..rows).map(|i| format!("row-{i}")));
+        RecordBatch::try_new(schema, vec![Arc::new(ids), Arc::new(names)]).unwrap()
+    }
+
+    /// A stream of `batches` whose record-batch messages are sealed (or not), with the
+    /// positions where each batch message starts.
+    fn stream(batches: &[RecordBatch], sealed: bool) -> (Vec<u8>, Vec<usize>) {
+        let mut writer = StreamWriter::try_new(Vec::new(), batches[0].schema_ref()).unwrap();
+        let mut out = std::mem::take(writer.get_mut());
+        let mut starts = Vec::new();
+        for batch in batches {
+            writer.write(batch).unwrap();
+            let message = std::mem::take(writer.get_mut());
+            starts.push(out.len());
+            out.extend(if sealed { seal(&message).unwrap() } else { message });
+        }
+        writer.finish().unwrap();
+        out.extend(std::mem::take(writer.get_mut()));
+        (out, starts)
+    }
+
+    fn read_all(bytes: &[u8], chunk: usize) -> Result<Vec<RecordBatch>, String> {
+        struct Chunked<'a>(&'a [u8], usize);
+        impl Read for Chunked<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(buf.len()).min(self.1);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let reader = StreamReader::try_new(VerifyingReader::new(Chunked(bytes, chunk)), None)
+            .map_err(|e| e.to_string())?;
+        reader.map(|b| b.map_err(|e| e.to_string())).collect()
+    }
+
+    #[test]
+    fn sealed_streams_read_back_equal_with_any_read_sizes() {
+        let batches = [batch(0, 3), batch(3, 100), batch(103, 1)];
+        let (bytes, _) = stream(&batches, true);
+        for chunk in [1, 7, 64, 4096, usize::MAX] {
+            assert_eq!(
+                read_all(&bytes, chunk).unwrap(),
+                batches,
+                "reads of {chunk} bytes"
+            );
+        }
+        // A plain reader (pyarrow's view) ignores the metadata.
+        let plain: Vec<RecordBatch> = StreamReader::try_new(&bytes[..], None)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(plain, batches);
+    }
+
+    #[test]
+    fn a_flipped_body_byte_is_reported_with_its_position() {
+        let batches = [batch(0, 3), batch(3, 50), batch(53, 4)];
+        let (mut bytes, starts) = stream(&batches, true);
+        let flip = bytes.len() - 200; // inside the middle or last batch's body
+        let batch_start = starts.iter().rev().find(|&&s| s < flip).copied().unwrap();
+        bytes[flip] ^= 0x40;
+        let reader = StreamReader::try_new(VerifyingReader::new(&bytes[..]), None).unwrap();
+        let failure = reader.filter_map(Result::err).next().expect("an error");
+        assert!(is_checksum_error(&failure), "{failure:?}");
+        let error = read_all(&bytes, 4096).unwrap_err();
+        assert!(error.contains("checksum mismatch"), "{error}");
+        assert!(error.contains(&format!("at byte {batch_start}")), "{error}");
+        // The unchecked reader would have accepted (or misread) it silently.
+        let flipped_metadata = {
+            let mut copy = bytes.clone();
+            copy[starts[0] + 20] ^= 0x01;
+            copy
+        };
+        assert!(read_all(&flipped_metadata, 4096).is_err());
+    }
+
+    #[test]
+    fn unsealed_segments_are_read_unchecked() {
+        let batches = [batch(0, 10)];
+        let (bytes, _) = stream(&batches, false);
+        assert_eq!(read_all(&bytes, 13).unwrap(), batches);
+    }
+
+    #[test]
+    fn seal_refuses_what_is_not_a_batch_message() {
+        assert!(seal(b"nope").is_err());
+        let schema_only = {
+            let mut writer = StreamWriter::try_new(Vec::new(), batch(0, 1).schema_ref()).unwrap();
+            std::mem::take(writer.get_mut())
+        };
+        assert_eq!(seal(&schema_only), Err(SealError("not a record batch message")));
+    }
+}

@@ -1,0 +1,243 @@
+//! A stored batch that no longer matches its CRC32C (bit rot, an outside write) is found and
+//! reported, never served as a shorter answer that looks complete: the scan says which file and
+//! offset, `kafluss scan` exits non-zero, the rows before the damage stay readable with an
+//! explicit range, the bucket refuses appends, and the documented repair (docs/storage.md,
+//! "Damaged segments") brings it back.
+
+#[path = "broker_support.rs"]
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kafluss_protocol::{
+    Compression, ErrorCode, ProducePartitionData, ProduceRequest, ProduceTopicData, RecordBatchBuilder,
+};
+use support::{Raw, Server};
+
+const BATCHES: usize = 24;
+const ROWS_PER_BATCH: usize = 100;
+
+fn produce(server: &Server, first: usize, batches: usize) -> Vec<ErrorCode> {
+    let mut raw = Raw::connect(server.kafka);
+    (0..batches)
+        .map(|b| {
+            let mut builder = RecordBatchBuilder::new(Compression::None);
+            for r in 0..ROWS_PER_BATCH {
+                let id = first + b * ROWS_PER_BATCH + r;
+                builder.append(
+                    1_700_000_000_000,
+                    None,
+                    Some(format!(r#"{{"id":{id}}}"#).as_bytes()),
+                    &[],
+                );
+            }
+            let request = ProduceRequest {
+                transactional_id: None,
+                acks: -1,
+                timeout_ms: 5000,
+                topics: vec![ProduceTopicData {
+                    name: "fluss.t".into(),
+                    partitions: vec![ProducePartitionData {
+                        index: 0,
+                        records: Some(builder.build().expect("batch")),
+                    }],
+                }],
+                unknown_tagged_fields: Vec::new(),
+            };
+            raw.produce(9, &request).topics[0].partitions[0].error_code
+        })
+        .collect()
+}
+
+fn segments(data_dir: &Path) -> Vec<PathBuf> {
+    let table = std::fs::read_dir(data_dir.join("fluss"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("t-"))
+        .expect("table dir")
+        .path();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(table.join("bucket-0"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "arrow"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// GET with the raw answer: (status, body with chunk framing removed, whether the chunked
+/// body ended with its terminating chunk).
+fn get(server: &Server, path: &str) -> (u16, String, bool) {
+    let mut stream = TcpStream::connect(server.fluss).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).to_string();
+    let (head, mut rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    if !head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        return (status, rest.to_string(), true);
+    }
+    let mut body = String::new();
+    let mut terminated = false;
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 {
+            terminated = true;
+            break;
+        }
+        if after.len() < size {
+            body.push_str(after);
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    (status, body, terminated)
+}
+
+#[test]
+fn a_damaged_batch_is_reported_not_served_short_and_the_repair_works() {
+    let mut server = Server::start(1, &["log.segment.size=4kb"]);
+    server.sql_ok("CREATE TABLE fluss.t (id BIGINT) WITH ('table.kafka.enabled' = 'true')");
+    assert!(produce(&server, 0, BATCHES).iter().all(|c| *c == ErrorCode::None));
+    let total = BATCHES * ROWS_PER_BATCH;
+    assert_eq!(server.scan("fluss.t").len(), total);
+    server.terminate();
+
+    // Flip one byte in the last batch body of a middle segment (before its end marker).
+    let files = segments(&server.data_dir);
+    assert!(files.len() >= 3, "several segments: {files:?}");
+    let damaged = &files[files.len() / 2];
+    let mut bytes = std::fs::read(damaged).unwrap();
+    let at = bytes.len() - 8 - 20;
+    bytes[at] ^= 0x5a;
+    std::fs::write(damaged, &bytes).unwrap();
+    let name = damaged.file_name().unwrap().to_string_lossy().to_string();
+
+    let data_dir = server.data_dir.clone();
+    let server = Server::start_in(&data_dir, 1, &["log.segment.size=4kb"]);
+    // Recovery names the file; the bucket stays closed.
+    let logs = server.logs();
+    assert!(
+        logs.contains(&name) && logs.contains("checksum mismatch"),
+        "{logs}"
+    );
+    let refused = produce(&server, total, 1);
+    assert_eq!(
+        refused,
+        [ErrorCode::KafkaStorageError],
+        "a damaged bucket refuses appends"
+    );
+
+    // The scan says where, and is visibly incomplete: an error line, no terminating chunk.
+    let (status, body, terminated) = get(&server, "/v1/tables/fluss.t/scan?format=jsonl");
+    assert_eq!(status, 200, "rows came before the damage");
+    assert!(!terminated, "the body must not end like a complete answer");
+    let last = body.lines().last().unwrap_or_default();
+    let error: serde_json::Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {last}"));
+    assert_eq!(error["error"]["code"], "CORRUPT_SEGMENT", "{last}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&name), "{message}");
+    let rows = body.lines().count() - 1;
+    assert!(rows < total, "{rows} rows");
+    let from_offset: usize = message
+        .split("from offset ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no offset in {message}"));
+    assert_eq!(
+        from_offset % ROWS_PER_BATCH,
+        0,
+        "the damage is named at a batch start"
+    );
+    assert_eq!(
+        rows,
+        from_offset,
+        "every row before the damaged batch was sent: {}",
+        &body[..body.len().min(300)]
+    );
+
+    // The rows before the damage read back completely with an explicit range.
+    let (status, body, terminated) = get(
+        &server,
+        &format!("/v1/tables/fluss.t/scan?format=jsonl&limit={from_offset}"),
+    );
+    assert_eq!(status, 200);
+    assert!(terminated, "a range before the damage is a complete answer");
+    assert_eq!(body.lines().count(), from_offset);
+    assert!(!body.contains("\"error\""));
+
+    // `kafluss scan` fails visibly.
+    let done = Command::new(support::binary())
+        .args(["scan", "fluss.t", "--server", &server.fluss.to_string()])
+        .output()
+        .unwrap();
+    assert!(!done.status.success(), "kafluss scan must exit non-zero");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&done.stdout),
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(
+        said.contains("CORRUPT_SEGMENT") || said.contains("checksum"),
+        "{said}"
+    );
+    drop(server);
+
+    // The documented repair: cut the damaged segment back to its intact bytes (the recovery
+    // error says how many), move the later segments aside, restart.
+    let intact: u64 = logs
+        .split("the file's first ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no intact byte count in the log:\n{logs}"));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(damaged)
+        .unwrap()
+        .set_len(intact)
+        .unwrap();
+    let aside = data_dir.with_extension("damaged");
+    std::fs::create_dir_all(&aside).unwrap();
+    for later in files.iter().filter(|f| *f > damaged) {
+        std::fs::rename(later, aside.join(later.file_name().unwrap())).unwrap();
+    }
+    let server = Server::start_in(&data_dir, 1, &["log.segment.size=4kb"]);
+    assert!(
+        produce(&server, 1_000_000, 1)
+            .iter()
+            .all(|c| *c == ErrorCode::None),
+        "{}",
+        server.logs()
+    );
+    let rows = server.scan("fluss.t");
+    assert_eq!(rows.len(), from_offset + ROWS_PER_BATCH);
+    let ids: Vec<i64> = rows.iter().map(|r| r["row"]["id"].as_i64().unwrap()).collect();
+    assert!(ids[..from_offset]
+        .iter()
+        .enumerate()
+        .all(|(i, id)| *id == i as i64));
+    assert_eq!(
+        ids[from_offset], 1_000_000,
+        "appends continue at offset {from_offset}"
+    );
+}
