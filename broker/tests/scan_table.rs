@@ -433,10 +433,13 @@ fn query_strings_parse_and_refuse_typos() {
         "format=csv",
         "offset=3",
         "columns=%zz",
+        "columns=a,b,a",
     ] {
         let err = ScanParams::from_query(bad).unwrap_err();
         assert!(err.is_client_error(), "{bad}: {err}");
     }
+    let twice = ScanParams::from_query("columns=a,%20a").unwrap_err().to_string();
+    assert!(twice.contains("column 'a' is named twice"), "{twice}");
 }
 
 #[test]
@@ -470,6 +473,7 @@ fn prepared_scans_refuse_bad_requests_before_streaming() {
         ("columns=id,nope", 404, "NO_SUCH_COLUMN"),
         ("format=csv", 400, "BAD_SCAN_PARAMETER"),
         ("limit=many", 400, "BAD_SCAN_PARAMETER"),
+        ("columns=id,id", 400, "BAD_SCAN_PARAMETER"),
     ] {
         let err = PreparedScan::new(target.clone(), query, registry.clone()).unwrap_err();
         assert_eq!((err.http_status(), err.code()), (status, code), "{query}: {err}");

@@ -61,7 +61,15 @@ impl ScanParams {
                     params.format = ScanFormat::parse(&value).ok_or_else(|| bad("expected jsonl or arrow"))?
                 }
                 "columns" => {
-                    params.columns = Some(value.split(',').map(|c| c.trim().to_string()).collect());
+                    let columns: Vec<String> = value.split(',').map(|c| c.trim().to_string()).collect();
+                    let mut seen = std::collections::HashSet::new();
+                    if let Some(twice) = columns.iter().find(|c| !seen.insert(c.as_str())) {
+                        return Err(ScanError::BadParameter {
+                            name: name.clone(),
+                            reason: format!("column '{twice}' is named twice"),
+                        });
+                    }
+                    params.columns = Some(columns);
                 }
                 _ => {
                     return Err(bad(
