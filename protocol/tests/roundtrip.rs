@@ -79,10 +79,10 @@ fn topic_admin_round_trips_every_version() {
 fn unsupported_versions_are_typed_errors() {
     let body = Bytes::new();
     assert_eq!(
-        ProduceRequest::decode(&body, 12),
+        ProduceRequest::decode(&body, 13),
         Err(DecodeError::UnsupportedVersion {
             api_key: ApiKey::PRODUCE,
-            version: 12
+            version: 13
         })
     );
     let mut buf = BytesMut::new();
