@@ -163,6 +163,20 @@ pub fn clients_required() -> bool {
     std::env::var_os("KAFLUSS_REQUIRE_CLIENTS").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
+/// Whether `client` can run here, for a test that needs it: true when it can; when it cannot,
+/// a failure if clients are required (`KAFLUSS_REQUIRE_CLIENTS`, as `./test.sh` sets), else
+/// false after saying on stderr that the test did not run.
+pub fn available(client: Client) -> bool {
+    match check_available(client) {
+        Ok(_) => true,
+        Err(error) if !clients_required() => {
+            eprintln!("not run: {error} (set KAFLUSS_REQUIRE_CLIENTS=1 to make this a failure)");
+            false
+        }
+        Err(error) => panic!("{error}"),
+    }
+}
+
 fn clients_dir() -> PathBuf {
     workspace_root().join("tests").join("clients")
 }

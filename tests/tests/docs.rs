@@ -5,25 +5,13 @@
 
 use std::time::Duration;
 
-use kafluss_tests::clients::{check_available, clients_required, Client};
+use kafluss_tests::clients::{available, Client};
 use kafluss_tests::docs::{blocks, default_ports_lock, read_doc, DocRun};
 use kafluss_tests::server::run_cli;
 
-/// Whether kcat (which the documents use) is here; a failure when clients are required.
-fn kcat_available() -> bool {
-    match check_available(Client::KcatDebian) {
-        Ok(_) => true,
-        Err(error) if !clients_required() => {
-            eprintln!("not run: {error} (set KAFLUSS_REQUIRE_CLIENTS=1 to make this a failure)");
-            false
-        }
-        Err(error) => panic!("{error}"),
-    }
-}
-
 #[test]
 fn readme_quick_start() {
-    if !kcat_available() {
+    if !available(Client::KcatDebian) {
         return;
     }
     let _ports = default_ports_lock();
@@ -61,7 +49,7 @@ fn readme_quick_start() {
 
 /// Plays docs/getting-started.md up to and including step `last` (sections `## N. ...`).
 fn getting_started_through(last: u32) -> Option<DocRun> {
-    if !kcat_available() {
+    if !available(Client::KcatDebian) {
         return None;
     }
     let doc = read_doc("docs/getting-started.md");

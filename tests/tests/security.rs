@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use kafluss_tests::clients::{check_available, clients_required, Client};
+use kafluss_tests::clients::{available, Client};
 use kafluss_tests::process::run_with_timeout;
 use kafluss_tests::server::{KaflussServer, ServerConfig};
 use serde_json::{json, Value};
@@ -38,18 +38,6 @@ fn python() -> PathBuf {
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join(".venv").join("bin").join("python"))
-}
-
-/// Whether confluent-kafka can run; when clients are optional, a missing one skips loudly.
-fn confluent_available() -> bool {
-    match check_available(Client::ConfluentKafka) {
-        Ok(_) => true,
-        Err(error) if !clients_required() => {
-            eprintln!("SKIPPED (KAFLUSS_REQUIRE_CLIENTS unset): {error}");
-            false
-        }
-        Err(error) => panic!("confluent-kafka is required: {error}"),
-    }
 }
 
 /// Runs one scenario of `security.py`; panics with every failed step and the server's log.
@@ -124,7 +112,7 @@ const JSON_TABLE: &str = "(tag STRING, n INT) WITH ('table.kafka.enabled' = 'tru
 
 #[test]
 fn client_that_skips_sasl_is_disconnected() {
-    if !confluent_available() {
+    if !available(Client::ConfluentKafka) {
         return;
     }
     let server =
@@ -146,7 +134,7 @@ fn client_that_skips_sasl_is_disconnected() {
 
 #[test]
 fn handshake_v0_raw_tokens() {
-    if !confluent_available() {
+    if !available(Client::ConfluentKafka) {
         return;
     }
     let server =
@@ -168,7 +156,7 @@ fn handshake_v0_raw_tokens() {
 
 #[test]
 fn credential_rotation() {
-    if !confluent_available() {
+    if !available(Client::ConfluentKafka) {
         return;
     }
     let server =
@@ -189,7 +177,7 @@ fn credential_rotation() {
 
 #[test]
 fn acls() {
-    if !confluent_available() {
+    if !available(Client::ConfluentKafka) {
         return;
     }
     let users = [

@@ -9,9 +9,7 @@
 
 use std::time::Duration;
 
-use kafluss_tests::clients::{
-    check_available, clients_required, run_plan, CaseOutcome, CaseSpec, Client, Plan,
-};
+use kafluss_tests::clients::{available, run_plan, CaseOutcome, CaseSpec, Client, Plan};
 use kafluss_tests::server::{KaflussServer, ServerConfig};
 use kafluss_tests::tables::Record;
 use serde_json::{json, Value};
@@ -34,18 +32,6 @@ const SEED_ENABLE: &str = "ALTER TABLE sales.orders SET (
 );";
 
 const SEED_DISABLE: &str = "ALTER TABLE sales.orders SET ('table.kafka.enabled' = 'false')";
-
-/// Whether `client` can run here; prints why not and returns false when clients are optional.
-fn available(client: Client) -> bool {
-    match check_available(client) {
-        Ok(_) => true,
-        Err(error) if !clients_required() => {
-            eprintln!("not run: {error} (set KAFLUSS_REQUIRE_CLIENTS=1 to make this a failure)");
-            false
-        }
-        Err(error) => panic!("{error}"),
-    }
-}
 
 fn b64(bytes: &[u8]) -> String {
     use base64::Engine;
