@@ -5,11 +5,11 @@
 //! never a mix. A leftover `.tmp` (crash before the rename) is ignored and removed on load.
 //! Database names cannot contain `.`, so the file never collides with a database directory.
 //!
-//! The document (serde types in [`file`]) holds the cluster id, the next table id, the catalog
-//! revision, databases and tables (types in Flink SQL syntax, parsed back by
-//! `sql::parse_type`), the ACLs (one `AclEntry::to_line` each) and the dynamic cluster configs.
-//! Credentials among those are salted hashes (`catalog::ddl` hashes them before they are
-//! stored); the file is still created with mode 0600.
+//! The document (serde types in the private `file` module) holds the cluster id, the next
+//! table id, the catalog revision, databases and tables (types in Flink SQL syntax, parsed back
+//! by `sql::parse_type`), the ACLs (one `AclEntry::to_line` each) and the dynamic cluster
+//! configs. Credentials among those are salted hashes (`catalog::procedures` and
+//! `catalog::ddl` hash them before they are stored); the file is still created with mode 0600.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
