@@ -13,15 +13,33 @@
 //! Errors name the entry position and, when known, the user; never a password, and never an
 //! unparsed entry (which may be a password typed without its user).
 //!
-//! Passwords are compared in constant time with respect to their content and length: both
-//! sides are padded to [`MAX_PLAIN_PART_LEN`] bytes and compared with `subtle`, and an
-//! unknown user costs the same comparison against a dummy.
+//! Two kinds of secret:
+//! - A plaintext password ([`PlainCredentials::parse`]: server.yaml, `-D`, and what
+//!   `CALL sys.set_cluster_configs` is given). Compared in constant time with respect to its
+//!   content and length: both sides are padded to [`MAX_PLAIN_PART_LEN`] bytes and compared
+//!   with `subtle`.
+//! - A salted, iterated hash ([`PlainCredentials::parse_stored`]: what the catalog stores), in
+//!   the self-describing form `pbkdf2-sha256$<iterations>$<salt>$<hash>` (standard Base64 with
+//!   padding; PBKDF2-HMAC-SHA256, [`HASH_ITERATIONS`] iterations and a 16-byte random salt when
+//!   written here, see [`PlainCredentials::to_stored`]). Verifying derives the hash of the given
+//!   password and compares the 32 bytes in constant time. A successful verification is
+//!   remembered in memory (an HMAC-SHA256 of the password keyed with the stored hash, one per
+//!   user, gone when the set is replaced), so a client that logs in again, such as an HTTP
+//!   Basic client on every request, costs one HMAC instead of a PBKDF2 derivation; a wrong
+//!   password always costs the full derivation.
+//!
+//! An unknown user costs the same work as a known one: a padded comparison against a dummy,
+//! or a derivation with [`HASH_ITERATIONS`] when the set holds hashes.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use thiserror::Error;
 
@@ -30,6 +48,19 @@ use crate::principal::{valid_principal_name, Principal};
 
 /// Most users one credentials value may define.
 pub const MAX_USERS: usize = 10_000;
+
+/// The scheme name that starts a stored hash: `pbkdf2-sha256$<iterations>$<salt>$<hash>`.
+pub const HASH_SCHEME: &str = "pbkdf2-sha256";
+/// PBKDF2 iterations of the hashes written here (Kafka's SCRAM minimum; see
+/// docs/configuration.md for what a verification costs).
+pub const HASH_ITERATIONS: u32 = 4096;
+/// Most iterations a stored hash may ask for, so that a damaged or foreign catalog cannot make
+/// one verification run for minutes.
+pub const MAX_HASH_ITERATIONS: u32 = 1_000_000;
+const SALT_LEN: usize = 16;
+/// Salt lengths a stored hash may have.
+const STORED_SALT_LEN: std::ops::RangeInclusive<usize> = 8..=64;
+const HASH_LEN: usize = 32;
 
 /// Why a credentials value was rejected. Never contains a password.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -52,6 +83,8 @@ pub enum CredentialsError {
     DuplicateUser { user: String },
     #[error("security.sasl.plain.credentials: more than {MAX_USERS} users")]
     TooManyUsers,
+    #[error("security.sasl.plain.credentials: cannot draw a random salt: {0}")]
+    Salt(#[source] getrandom::Error),
 }
 
 /// A password padded to the PLAIN maximum so that comparing two costs the same whatever
@@ -78,13 +111,128 @@ impl PaddedSecret {
     fn ct_matches(&self, other: &PaddedSecret) -> bool {
         (self.bytes[..].ct_eq(&other.bytes[..]) & self.len.ct_eq(&other.len)).into()
     }
+
+    /// The password itself (parsing bounds it to [`MAX_PLAIN_PART_LEN`] bytes).
+    fn as_bytes(&self) -> &[u8] {
+        let len = usize::try_from(self.len).map_or(MAX_PLAIN_PART_LEN, |len| len.min(MAX_PLAIN_PART_LEN));
+        &self.bytes[..len]
+    }
+}
+
+/// A PBKDF2-HMAC-SHA256 hash of a password, with what a successful verification left behind.
+#[derive(Clone)]
+struct HashedSecret {
+    iterations: u32,
+    salt: Vec<u8>,
+    hash: [u8; HASH_LEN],
+    /// [`HashedSecret::remembered`] of the password that matched, once one has.
+    verified: OnceLock<[u8; HASH_LEN]>,
+}
+
+impl HashedSecret {
+    /// Hashes `password` with a fresh random salt and [`HASH_ITERATIONS`].
+    fn new(password: &[u8]) -> Result<Self, CredentialsError> {
+        let mut salt = vec![0u8; SALT_LEN];
+        getrandom::fill(&mut salt).map_err(CredentialsError::Salt)?;
+        let hash = derive(password, &salt, HASH_ITERATIONS);
+        Ok(Self {
+            iterations: HASH_ITERATIONS,
+            salt,
+            hash,
+            verified: OnceLock::new(),
+        })
+    }
+
+    /// Parses `pbkdf2-sha256$<iterations>$<salt>$<hash>`; `None` when `text` is not exactly that.
+    fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.split('$');
+        if parts.next()? != HASH_SCHEME {
+            return None;
+        }
+        let iterations: u32 = parts.next()?.parse().ok()?;
+        let salt = STANDARD.decode(parts.next()?).ok()?;
+        let hash: [u8; HASH_LEN] = STANDARD.decode(parts.next()?).ok()?.try_into().ok()?;
+        if parts.next().is_some()
+            || !(1..=MAX_HASH_ITERATIONS).contains(&iterations)
+            || !STORED_SALT_LEN.contains(&salt.len())
+        {
+            return None;
+        }
+        Some(Self {
+            iterations,
+            salt,
+            hash,
+            verified: OnceLock::new(),
+        })
+    }
+
+    fn matches(&self, password: &[u8]) -> bool {
+        let remembered = self.remembered(password);
+        if let Some(verified) = self.verified.get() {
+            if bool::from(verified.ct_eq(&remembered)) {
+                return true;
+            }
+        }
+        let matched: bool = derive(password, &self.salt, self.iterations)
+            .ct_eq(&self.hash)
+            .into();
+        if matched {
+            let _ = self.verified.set(remembered);
+        }
+        matched
+    }
+
+    /// What is remembered of a password that matched: an HMAC of it keyed with the stored
+    /// hash, one cheap step instead of the derivation.
+    fn remembered(&self, password: &[u8]) -> [u8; HASH_LEN] {
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.hash).expect("HMAC takes keys of any length");
+        mac.update(password);
+        mac.finalize().into_bytes().into()
+    }
+}
+
+impl fmt::Display for HashedSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{HASH_SCHEME}${}${}${}",
+            self.iterations,
+            STANDARD.encode(&self.salt),
+            STANDARD.encode(self.hash)
+        )
+    }
+}
+
+fn derive(password: &[u8], salt: &[u8], iterations: u32) -> [u8; HASH_LEN] {
+    let mut hash = [0u8; HASH_LEN];
+    pbkdf2::pbkdf2_hmac::<Sha256>(password, salt, iterations, &mut hash);
+    hash
+}
+
+/// One user's secret.
+#[derive(Clone)]
+enum Secret {
+    Plain(PaddedSecret),
+    Hashed(HashedSecret),
+}
+
+impl Secret {
+    fn matches(&self, password: &[u8]) -> bool {
+        match self {
+            Secret::Plain(stored) => stored.ct_matches(&PaddedSecret::new(password)),
+            Secret::Hashed(stored) => stored.matches(password),
+        }
+    }
 }
 
 /// A parsed, validated set of PLAIN users. `Debug` lists user names only; there is no
 /// `Display`.
 #[derive(Clone, Default)]
 pub struct PlainCredentials {
-    users: HashMap<String, PaddedSecret>,
+    users: HashMap<String, Secret>,
+    /// Whether some secret is a hash: then an unknown user costs a derivation.
+    hashed: bool,
 }
 
 impl PlainCredentials {
@@ -92,11 +240,24 @@ impl PlainCredentials {
         Self::default()
     }
 
-    /// Parses `user:password[,user:password...]` (see the module documentation).
+    /// Parses `user:password[,user:password...]` (see the module documentation): every
+    /// password is plaintext, also one that looks like a hash.
     pub fn parse(text: &str) -> Result<Self, CredentialsError> {
+        Self::parse_as(text, false)
+    }
+
+    /// Parses the stored form ([`PlainCredentials::to_stored`]): a password that is exactly
+    /// `pbkdf2-sha256$<iterations>$<salt>$<hash>` is a hash, any other is plaintext (what a
+    /// catalog written before hashing holds; see [`PlainCredentials::has_plaintext`]).
+    pub fn parse_stored(text: &str) -> Result<Self, CredentialsError> {
+        Self::parse_as(text, true)
+    }
+
+    fn parse_as(text: &str, stored: bool) -> Result<Self, CredentialsError> {
         let mut users = HashMap::new();
+        let mut hashed = false;
         if text.trim().is_empty() {
-            return Ok(Self { users });
+            return Ok(Self { users, hashed });
         }
         for (index, entry) in text.split(',').enumerate() {
             let position = index + 1;
@@ -126,16 +287,46 @@ impl PlainCredentials {
                     user: user.to_owned(),
                 });
             }
-            if users
-                .insert(user.to_owned(), PaddedSecret::new(password.as_bytes()))
-                .is_some()
-            {
+            let secret = match stored.then(|| HashedSecret::parse(password)).flatten() {
+                Some(hash) => {
+                    hashed = true;
+                    Secret::Hashed(hash)
+                }
+                None => Secret::Plain(PaddedSecret::new(password.as_bytes())),
+            };
+            if users.insert(user.to_owned(), secret).is_some() {
                 return Err(CredentialsError::DuplicateUser {
                     user: user.to_owned(),
                 });
             }
         }
-        Ok(Self { users })
+        Ok(Self { users, hashed })
+    }
+
+    /// The form to store: `user:pbkdf2-sha256$...` for every user, sorted by name. Plaintext
+    /// passwords are hashed now (one derivation each, with a fresh salt); hashes are kept.
+    pub fn to_stored(&self) -> Result<String, CredentialsError> {
+        let mut entries = Vec::with_capacity(self.users.len());
+        for user in self.usernames() {
+            let hash = match &self.users[user] {
+                Secret::Plain(password) => HashedSecret::new(password.as_bytes())?,
+                Secret::Hashed(hash) => hash.clone(),
+            };
+            entries.push(format!("{user}:{hash}"));
+        }
+        Ok(entries.join(","))
+    }
+
+    /// Whether some password is held in plaintext.
+    pub fn has_plaintext(&self) -> bool {
+        self.users
+            .values()
+            .any(|secret| matches!(secret, Secret::Plain(_)))
+    }
+
+    /// Whether `username` has a password.
+    pub fn contains(&self, username: &str) -> bool {
+        self.users.contains_key(username)
     }
 
     pub fn len(&self) -> usize {
@@ -155,15 +346,18 @@ impl PlainCredentials {
 
     /// `Some(User:<username>)` when the password is right.
     pub fn verify(&self, username: &str, password: &[u8]) -> Option<Principal> {
-        let given = PaddedSecret::new(password);
         match self.users.get(username) {
-            Some(stored) if stored.ct_matches(&given) => Some(Principal::user(username)),
+            Some(stored) if stored.matches(password) => Some(Principal::user(username)),
             Some(_) => None,
             None => {
-                // Spend the same comparison as for a known user, so that response time
-                // does not tell which user names exist.
-                let dummy = PaddedSecret::new(b"");
-                std::hint::black_box(dummy.ct_matches(&given));
+                // Spend the same work as for a known user, so that response time does not
+                // tell which user names exist.
+                if self.hashed {
+                    std::hint::black_box(derive(password, &[0u8; SALT_LEN], HASH_ITERATIONS));
+                } else {
+                    let dummy = PaddedSecret::new(b"");
+                    std::hint::black_box(dummy.ct_matches(&PaddedSecret::new(password)));
+                }
                 None
             }
         }
@@ -322,6 +516,115 @@ mod tests {
         // a snapshot taken before the swap still sees the old set.
         assert_eq!(established, Principal::user("writer"));
         assert!(before.verify("writer", b"old").is_some());
+    }
+
+    #[test]
+    fn pbkdf2_matches_the_rfc_7914_vector() {
+        // RFC 7914 section 11: PBKDF2-HMAC-SHA256, P = "passwd", S = "salt", c = 1.
+        let expected = "55ac046e56e3089fec1691c22544b605f94185216dde0465e68b9d57c20dacbc";
+        let got: String = derive(b"passwd", b"salt", 1)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn stored_form_holds_salted_hashes_that_verify() {
+        let creds = PlainCredentials::parse("writer:change-me,admin:pa:ss").unwrap();
+        assert!(creds.has_plaintext());
+        let stored = creds.to_stored().unwrap();
+        assert!(
+            !stored.contains("change-me") && !stored.contains("pa:ss"),
+            "{stored}"
+        );
+        let entries: Vec<&str> = stored.split(',').collect();
+        assert_eq!(entries.len(), 2);
+        assert!(entries[0].starts_with("admin:pbkdf2-sha256$4096$"), "{stored}");
+        assert!(entries[1].starts_with("writer:pbkdf2-sha256$4096$"), "{stored}");
+
+        let loaded = PlainCredentials::parse_stored(&stored).unwrap();
+        assert!(!loaded.has_plaintext());
+        assert_eq!(loaded.usernames(), vec!["admin", "writer"]);
+        assert_eq!(
+            loaded.verify("writer", b"change-me"),
+            Some(Principal::user("writer"))
+        );
+        assert_eq!(loaded.verify("admin", b"pa:ss"), Some(Principal::user("admin")));
+        assert_eq!(loaded.verify("writer", b"change-m"), None);
+        assert_eq!(loaded.verify("writer", b"pa:ss"), None);
+        assert_eq!(loaded.verify("nobody", b"change-me"), None);
+        // Storing again keeps the hashes as they are.
+        assert_eq!(loaded.to_stored().unwrap(), stored);
+        // A fresh salt each time: the same password hashes differently.
+        let again = creds.to_stored().unwrap();
+        assert_ne!(again, stored);
+    }
+
+    #[test]
+    fn a_remembered_verification_still_refuses_other_passwords() {
+        let stored = PlainCredentials::parse("u:right").unwrap().to_stored().unwrap();
+        let creds = PlainCredentials::parse_stored(&stored).unwrap();
+        let Secret::Hashed(hash) = &creds.users["u"] else {
+            panic!("hashed")
+        };
+        assert!(hash.verified.get().is_none());
+        assert_eq!(creds.verify("u", b"wrong"), None);
+        assert!(hash.verified.get().is_none(), "a failure is never remembered");
+        assert!(creds.verify("u", b"right").is_some());
+        assert!(hash.verified.get().is_some(), "a success is");
+        assert!(creds.verify("u", b"right").is_some());
+        assert_eq!(creds.verify("u", b"wrong"), None);
+        assert_eq!(creds.verify("u", b"righ"), None);
+        assert_eq!(creds.verify("u", b""), None);
+    }
+
+    #[test]
+    fn only_the_stored_form_reads_hashes() {
+        let stored = PlainCredentials::parse("u:pw").unwrap().to_stored().unwrap();
+        let hash_text = stored.strip_prefix("u:").unwrap();
+        // Given as configuration, a hash-looking password is that text itself.
+        let configured = PlainCredentials::parse(&stored).unwrap();
+        assert!(configured.has_plaintext());
+        assert!(configured.verify("u", hash_text.as_bytes()).is_some());
+        assert_eq!(configured.verify("u", b"pw"), None);
+        // A legacy plaintext entry in the stored form stays plaintext, next to a hash.
+        let mixed = PlainCredentials::parse_stored(&format!("{stored},old:legacy-pw")).unwrap();
+        assert!(mixed.has_plaintext());
+        assert!(mixed.verify("u", b"pw").is_some());
+        assert!(mixed.verify("old", b"legacy-pw").is_some());
+        assert!(
+            mixed.verify("u", hash_text.as_bytes()).is_none(),
+            "no pass-the-hash"
+        );
+        // Anything not exactly a well-formed hash is plaintext.
+        let (_, rest) = hash_text.split_once('$').unwrap();
+        let (_, rest) = rest.split_once('$').unwrap();
+        for odd in [
+            format!("pbkdf2-sha256$0${rest}"),
+            format!("pbkdf2-sha256$1000001${rest}"),
+            format!("pbkdf2-sha256$x${rest}"),
+            format!("pbkdf2-sha1$4096${rest}"),
+            format!("{hash_text}$extra"),
+            format!("{}AAAA", hash_text),
+            "pbkdf2-sha256$4096$!!$AAAA".to_string(),
+            "pbkdf2-sha256$4096".to_string(),
+        ] {
+            let creds = PlainCredentials::parse_stored(&format!("u:{odd}")).unwrap();
+            assert!(creds.has_plaintext(), "{odd}");
+            assert!(creds.verify("u", odd.as_bytes()).is_some(), "{odd}");
+        }
+    }
+
+    #[test]
+    fn debug_never_shows_hashes() {
+        let stored = PlainCredentials::parse("writer:topsecret")
+            .unwrap()
+            .to_stored()
+            .unwrap();
+        let creds = PlainCredentials::parse_stored(&stored).unwrap();
+        let text = format!("{creds:?}");
+        assert!(text.contains("writer") && !text.contains("pbkdf2"), "{text}");
     }
 
     #[test]

@@ -22,7 +22,9 @@
 //!
 //! Credentials ([`credentials`], [`plain`], [`basic`]):
 //! - [`PlainCredentials::parse`] for `security.sasl.plain.credentials`
-//!   (`user:password,...`; a password may contain `:`), [`PlainCredentials::verify`].
+//!   (`user:password,...`; a password may contain `:`), [`PlainCredentials::verify`];
+//!   [`PlainCredentials::to_stored`] / [`PlainCredentials::parse_stored`] for the form the
+//!   catalog stores (PBKDF2-HMAC-SHA256 hashes, `user:pbkdf2-sha256$<iterations>$<salt>$<hash>`).
 //! - [`CredentialStore`]: swapped atomically at runtime ([`CredentialStore::replace`]),
 //!   [`CredentialStore::verify`]`(user, password) -> Option<Principal>` in constant time,
 //!   [`CredentialStore::verify_basic`] for the admin HTTP `Authorization` header.

@@ -92,7 +92,10 @@ impl Runtime {
 }
 
 /// Opens the catalog with the server configuration.
-fn open_catalog(config: &ServerConfig) -> Result<Catalog, ServerError> {
+fn open_catalog(
+    config: &ServerConfig,
+    security: &kafluss_auth::SecurityConfig,
+) -> Result<Catalog, ServerError> {
     let super_users = kafluss_auth::parse_super_users(&config.super_users)
         .map_err(|e| ServerError::Security(format!("super.users: {e}")))?;
     let catalog_config = CatalogConfig {
@@ -105,6 +108,9 @@ fn open_catalog(config: &ServerConfig) -> Result<Catalog, ServerError> {
         plain_credentials: (!config.sasl_plain_credentials.is_empty())
             .then(|| config.sasl_plain_credentials.clone()),
         max_sql_statements: config.admin_max_sql_statements,
+        admin_login_required: config.fluss_bind_listener().is_some_and(|listener| {
+            security.listener_security(&listener.name) == kafluss_auth::ListenerSecurity::Sasl
+        }),
     };
     Catalog::open(catalog_config).map_err(|e| ServerError::Catalog(e.to_string()))
 }
@@ -231,7 +237,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         signal_hook::flag::register(signal, shutdown.clone()).map_err(ServerError::Signals)?;
     }
 
-    let catalog = Arc::new(open_catalog(&config)?);
+    let catalog = Arc::new(open_catalog(&config, &security)?);
     let log_stats = Arc::new(LogRegistry::new());
     let runtime = Runtime {
         credentials: catalog.credential_store(),

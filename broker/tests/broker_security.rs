@@ -7,12 +7,13 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use kafluss_protocol::{ErrorCode, MetadataRequest, MetadataResponse};
 use serde_json::{json, Value};
-use support::{binary, http_as, kcat, python_ok, run_with_timeout, Raw, Server};
+use support::{binary, http_as, kcat, kcat_produce, python_ok, run_with_timeout, Raw, Server};
 
 const SASL: [&str; 3] = [
     "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
@@ -37,6 +38,28 @@ print(json.dumps(reports))
 fn produce_as(server: &Server, user: &str, password: &str, topic: &str) -> Value {
     let out = python_ok(PRODUCE_AS, &[&server.bootstrap(), user, password, topic]);
     serde_json::from_str(out.trim().lines().last().unwrap_or("[]")).expect("json")
+}
+
+/// SaslHandshake v0, then the raw PLAIN token: whether the broker answers the empty frame that
+/// means authenticated (a refused login closes the connection).
+fn raw_plain_login(server: &Server, user: &str, password: &str) -> bool {
+    let mut stream = TcpStream::connect(server.kafka).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut handshake = vec![0, 17, 0, 0, 0, 0, 0, 7, 0, 3, b'r', b'a', b'w', 0, 5];
+    handshake.extend_from_slice(b"PLAIN");
+    let mut framed = (handshake.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&handshake);
+    stream.write_all(&framed).unwrap();
+    let mut prefix = [0u8; 4];
+    stream.read_exact(&mut prefix).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
+    stream.read_exact(&mut body).unwrap();
+    assert_eq!(&body[..6], &[0, 0, 0, 7, 0, 0], "correlation 7, error NONE");
+    let token = format!("\0{user}\0{password}");
+    let mut framed = (token.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(token.as_bytes());
+    stream.write_all(&framed).unwrap();
+    stream.read_exact(&mut prefix).is_ok() && i32::from_be_bytes(prefix) == 0
 }
 
 #[test]
@@ -90,29 +113,8 @@ fn sasl_plain_authenticates_clients_and_refuses_everything_before() {
     let mut byte = [0u8; 1];
     assert_eq!(stream.read(&mut byte).unwrap_or(0), 0, "closed, no response");
 
-    // SaslHandshake v0, then the raw PLAIN token: an empty frame means authenticated.
-    let mut stream = TcpStream::connect(server.kafka).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut handshake = vec![0, 17, 0, 0, 0, 0, 0, 7, 0, 3, b'r', b'a', b'w', 0, 5];
-    handshake.extend_from_slice(b"PLAIN");
-    let mut framed = (handshake.len() as i32).to_be_bytes().to_vec();
-    framed.extend_from_slice(&handshake);
-    stream.write_all(&framed).unwrap();
-    let mut prefix = [0u8; 4];
-    stream.read_exact(&mut prefix).unwrap();
-    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
-    stream.read_exact(&mut body).unwrap();
-    assert_eq!(&body[..6], &[0, 0, 0, 7, 0, 0], "correlation 7, error NONE");
-    let token = b"\0writer\0change-me";
-    let mut framed = (token.len() as i32).to_be_bytes().to_vec();
-    framed.extend_from_slice(token);
-    stream.write_all(&framed).unwrap();
-    stream.read_exact(&mut prefix).unwrap();
-    assert_eq!(
-        i32::from_be_bytes(prefix),
-        0,
-        "empty frame after a good raw token"
-    );
+    assert!(raw_plain_login(&server, "writer", "change-me"));
+    assert!(!raw_plain_login(&server, "writer", "wrong"));
 
     let rows = server.scan("fluss.secure");
     assert_eq!(rows.len(), 2);
@@ -289,4 +291,251 @@ fn metadata_and_the_admin_api_answer_not_authorized() {
         stderr.contains("refused the credentials of user 'reader'"),
         "{stderr}"
     );
+}
+
+/// Both listeners on SASL, the authorizer on, `admin` the super user.
+const SECURED: [&str; 6] = [
+    "security.protocol.map=FLUSS:sasl,KAFKA:sasl",
+    "security.sasl.enabled.mechanisms=PLAIN",
+    "security.sasl.plain.credentials=admin:admin-secret",
+    "authorizer.enabled=true",
+    "super.users=User:admin",
+    // Wrong and right passwords back to back; the throttle is tested in broker_login_throttle.rs.
+    "security.login.failure-delay=0",
+];
+
+/// Every file under `dir` that contains `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if std::fs::read(&path)
+                .unwrap()
+                .windows(needle.len())
+                .any(|window| window == needle.as_bytes())
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+fn sql_as(server: &Server, user: (&str, &str), sql: &str) -> (u16, String) {
+    http_as(server.fluss, "POST", "/v1/sql", sql.as_bytes(), Some(user))
+}
+
+/// kcat over SASL/PLAIN as `user`: one JSON message to partition 0 of `topic`.
+fn kcat_produce_as(server: &Server, user: &str, password: &str, topic: &str, line: &str) -> (bool, String) {
+    let username = format!("sasl.username={user}");
+    let password = format!("sasl.password={password}");
+    let sasl = [
+        "-X",
+        "security.protocol=SASL_PLAINTEXT",
+        "-X",
+        "sasl.mechanisms=PLAIN",
+        "-X",
+        &username,
+        "-X",
+        &password,
+    ];
+    let (ok, _, err) = kcat_produce(server, topic, 0, &[line], &sasl);
+    (ok, err)
+}
+
+#[test]
+fn dynamic_credentials_are_stored_hashed_and_work_after_a_restart() {
+    let mut server = Server::start(1, &SECURED);
+    let admin = ("admin", "admin-secret");
+    let set = "CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials', \
+               'admin:admin-new-pw,writer:writer-new-pw')";
+    let (status, body) = sql_as(&server, admin, set);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = sql_as(
+        &server,
+        ("admin", "admin-new-pw"),
+        "CREATE TABLE fluss.hashed (id INT) WITH ('table.kafka.enabled' = 'true'); \
+         CALL sys.add_acl(resource => 'fluss.hashed', permission => 'ALLOW', principal => 'User:writer', \
+         operation => 'ALL', host => '*')",
+    );
+    assert_eq!(status, 200, "{body}");
+    let data_dir = server.data_dir.clone();
+    for secret in ["admin-new-pw", "writer-new-pw"] {
+        assert_eq!(
+            files_containing(&data_dir, secret),
+            Vec::<PathBuf>::new(),
+            "{secret} on disk"
+        );
+    }
+    let catalog = std::fs::read_to_string(data_dir.join("catalog.json")).unwrap();
+    assert!(catalog.contains("admin:pbkdf2-sha256$4096$"), "{catalog}");
+    assert!(catalog.contains("writer:pbkdf2-sha256$4096$"), "{catalog}");
+    // get_cluster_configs shows neither a password nor a hash.
+    let (status, shown) = sql_as(
+        &server,
+        ("admin", "admin-new-pw"),
+        "CALL sys.get_cluster_configs()",
+    );
+    assert_eq!(status, 200, "{shown}");
+    assert!(
+        shown.contains("[\"security.sasl.plain.credentials\",\"******\",\"DYNAMIC\"]"),
+        "{shown}"
+    );
+    assert!(!shown.contains("pbkdf2") && !shown.contains("new-pw"), "{shown}");
+    server.terminate();
+
+    let server = Server::start_in(&data_dir, 1, &SECURED);
+    // HTTP Basic: the new password, on every request (the first derives, the rest are
+    // remembered); the configured one is refused.
+    for _ in 0..3 {
+        let (status, body) = sql_as(&server, ("admin", "admin-new-pw"), "SHOW TABLES");
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("hashed"), "{body}");
+    }
+    let (status, body) = sql_as(&server, admin, "SHOW TABLES");
+    assert_eq!(status, 401, "{body}");
+    let (status, _) = sql_as(&server, ("admin", "pbkdf2-sha256$4096$"), "SHOW TABLES");
+    assert_eq!(status, 401);
+    // SASL/PLAIN: kcat produces as writer; a raw login with the old or a wrong password fails.
+    let (ok, err) = kcat_produce_as(&server, "writer", "writer-new-pw", "hashed", "{\"id\":1}");
+    assert!(ok, "kcat as writer: {err}");
+    assert!(raw_plain_login(&server, "writer", "writer-new-pw"));
+    assert!(!raw_plain_login(&server, "writer", "writer-new-p"));
+    assert!(!raw_plain_login(&server, "admin", "admin-secret"));
+    let (status, rows) = http_as(
+        server.fluss,
+        "GET",
+        "/v1/tables/fluss.hashed/scan?format=jsonl",
+        b"",
+        Some(("writer", "writer-new-pw")),
+    );
+    assert_eq!(status, 200, "{rows}");
+    assert_eq!(rows.trim(), "{\"bucket\":0,\"offset\":0,\"row\":{\"id\":1}}");
+    let logs = server.logs();
+    assert!(!logs.contains("new-pw"), "secrets never logged");
+}
+
+/// A catalog.json written by the previous version, with plaintext dynamic credentials.
+const PLAINTEXT_FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/plaintext-credentials/catalog.json"
+);
+
+#[test]
+fn a_plaintext_catalog_of_an_earlier_version_loads_is_hashed_and_its_passwords_work() {
+    let temp = tempfile::tempdir().unwrap();
+    let data_dir = temp.path().join("data");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    std::fs::copy(PLAINTEXT_FIXTURE, data_dir.join("catalog.json")).unwrap();
+    let server = Server::start_in(&data_dir, 1, &SECURED);
+    assert!(
+        server
+            .logs()
+            .contains("held plaintext passwords (written by an earlier version): rewritten as salted hashes"),
+        "{}",
+        server.logs()
+    );
+    for secret in ["old-admin-secret", "old-writer-secret"] {
+        assert_eq!(
+            files_containing(&data_dir, secret),
+            Vec::<PathBuf>::new(),
+            "{secret} on disk"
+        );
+    }
+    let admin = ("admin", "old-admin-secret");
+    let (status, body) = sql_as(&server, admin, "SHOW TABLES FROM sales");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("orders"), "the tables load too: {body}");
+    // The fixture lets writer WRITE sales.orders; kcat needs DESCRIBE for its metadata.
+    let grant = "CALL sys.add_acl(resource => 'sales.orders', permission => 'ALLOW', \
+                 principal => 'User:writer', operation => 'DESCRIBE', host => '*')";
+    let (status, body) = sql_as(&server, admin, grant);
+    assert_eq!(status, 200, "{body}");
+    let (ok, err) = kcat_produce_as(
+        &server,
+        "writer",
+        "old-writer-secret",
+        "sales.orders",
+        "{\"order_id\":7}",
+    );
+    assert!(ok, "kcat as writer: {err}");
+    assert!(!raw_plain_login(&server, "writer", "wrong"));
+    let (status, rows) = http_as(
+        server.fluss,
+        "GET",
+        "/v1/tables/sales.orders/scan?format=jsonl",
+        b"",
+        Some(admin),
+    );
+    assert_eq!(status, 200, "{rows}");
+    assert!(rows.contains("\"order_id\":7"), "{rows}");
+}
+
+#[test]
+fn a_credential_update_that_locks_out_the_super_users_is_refused_even_across_a_restart() {
+    let mut server = Server::start(1, &SECURED);
+    let admin = ("admin", "admin-secret");
+    let path = server.data_dir.join("catalog.json");
+    let before = std::fs::read(&path).unwrap();
+    let lock_out = "CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials', \
+                    'writer:only-writer')";
+    let (status, body) = sql_as(&server, admin, lock_out);
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains(
+            "refused, nothing changed: after this change no super user could log in: \
+             none of super.users (User:admin) has a password in security.sasl.plain.credentials"
+        ),
+        "{body}"
+    );
+    assert!(!body.contains("only-writer"), "{body}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing stored");
+    assert!(
+        !raw_plain_login(&server, "writer", "only-writer"),
+        "nothing applied"
+    );
+    let (status, body) = sql_as(&server, admin, "SHOW DATABASES");
+    assert_eq!(status, 200, "{body}");
+
+    let keep = "CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials', \
+                'admin:admin-2,writer:only-writer')";
+    let (status, body) = sql_as(&server, admin, keep);
+    assert_eq!(status, 200, "{body}");
+    let data_dir = server.data_dir.clone();
+    server.terminate();
+
+    // Restarted with configured credentials that name no super user: the stored ones still
+    // let admin in, and going back to the configured ones is refused.
+    let mut extra = SECURED.to_vec();
+    extra[2] = "security.sasl.plain.credentials=writer:configured";
+    let server = Server::start_in(&data_dir, 1, &extra);
+    assert!(
+        !server.logs().contains("no super user could log in"),
+        "{}",
+        server.logs()
+    );
+    let reset = "CALL sys.reset_cluster_configs(config_keys => 'security.sasl.plain.credentials')";
+    let (status, body) = sql_as(&server, ("admin", "admin-2"), reset);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("no super user could log in"), "{body}");
+    let (status, body) = sql_as(&server, ("admin", "admin-2"), "SHOW DATABASES");
+    assert_eq!(status, 200, "{body}");
+    drop(server);
+
+    // A data dir that would lock them out (here: configured so) says so loudly at start-up.
+    let locked = Server::start(1, &extra);
+    let logs = locked.logs();
+    let line = logs
+        .lines()
+        .find(|line| line.contains("no super user could log in"))
+        .unwrap_or_else(|| panic!("{logs}"));
+    assert!(
+        line.contains("ERROR") && line.contains("Fix: set super.users"),
+        "{line}"
+    );
+    assert!(!logs.contains("writer:configured"), "{line}");
 }

@@ -217,6 +217,12 @@ fn credentials_change_at_runtime_persist_and_reset() {
         panic!("done")
     };
     assert!(!message.contains("new-secret"), "{message}");
+    let on_disk = std::fs::read_to_string(dir.path().join("catalog.json")).unwrap();
+    assert!(
+        !on_disk.contains("new-secret") && !on_disk.contains("positional"),
+        "no password on disk: {on_disk}"
+    );
+    assert_eq!(on_disk.matches("pbkdf2-sha256$4096$").count(), 2, "{on_disk}");
     assert!(
         store.verify("writer", b"change-me").is_none(),
         "old password refused"
@@ -282,4 +288,112 @@ fn credentials_change_at_runtime_persist_and_reset() {
         store.verify("writer", b"change-me").is_some(),
         "failed calls changed nothing"
     );
+}
+
+/// What the previous version wrote: dynamic credentials in plaintext.
+const PLAINTEXT_FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/plaintext-credentials/catalog.json"
+);
+
+#[test]
+fn plaintext_credentials_of_an_earlier_version_load_and_are_hashed_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("catalog.json");
+    std::fs::copy(PLAINTEXT_FIXTURE, &path).unwrap();
+    let catalog = Catalog::open(secured(dir.path())).unwrap();
+    let on_disk = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        !on_disk.contains("old-admin-secret") && !on_disk.contains("old-writer-secret"),
+        "rewritten at load: {on_disk}"
+    );
+    assert!(on_disk.contains("\"security.sasl.plain.credentials\": \"admin:pbkdf2-sha256$4096$"));
+    let store = catalog.credential_store();
+    assert!(store.verify("writer", b"old-writer-secret").is_some());
+    assert!(store.verify("admin", b"old-admin-secret").is_some());
+    assert!(
+        store.verify("admin", b"admin-secret").is_none(),
+        "the stored value wins"
+    );
+    assert!(catalog.snapshot().table("sales", "orders").is_some());
+    drop(catalog);
+    // Loading the hashed file again changes nothing.
+    let catalog = Catalog::open(secured(dir.path())).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), on_disk);
+    assert!(catalog
+        .credential_store()
+        .verify("writer", b"old-writer-secret")
+        .is_some());
+}
+
+#[test]
+fn a_credential_change_that_locks_out_every_super_user_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = secured(dir.path());
+    config.admin_login_required = true;
+    let catalog = Catalog::open(config.clone()).unwrap();
+    let admin = Principal::user("admin");
+    let store = catalog.credential_store();
+    let path = dir.path().join("catalog.json");
+    let before = std::fs::read(&path).unwrap();
+
+    for value in ["writer:w2", ""] {
+        let sql = format!(
+            "CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials', '{value}')"
+        );
+        let error = run_as(&catalog, admin.clone(), &sql).unwrap_err();
+        assert!(
+            error.contains("refused, nothing changed")
+                && error
+                    .contains("no super user could log in: none of super.users (User:admin) has a password"),
+            "{error}"
+        );
+        assert!(!error.contains("w2"), "{error}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing stored");
+    assert!(
+        store.verify("admin", b"admin-secret").is_some(),
+        "nothing applied"
+    );
+    assert!(store.verify("writer", b"w2").is_none());
+
+    // Keeping one super user is fine; going back to a configured set without any is not.
+    run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials', 'admin:a2,writer:w2')",
+    )
+    .unwrap();
+    drop(catalog);
+    config.plain_credentials = Some("writer:change-me".to_string());
+    let catalog = Catalog::open(config.clone()).unwrap();
+    let error = run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.reset_cluster_configs(config_keys => 'security.sasl.plain.credentials')",
+    )
+    .unwrap_err();
+    assert!(error.contains("no super user could log in"), "{error}");
+    assert!(catalog.credential_store().verify("admin", b"a2").is_some());
+
+    // Where credentials cannot lock the administrators out, nothing is refused: a plaintext
+    // admin listener, or the authorizer off.
+    for (login, authorizer) in [(false, true), (true, false)] {
+        let mut open = config.clone();
+        open.admin_login_required = login;
+        open.authorizer_enabled = authorizer;
+        let catalog = Catalog::open(open).unwrap();
+        run_as(
+            &catalog,
+            admin.clone(),
+            "CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials', 'writer:w3')",
+        )
+        .unwrap();
+        run_as(
+            &catalog,
+            admin.clone(),
+            "CALL sys.set_cluster_configs(config_pairs => 'security.sasl.plain.credentials', 'admin:a2,writer:w2')",
+        )
+        .unwrap();
+    }
 }

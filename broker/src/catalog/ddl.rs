@@ -11,12 +11,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
-use kafluss_auth::{Authorizer, CredentialStore, Operation, Principal, Resource, PLAIN_CREDENTIALS_KEY};
+use kafluss_auth::{
+    Authorizer, CredentialStore, Operation, PlainCredentials, Principal, Resource, PLAIN_CREDENTIALS_KEY,
+};
 
 use super::error::{CatalogError, SqlError};
 use super::model::{CatalogSnapshot, TableInfo};
 use super::output::{describe, show_create_table, StatementResult};
-use super::publish::{build_snapshot, effective_credentials, new_cluster_id};
+use super::publish::{build_snapshot, effective_credentials, new_cluster_id, super_user_lockout};
 use super::resolve::check_fluss_name;
 use super::script::DEFAULT_MAX_SQL_STATEMENTS;
 use super::sql::{ObjectName, Statement};
@@ -47,6 +49,10 @@ pub struct CatalogConfig {
     pub plain_credentials: Option<String>,
     /// `admin.max-sql-statements`: statements one script may hold.
     pub max_sql_statements: usize,
+    /// Whether the admin (Fluss) listener requires a login (it is mapped to `sasl`): then the
+    /// credentials decide whether a super user can administer, and a change of them that would
+    /// leave none able to log in is refused.
+    pub admin_login_required: bool,
 }
 
 impl CatalogConfig {
@@ -61,6 +67,7 @@ impl CatalogConfig {
             super_users: Vec::new(),
             plain_credentials: None,
             max_sql_statements: DEFAULT_MAX_SQL_STATEMENTS,
+            admin_login_required: false,
         }
     }
 }
@@ -149,6 +156,7 @@ impl Catalog {
                 .insert(config.kafka_default_database.clone(), BTreeMap::new());
             changed = true;
         }
+        changed |= hash_stored_plaintext(&mut stored, &store)?;
         if changed {
             stored.revision += 1;
             store.save(&stored)?;
@@ -156,6 +164,15 @@ impl Catalog {
 
         log_dynamic_configs(&config, &store, &stored.cluster_configs);
         let credentials = effective_credentials(&config, &stored.cluster_configs)?;
+        if let Some(reason) = super_user_lockout(&config, &credentials) {
+            tracing::error!(
+                "{reason}: the administrators are locked out (SQL and admin HTTP requests of every \
+                 super user are refused). Fix: set super.users to a user that has a password, or \
+                 stop the server and remove \"{PLAIN_CREDENTIALS_KEY}\" from \"cluster_configs\" in {} \
+                 to go back to the configured credentials",
+                store.path().display()
+            );
+        }
         let authorizer = Authorizer::new(
             config.authorizer_enabled,
             config.super_users.clone(),
@@ -363,6 +380,11 @@ impl Catalog {
         let credentials = if next.cluster_configs != state.stored.cluster_configs {
             let credentials = effective_credentials(&self.config, &next.cluster_configs)
                 .map_err(|error| SqlError::Procedure(error.to_string()))?;
+            if let Some(reason) = super_user_lockout(&self.config, &credentials) {
+                return Err(SqlError::Procedure(format!(
+                    "refused, nothing changed: after this change {reason}; keep a password for at least one of them"
+                )));
+            }
             Some(credentials)
         } else {
             None
@@ -501,6 +523,34 @@ impl Catalog {
             .cloned()
             .ok_or_else(|| SqlError::TableNotFound(format!("{database}.{table}")))
     }
+}
+
+/// Replaces plaintext passwords in the stored dynamic credentials (a catalog written before
+/// they were hashed) by salted hashes; returns whether it changed `stored` (the caller saves).
+/// A value that does not parse is left for `effective_credentials` to report.
+fn hash_stored_plaintext(stored: &mut StoredCatalog, store: &CatalogStore) -> Result<bool, CatalogError> {
+    let Some(text) = stored.cluster_configs.get(PLAIN_CREDENTIALS_KEY) else {
+        return Ok(false);
+    };
+    let Ok(credentials) = PlainCredentials::parse_stored(text) else {
+        return Ok(false);
+    };
+    if !credentials.has_plaintext() {
+        return Ok(false);
+    }
+    let hashed = credentials.to_stored().map_err(|error| CatalogError::Config {
+        key: PLAIN_CREDENTIALS_KEY,
+        reason: error.to_string(),
+    })?;
+    stored
+        .cluster_configs
+        .insert(PLAIN_CREDENTIALS_KEY.to_string(), hashed);
+    tracing::info!(
+        store = %store.path().display(),
+        "the stored {PLAIN_CREDENTIALS_KEY} held plaintext passwords (written by an earlier version): \
+         rewritten as salted hashes"
+    );
+    Ok(true)
 }
 
 /// Says at start-up which keys come from the dynamic configs stored in the data dir (set

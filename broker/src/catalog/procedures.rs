@@ -210,12 +210,16 @@ impl Catalog {
         for pair in pairs.chunks(2) {
             let (key, value) = (pair[0].trim(), &pair[1]);
             check_dynamic_key(key)?;
-            if key == PLAIN_CREDENTIALS_KEY {
-                // Validate now: a stored value that does not parse would lock everyone out.
+            let value = if key == PLAIN_CREDENTIALS_KEY {
+                // Validate now (a stored value that does not parse would lock everyone out),
+                // and store only salted hashes, never a password.
                 PlainCredentials::parse(value)
-                    .map_err(|e| SqlError::Procedure(format!("sys.set_cluster_configs: '{key}': {e}")))?;
-            }
-            updates.push((key.to_string(), value.clone()));
+                    .and_then(|credentials| credentials.to_stored())
+                    .map_err(|e| SqlError::Procedure(format!("sys.set_cluster_configs: '{key}': {e}")))?
+            } else {
+                value.clone()
+            };
+            updates.push((key.to_string(), value));
         }
         self.change(|stored| {
             let keys: Vec<&str> = updates.iter().map(|(k, _)| k.as_str()).collect();

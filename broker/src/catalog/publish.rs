@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kafluss_auth::{PlainCredentials, PLAIN_CREDENTIALS_KEY};
+use kafluss_auth::principal::USER_TYPE;
+use kafluss_auth::{PlainCredentials, Principal, PLAIN_CREDENTIALS_KEY};
 use kafluss_convert::mapping::{validate_kafka_mapping, TableShape};
 
 use super::ddl::CatalogConfig;
@@ -89,21 +90,44 @@ pub(crate) fn table_info(
     }
 }
 
-/// The PLAIN credentials in force: the dynamic value when set, else the configured one.
+/// The PLAIN credentials in force: the dynamic value when set (stored form: salted hashes, or
+/// plaintext from a catalog written before hashing), else the configured one (plaintext).
 pub(crate) fn effective_credentials(
     config: &CatalogConfig,
     dynamic: &BTreeMap<String, String>,
 ) -> Result<PlainCredentials, CatalogError> {
-    let text = dynamic
-        .get(PLAIN_CREDENTIALS_KEY)
-        .or(config.plain_credentials.as_ref());
-    match text {
-        None => Ok(PlainCredentials::empty()),
-        Some(text) => PlainCredentials::parse(text).map_err(|error| CatalogError::Config {
-            key: PLAIN_CREDENTIALS_KEY,
-            reason: error.to_string(),
-        }),
+    let parsed = match (dynamic.get(PLAIN_CREDENTIALS_KEY), &config.plain_credentials) {
+        (Some(stored), _) => PlainCredentials::parse_stored(stored),
+        (None, Some(configured)) => PlainCredentials::parse(configured),
+        (None, None) => Ok(PlainCredentials::empty()),
+    };
+    parsed.map_err(|error| CatalogError::Config {
+        key: PLAIN_CREDENTIALS_KEY,
+        reason: error.to_string(),
+    })
+}
+
+/// Why `credentials` would leave no super user able to log in, when they would: the
+/// authorizer is on, the admin listener requires a login, `super.users` names users, and
+/// none of them has a password in `credentials`. Names no password.
+pub(crate) fn super_user_lockout(config: &CatalogConfig, credentials: &PlainCredentials) -> Option<String> {
+    let users: Vec<&Principal> = config
+        .super_users
+        .iter()
+        .filter(|principal| principal.principal_type() == USER_TYPE)
+        .collect();
+    if !config.authorizer_enabled
+        || !config.admin_login_required
+        || users.is_empty()
+        || users.iter().any(|user| credentials.contains(user.name()))
+    {
+        return None;
     }
+    let names: Vec<&str> = users.iter().map(|user| user.as_str()).collect();
+    Some(format!(
+        "no super user could log in: none of super.users ({}) has a password in {PLAIN_CREDENTIALS_KEY}",
+        names.join(";")
+    ))
 }
 
 /// A new cluster id: 16 random bytes as URL-safe base64 without padding (22 characters,

@@ -5,10 +5,11 @@
 //! never a mix. A leftover `.tmp` (crash before the rename) is ignored and removed on load.
 //! Database names cannot contain `.`, so the file never collides with a database directory.
 //!
-//! The document holds the cluster id, the next table id, the catalog revision, databases and
-//! tables (types in Flink SQL syntax, parsed back by `sql::parse_type`), the ACLs (one
-//! `AclEntry::to_line` each) and the dynamic cluster configs. It may hold a credential
-//! secret, so it is created with mode 0600.
+//! The document (serde types in the private `file` module) holds the cluster id, the next
+//! table id, the catalog revision, databases and tables (types in Flink SQL syntax, parsed back
+//! by `sql::parse_type`), the ACLs (one `AclEntry::to_line` each) and the dynamic cluster
+//! configs. Credentials among those are salted hashes (`catalog::procedures` and
+//! `catalog::ddl` hash them before they are stored); the file is still created with mode 0600.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use kafluss_auth::AclEntry;
 use kafluss_convert::types::{Field, Schema};
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
 use thiserror::Error;
 
 use super::sql::parse_type;
@@ -40,6 +41,12 @@ pub enum StoreError {
     },
     #[error("catalog file {path} is corrupt: {reason}")]
     Corrupt { path: PathBuf, reason: String },
+    #[error("cannot encode the catalog for {path}: {source}")]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// One table as persisted.
@@ -133,18 +140,17 @@ impl CatalogStore {
                 path: path.clone(),
                 source,
             })?;
-        let value: Value = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        decode(&value)
+        decode(&text)
             .map(Some)
             .map_err(|reason| StoreError::Corrupt { path, reason })
     }
 
     /// Replaces the stored catalog crash-safely.
     pub fn save(&self, catalog: &StoredCatalog) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec_pretty(&encode(catalog)).expect("JSON values serialize");
+        let bytes = serde_json::to_vec_pretty(&encode(catalog)).map_err(|source| StoreError::Encode {
+            path: self.path(),
+            source,
+        })?;
         write_atomically(&self.path(), &bytes, self.crash_at)
     }
 }
@@ -185,141 +191,172 @@ fn write_atomically(path: &Path, bytes: &[u8], crash_at: Option<WriteStage>) -> 
     Ok(())
 }
 
-fn encode(catalog: &StoredCatalog) -> Value {
-    let databases: Map<String, Value> = catalog
+/// The document as written: every struct below is one JSON object, fields in the order the
+/// file has always had them (alphabetical), so a catalog written by an earlier version loads
+/// unchanged and saving it again gives the same bytes.
+mod file {
+    use std::collections::BTreeMap;
+
+    use kafluss_auth::AclEntry;
+    use kafluss_convert::types::FieldType;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct CatalogFile {
+        #[serde(serialize_with = "acl_lines", deserialize_with = "parse_acl_lines")]
+        pub acls: Vec<AclEntry>,
+        pub cluster_configs: BTreeMap<String, String>,
+        pub cluster_id: String,
+        pub databases: BTreeMap<String, DatabaseFile>,
+        pub format_version: u64,
+        pub next_table_id: u64,
+        pub revision: u64,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct DatabaseFile {
+        pub tables: BTreeMap<String, TableFile>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct TableFile {
+        pub columns: Vec<ColumnFile>,
+        pub id: u64,
+        pub options: BTreeMap<String, String>,
+        pub partition_keys: Vec<String>,
+        pub primary_key: Vec<String>,
+        pub revision: u64,
+    }
+
+    /// A column; its type in Flink SQL syntax, parsed back by `sql::parse_type`.
+    #[derive(Serialize, Deserialize)]
+    pub(super) struct ColumnFile {
+        pub name: String,
+        #[serde(
+            rename = "type",
+            serialize_with = "type_text",
+            deserialize_with = "parse_type_text"
+        )]
+        pub field_type: FieldType,
+    }
+
+    fn acl_lines<S: Serializer>(acls: &[AclEntry], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(acls.iter().map(AclEntry::to_line))
+    }
+
+    fn parse_acl_lines<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<AclEntry>, D::Error> {
+        Vec::<String>::deserialize(deserializer)?
+            .iter()
+            .map(|line| {
+                AclEntry::from_line(line).map_err(|e| serde::de::Error::custom(format!("acl {line:?}: {e}")))
+            })
+            .collect()
+    }
+
+    fn type_text<S: Serializer>(field_type: &FieldType, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(field_type)
+    }
+
+    fn parse_type_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<FieldType, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        super::parse_type(&text).map_err(|e| serde::de::Error::custom(format!("type {text:?}: {e}")))
+    }
+}
+
+fn encode(catalog: &StoredCatalog) -> file::CatalogFile {
+    let databases = catalog
         .databases
         .iter()
         .map(|(name, tables)| {
-            let tables: Map<String, Value> = tables
+            let tables = tables
                 .iter()
                 .map(|(table_name, table)| (table_name.clone(), encode_table(table)))
                 .collect();
-            (name.clone(), json!({ "tables": tables }))
+            (name.clone(), file::DatabaseFile { tables })
         })
         .collect();
-    json!({
-        "format_version": FORMAT_VERSION,
-        "cluster_id": catalog.cluster_id,
-        "next_table_id": catalog.next_table_id,
-        "revision": catalog.revision,
-        "databases": databases,
-        "acls": catalog.acls.iter().map(AclEntry::to_line).collect::<Vec<_>>(),
-        "cluster_configs": catalog.cluster_configs,
-    })
+    file::CatalogFile {
+        acls: catalog.acls.clone(),
+        cluster_configs: catalog.cluster_configs.clone(),
+        cluster_id: catalog.cluster_id.clone(),
+        databases,
+        format_version: FORMAT_VERSION,
+        next_table_id: catalog.next_table_id,
+        revision: catalog.revision,
+    }
 }
 
-fn encode_table(table: &StoredTable) -> Value {
-    let columns: Vec<Value> = table
-        .schema
-        .columns
-        .iter()
-        .map(|column| json!({ "name": column.name, "type": column.field_type.to_string() }))
+fn encode_table(table: &StoredTable) -> file::TableFile {
+    file::TableFile {
+        columns: table
+            .schema
+            .columns
+            .iter()
+            .map(|column| file::ColumnFile {
+                name: column.name.clone(),
+                field_type: column.field_type.clone(),
+            })
+            .collect(),
+        id: table.id,
+        options: table.options.clone(),
+        partition_keys: table.partition_keys.clone(),
+        primary_key: table.primary_key.clone(),
+        revision: table.revision,
+    }
+}
+
+/// The catalog in `text`. The format version is checked first, so that a file of another
+/// version is named as such rather than as a shape error; any other error names the path of
+/// the offending field (`databases.sales.tables.orders.columns[1].type: ...`).
+fn decode(text: &str) -> Result<StoredCatalog, String> {
+    #[derive(serde::Deserialize)]
+    struct Version {
+        format_version: u64,
+    }
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let version = Version::deserialize(&value).map_err(|e| e.to_string())?;
+    if version.format_version != FORMAT_VERSION {
+        return Err(format!("unsupported format_version {}", version.format_version));
+    }
+    let file: file::CatalogFile =
+        serde_path_to_error::deserialize(value).map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
+    let databases = file
+        .databases
+        .into_iter()
+        .map(|(name, database)| {
+            let tables = database
+                .tables
+                .into_iter()
+                .map(|(table_name, table)| (table_name, decode_table(table)))
+                .collect();
+            (name, tables)
+        })
         .collect();
-    json!({
-        "id": table.id,
-        "revision": table.revision,
-        "columns": columns,
-        "options": table.options,
-        "partition_keys": table.partition_keys,
-        "primary_key": table.primary_key,
+    Ok(StoredCatalog {
+        cluster_id: file.cluster_id,
+        next_table_id: file.next_table_id,
+        revision: file.revision,
+        databases,
+        acls: file.acls,
+        cluster_configs: file.cluster_configs,
     })
 }
 
-fn decode(value: &Value) -> Result<StoredCatalog, String> {
-    let version = u64_field(value, "format_version")?;
-    if version != FORMAT_VERSION {
-        return Err(format!("unsupported format_version {version}"));
+fn decode_table(table: file::TableFile) -> StoredTable {
+    StoredTable {
+        id: table.id,
+        revision: table.revision,
+        schema: Schema::new(
+            table
+                .columns
+                .into_iter()
+                .map(|column| Field::new(column.name, column.field_type))
+                .collect(),
+        ),
+        options: table.options,
+        partition_keys: table.partition_keys,
+        primary_key: table.primary_key,
     }
-    let mut catalog = StoredCatalog {
-        cluster_id: str_field(value, "cluster_id")?.to_string(),
-        next_table_id: u64_field(value, "next_table_id")?,
-        revision: u64_field(value, "revision")?,
-        ..Default::default()
-    };
-    for (name, database) in object_field(value, "databases")? {
-        let mut tables = BTreeMap::new();
-        for (table_name, table) in object_field(database, "tables")? {
-            let table = decode_table(table).map_err(|e| format!("table {name}.{table_name}: {e}"))?;
-            tables.insert(table_name.clone(), table);
-        }
-        catalog.databases.insert(name.clone(), tables);
-    }
-    for line in array_field(value, "acls")? {
-        let line = line.as_str().ok_or("acls must be strings")?;
-        catalog
-            .acls
-            .push(AclEntry::from_line(line).map_err(|e| format!("acl {line:?}: {e}"))?);
-    }
-    catalog.cluster_configs = string_map(value, "cluster_configs")?;
-    Ok(catalog)
-}
-
-fn decode_table(value: &Value) -> Result<StoredTable, String> {
-    let mut columns = Vec::new();
-    for column in array_field(value, "columns")? {
-        let name = str_field(column, "name")?;
-        let text = str_field(column, "type")?;
-        let field_type = parse_type(text).map_err(|e| format!("column {name}: {e}"))?;
-        columns.push(Field::new(name, field_type));
-    }
-    Ok(StoredTable {
-        id: u64_field(value, "id")?,
-        revision: u64_field(value, "revision")?,
-        schema: Schema::new(columns),
-        options: string_map(value, "options")?,
-        partition_keys: string_list(value, "partition_keys")?,
-        primary_key: string_list(value, "primary_key")?,
-    })
-}
-
-fn field<'a>(value: &'a Value, key: &str) -> Result<&'a Value, String> {
-    value.get(key).ok_or_else(|| format!("missing '{key}'"))
-}
-
-fn u64_field(value: &Value, key: &str) -> Result<u64, String> {
-    field(value, key)?
-        .as_u64()
-        .ok_or_else(|| format!("'{key}' must be an unsigned integer"))
-}
-
-fn str_field<'a>(value: &'a Value, key: &str) -> Result<&'a str, String> {
-    field(value, key)?
-        .as_str()
-        .ok_or_else(|| format!("'{key}' must be a string"))
-}
-
-fn object_field<'a>(value: &'a Value, key: &str) -> Result<&'a Map<String, Value>, String> {
-    field(value, key)?
-        .as_object()
-        .ok_or_else(|| format!("'{key}' must be an object"))
-}
-
-fn array_field<'a>(value: &'a Value, key: &str) -> Result<&'a Vec<Value>, String> {
-    field(value, key)?
-        .as_array()
-        .ok_or_else(|| format!("'{key}' must be an array"))
-}
-
-fn string_map(value: &Value, key: &str) -> Result<BTreeMap<String, String>, String> {
-    object_field(value, key)?
-        .iter()
-        .map(|(k, v)| {
-            v.as_str()
-                .map(|v| (k.clone(), v.to_string()))
-                .ok_or_else(|| format!("'{key}.{k}' must be a string"))
-        })
-        .collect()
-}
-
-fn string_list(value: &Value, key: &str) -> Result<Vec<String>, String> {
-    array_field(value, key)?
-        .iter()
-        .map(|v| {
-            v.as_str()
-                .map(str::to_string)
-                .ok_or_else(|| format!("'{key}' must hold strings"))
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -397,6 +434,91 @@ mod tests {
         let error = store.load().unwrap_err().to_string();
         assert!(error.contains("catalog.json is corrupt"), "{error}");
         assert!(error.contains("cluster_id"), "{error}");
+    }
+
+    /// A catalog.json written by the hand-built encoder this module had before its serde
+    /// types (kafluss at 54ac136): tables with nested types, an ACL, dynamic credentials.
+    const FIXTURE: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/plaintext-credentials/catalog.json"
+    );
+
+    #[test]
+    fn a_catalog_written_before_the_serde_types_loads_and_saves_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let written = fs::read(FIXTURE).unwrap();
+        fs::write(dir.path().join(CATALOG_FILE), &written).unwrap();
+        let store = CatalogStore::open(dir.path()).unwrap();
+        let catalog = store.load().unwrap().expect("a catalog");
+        assert_eq!(catalog.cluster_id, "7Oy1_rDtY13Nni5VnLuVag");
+        assert_eq!((catalog.next_table_id, catalog.revision), (3, 6));
+        let orders = &catalog.databases["sales"]["orders"];
+        assert_eq!(orders.id, 1);
+        let types: Vec<String> = orders
+            .schema
+            .columns
+            .iter()
+            .map(|c| format!("{} {}", c.name, c.field_type))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "order_id BIGINT",
+                "amount DECIMAL(18, 2)",
+                "tags MAP<STRING NOT NULL, ARRAY<INT>>",
+                "ts TIMESTAMP_LTZ(3)",
+                "_kafka_key BYTES"
+            ]
+        );
+        assert_eq!(orders.options["table.kafka.enabled"], "true");
+        let plain = &catalog.databases["fluss"]["plain"];
+        assert_eq!(plain.primary_key, ["x"]);
+        assert_eq!(plain.schema.columns[1].name, "odd name");
+        assert_eq!(catalog.acls.len(), 1);
+        assert_eq!(catalog.acls[0].principal, "User:writer");
+        assert_eq!(
+            catalog.cluster_configs["security.sasl.plain.credentials"],
+            "admin:old-admin-secret,writer:old-writer-secret"
+        );
+        store.save(&catalog).unwrap();
+        assert_eq!(
+            String::from_utf8(fs::read(store.path()).unwrap()).unwrap(),
+            String::from_utf8(written).unwrap(),
+            "same format, same bytes"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field_and_other_versions_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CatalogStore::open(dir.path()).unwrap();
+        let fixture = fs::read_to_string(FIXTURE).unwrap();
+        for (from, to, expected) in [
+            (
+                "\"format_version\": 1",
+                "\"format_version\": 2",
+                "unsupported format_version 2",
+            ),
+            (
+                "\"type\": \"TIMESTAMP_LTZ(3)\"",
+                "\"type\": \"TIMESTAMP_LTZ(x)\"",
+                "databases.sales.tables.orders.columns[3].type",
+            ),
+            ("\"id\": 2,", "\"id\": -2,", "databases.fluss.tables.plain.id"),
+            (
+                "permission=\\\"ALLOW\\\"",
+                "permission=\\\"MAYBE\\\"",
+                "acls: acl",
+            ),
+            ("\"revision\": 6\n}", "\"revision\": \"6\"\n}", "revision"),
+            ("\"next_table_id\": 3,", "", "missing field `next_table_id`"),
+        ] {
+            assert!(fixture.contains(from), "{from}");
+            fs::write(store.path(), fixture.replace(from, to)).unwrap();
+            let error = store.load().unwrap_err().to_string();
+            assert!(error.contains("catalog.json is corrupt"), "{error}");
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
     }
 
     #[cfg(unix)]
