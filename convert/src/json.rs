@@ -645,6 +645,13 @@ impl<'s> Doc<'s> {
         if len < 2 {
             return Ok(());
         }
+        if len == 2 {
+            let mut keys = self.members(object).map(|(key, _)| key);
+            return match (keys.next(), keys.next()) {
+                (Some(a), Some(b)) if a == b => Err(duplicate_key(b)),
+                _ => Ok(()),
+            };
+        }
         if len > PAIRWISE_DUPLICATE_CHECK {
             let mut seen = HashSet::with_capacity(len);
             for (key, _) in self.members(object) {
