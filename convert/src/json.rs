@@ -127,7 +127,8 @@ impl JsonScratch {
             open: &mut self.open,
             containers: &mut self.containers,
         }
-        .document()?;
+        .document()
+        .map_err(|fail| fail.render(input))?;
         let doc = Doc {
             text,
             nodes: &self.nodes,
@@ -157,21 +158,75 @@ struct Parser<'a> {
     containers: &'a mut Vec<u32>,
 }
 
-fn lex_error(offset: usize, kind: LexErrorKind) -> String {
-    format!("invalid JSON: {}", LexError { offset, kind })
+/// Where and why the parse stopped: small enough to travel in registers, rendered into the
+/// reason text once, on failure.
+#[derive(Debug, Clone, Copy)]
+struct Fail {
+    at: u32,
+    why: Why,
 }
 
-#[cold]
-fn syntax(b: &[u8], at: usize, expected: &str) -> String {
-    match b.get(at) {
-        Some(&c) if c.is_ascii_graphic() => {
-            format!(
-                "invalid JSON: expected {expected} at byte {at}, found '{}'",
-                c as char
-            )
+#[derive(Debug, Clone, Copy)]
+enum Why {
+    Lex(LexErrorKind),
+    Expected(Expected),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Expected {
+    Value,
+    End,
+    CommaOrBrace,
+    CommaOrBracket,
+    Key,
+    Colon,
+}
+
+impl Expected {
+    fn text(self) -> &'static str {
+        match self {
+            Expected::Value => "a value",
+            Expected::End => "the end of the value",
+            Expected::CommaOrBrace => "',' or '}'",
+            Expected::CommaOrBracket => "',' or ']'",
+            Expected::Key => "a string key",
+            Expected::Colon => "':'",
         }
-        Some(c) => format!("invalid JSON: expected {expected} at byte {at}, found byte 0x{c:02x}"),
-        None => format!("invalid JSON: expected {expected} at byte {at}, found the end of the value"),
+    }
+}
+
+fn lex_error(offset: usize, kind: LexErrorKind) -> Fail {
+    Fail {
+        at: at32(offset),
+        why: Why::Lex(kind),
+    }
+}
+
+fn syntax(at: usize, expected: Expected) -> Fail {
+    Fail {
+        at: at32(at),
+        why: Why::Expected(expected),
+    }
+}
+
+impl Fail {
+    #[cold]
+    fn render(self, b: &[u8]) -> String {
+        let at = self.at as usize;
+        let expected = match self.why {
+            Why::Lex(kind) => return format!("invalid JSON: {}", LexError { offset: at, kind }),
+            Why::Expected(expected) => expected.text(),
+        };
+        match b.get(at) {
+            Some(&c) if c.is_ascii_graphic() => {
+                format!(
+                    "invalid JSON: expected {expected} at byte {at}, found '{}'",
+                    c as char
+                )
+            }
+            Some(c) => format!("invalid JSON: expected {expected} at byte {at}, found byte 0x{c:02x}"),
+            None => format!("invalid JSON: expected {expected} at byte {at}, found the end of the value"),
+        }
     }
 }
 
@@ -242,7 +297,7 @@ fn skip_digits(b: &[u8], mut i: usize) -> usize {
 }
 
 impl Parser<'_> {
-    fn document(&mut self) -> Result<(), String> {
+    fn document(&mut self) -> Result<(), Fail> {
         let b = self.b;
         let mut i = skip_ws(b, 0);
         'value: loop {
@@ -276,14 +331,14 @@ impl Parser<'_> {
                 Some(b'f') => i = self.literal(i, b"false", Node::False)?,
                 Some(b'n') => i = self.literal(i, b"null", Node::Null)?,
                 Some(b'-' | b'0'..=b'9') => i = self.number(i)?,
-                _ => return Err(syntax(b, i, "a value")),
+                _ => return Err(syntax(i, Expected::Value)),
             }
             // After a value: separators and closing brackets.
             loop {
                 i = skip_ws(b, i);
                 let Some(open) = self.open.last_mut() else {
                     if i != b.len() {
-                        return Err(syntax(b, i, "the end of the value"));
+                        return Err(syntax(i, Expected::End));
                     }
                     return Ok(());
                 };
@@ -300,14 +355,14 @@ impl Parser<'_> {
                         i += 1;
                         self.close_container();
                     }
-                    (_, true) => return Err(syntax(b, i, "',' or '}'")),
-                    (_, false) => return Err(syntax(b, i, "',' or ']'")),
+                    (_, true) => return Err(syntax(i, Expected::CommaOrBrace)),
+                    (_, false) => return Err(syntax(i, Expected::CommaOrBracket)),
                 }
             }
         }
     }
 
-    fn open_container(&mut self, at: usize, object: bool) -> Result<(), String> {
+    fn open_container(&mut self, at: usize, object: bool) -> Result<(), Fail> {
         // The root is the first open container; below it MAX_JSON_DEPTH more may nest.
         if self.open.len() > MAX_JSON_DEPTH {
             return Err(lex_error(at, LexErrorKind::TooDeep));
@@ -352,27 +407,27 @@ impl Parser<'_> {
     }
 
     /// An object key at `i` and its `:`; returns where the member's value starts.
-    fn key(&mut self, i: usize) -> Result<usize, String> {
+    fn key(&mut self, i: usize) -> Result<usize, Fail> {
         let b = self.b;
         if b.get(i) != Some(&b'"') {
-            return Err(syntax(b, i, "a string key"));
+            return Err(syntax(i, Expected::Key));
         }
         let i = skip_ws(b, self.string(i)?);
         if b.get(i) != Some(&b':') {
-            return Err(syntax(b, i, "':'"));
+            return Err(syntax(i, Expected::Colon));
         }
         Ok(skip_ws(b, i + 1))
     }
 
-    fn literal(&mut self, i: usize, word: &[u8], node: Node) -> Result<usize, String> {
+    fn literal(&mut self, i: usize, word: &[u8], node: Node) -> Result<usize, Fail> {
         if self.b.get(i..i + word.len()) != Some(word) {
-            return Err(syntax(self.b, i, "a value"));
+            return Err(syntax(i, Expected::Value));
         }
         self.nodes.push(node);
         Ok(i + word.len())
     }
 
-    fn number(&mut self, start: usize) -> Result<usize, String> {
+    fn number(&mut self, start: usize) -> Result<usize, Fail> {
         let b = self.b;
         let bad = || lex_error(start, LexErrorKind::BadNumber);
         let mut i = start;
@@ -410,7 +465,7 @@ impl Parser<'_> {
     }
 
     /// The string whose opening quote is at `quote`; returns the index after its end.
-    fn string(&mut self, quote: usize) -> Result<usize, String> {
+    fn string(&mut self, quote: usize) -> Result<usize, Fail> {
         let b = self.b;
         let start = quote + 1;
         let stop = string_stop(b, start);
@@ -429,7 +484,7 @@ impl Parser<'_> {
     }
 
     /// A string body from `start` with its first escape at `escape`, decoded.
-    fn escaped_string(&mut self, start: usize, mut escape: usize) -> Result<usize, String> {
+    fn escaped_string(&mut self, start: usize, mut escape: usize) -> Result<usize, Fail> {
         let b = self.b;
         let out_start = at32(self.decoded.len());
         self.decoded.push_str(slice(self.text, at32(start), at32(escape)));
