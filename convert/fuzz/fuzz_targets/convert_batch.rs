@@ -35,8 +35,20 @@ fn every_type() -> Vec<Field> {
         col("i64", DataType::BigInt),
         col("f32", DataType::Float),
         col("f64", DataType::Double),
-        col("dec", DataType::Decimal { precision: 10, scale: 2 }),
-        col("dec38", DataType::Decimal { precision: 38, scale: 10 }),
+        col(
+            "dec",
+            DataType::Decimal {
+                precision: 10,
+                scale: 2,
+            },
+        ),
+        col(
+            "dec38",
+            DataType::Decimal {
+                precision: 38,
+                scale: 10,
+            },
+        ),
         col("ch", DataType::Char(3)),
         col("s", DataType::String),
         col("bin", DataType::Binary(2)),
@@ -45,7 +57,10 @@ fn every_type() -> Vec<Field> {
         col("time", DataType::Time(3)),
         col("ts", DataType::Timestamp(6)),
         col("ltz", DataType::TimestampLtz(0)),
-        col("xs", DataType::Array(Box::new(n(DataType::Array(Box::new(n(DataType::Int))))))),
+        col(
+            "xs",
+            DataType::Array(Box::new(n(DataType::Array(Box::new(n(DataType::Int)))))),
+        ),
         col(
             "m",
             DataType::Map {
@@ -157,10 +172,8 @@ fuzz_target!(|data: &[u8]| {
         headers.push(header);
         parts.push((key, value));
     }
-    let header_lists: Vec<Vec<(&[u8], Option<&[u8]>)>> = headers
-        .iter()
-        .map(|h| h.iter().copied().collect())
-        .collect();
+    let header_lists: Vec<Vec<(&[u8], Option<&[u8]>)>> =
+        headers.iter().map(|h| h.iter().copied().collect()).collect();
     let records: Vec<KafkaRecord<'_>> = parts
         .iter()
         .zip(&header_lists)
