@@ -38,8 +38,12 @@ pub mod types;
 
 mod batch;
 mod builders;
+#[cfg(test)]
+mod differential;
 mod error;
 mod json;
+#[cfg(test)]
+mod json_reference;
 mod plan;
 mod record;
 mod rescue;

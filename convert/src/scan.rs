@@ -1,4 +1,5 @@
-//! Lexical pre-pass over a JSON value before simd-json parses it.
+//! JSON lexical limits and errors; and, for tests only (the reference parser of
+//! `json_reference`), the lexical pre-pass over a JSON value before simd-json parses it.
 //!
 //! simd-json parses numbers into f64/i64/u64 and refuses what does not fit (`1e309`, integers
 //! beyond 64 bits), but DECIMAL and FLOAT/DOUBLE need each number's exact source text and an
@@ -16,9 +17,11 @@ use std::fmt;
 /// filled: `{"a":[[1]]}` has depth 2.
 pub const MAX_JSON_DEPTH: usize = 64;
 
+#[cfg(test)]
 /// Bytes of padding simd-json needs after the document.
 pub(crate) const PADDING: usize = simd_json::INPUT_PADDING;
 
+#[cfg(test)]
 /// Source span (byte offsets into the original value) of one number token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {
@@ -35,6 +38,7 @@ pub(crate) struct LexError {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LexErrorKind {
+    #[cfg(test)]
     TooLarge,
     TooDeep,
     BadNumber,
@@ -47,6 +51,7 @@ pub(crate) enum LexErrorKind {
 impl fmt::Display for LexError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = match self.kind {
+            #[cfg(test)]
             LexErrorKind::TooLarge => "value larger than 4 GiB",
             LexErrorKind::TooDeep => "nesting deeper than 64 levels below the root",
             LexErrorKind::BadNumber => "malformed number",
@@ -59,6 +64,7 @@ impl fmt::Display for LexError {
     }
 }
 
+#[cfg(test)]
 /// Copies `input` into `padded` (resized to `input.len() + PADDING`), with every number token
 /// replaced by `0` and spaces, and pushes each token's span to `numbers` (cleared first).
 pub(crate) fn prepare(input: &[u8], padded: &mut Vec<u8>, numbers: &mut Vec<Span>) -> Result<(), LexError> {
@@ -118,6 +124,7 @@ pub(crate) fn prepare(input: &[u8], padded: &mut Vec<u8>, numbers: &mut Vec<Span
     Ok(())
 }
 
+#[cfg(test)]
 /// Skips a string body starting after its opening quote; returns the index after the
 /// closing quote.
 fn skip_string(input: &[u8], mut i: usize) -> Result<usize, LexError> {
@@ -156,6 +163,7 @@ fn skip_string(input: &[u8], mut i: usize) -> Result<usize, LexError> {
     err(input.len(), LexErrorKind::UnterminatedString)
 }
 
+#[cfg(test)]
 fn hex4(input: &[u8], at: usize) -> Option<u16> {
     let digits = input.get(at..at + 4)?;
     let mut unit = 0u16;
@@ -166,6 +174,7 @@ fn hex4(input: &[u8], at: usize) -> Option<u16> {
     Some(unit)
 }
 
+#[cfg(test)]
 /// RFC 8259 number grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
 pub(crate) fn is_json_number(token: &[u8]) -> bool {
     let mut i = 0;

@@ -15,6 +15,25 @@ pub(crate) fn integer(text: &str, min: i64, max: i64, type_name: &str) -> Result
         Some((b'-', rest)) => (true, rest),
         _ => (false, bytes),
     };
+    // Up to 18 digits cannot overflow i64: no saturation needed.
+    if !digits.is_empty() && digits.len() <= 18 {
+        let mut magnitude: i64 = 0;
+        for &d in digits {
+            let digit = d.wrapping_sub(b'0');
+            if digit > 9 {
+                return Err(format!("expected {type_name}, got non-integer number {text}"));
+            }
+            magnitude = magnitude * 10 + i64::from(digit);
+        }
+        let value = if negative { -magnitude } else { magnitude };
+        if (min..=max).contains(&value) {
+            return Ok(value);
+        }
+        return Err(format!(
+            "number {} is out of range for {type_name}",
+            truncate_text(text)
+        ));
+    }
     // Accumulate the magnitude in u64 (so that i64::MIN fits); saturate past it.
     let mut magnitude: u64 = 0;
     for &d in digits {
@@ -311,17 +330,18 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 /// Nanoseconds of the day of an ISO local time `HH:mm[:ss[.f{1,9}]]` with at most
 /// `precision` fraction digits.
 pub(crate) fn time(text: &str, precision: u8) -> Result<i64, String> {
-    let type_name = format!("TIME({precision})");
-    parse_time(text.as_bytes(), precision, &type_name).map_err(|why| {
+    // Type names are formatted only on failure: this runs once per value.
+    parse_time(text.as_bytes(), precision, "TIME").map_err(|why| {
         format!(
-            "expected {type_name} HH:mm[:ss[.fff]], got {}{why}",
+            "expected TIME({precision}) HH:mm[:ss[.fff]], got {}{why}",
             describe_text(text)
         )
     })
 }
 
-/// Parses a local time; the error is an optional detail appended to the reason.
-fn parse_time(b: &[u8], precision: u8, type_name: &str) -> Result<i64, String> {
+/// Parses a local time; the error is an optional detail appended to the reason. `kind`
+/// names the type without its precision (`TIME`, `TIMESTAMP`, `TIMESTAMP_LTZ`).
+fn parse_time(b: &[u8], precision: u8, kind: &str) -> Result<i64, String> {
     if b.len() < 5 || b[2] != b':' {
         return Err(String::new());
     }
@@ -341,7 +361,7 @@ fn parse_time(b: &[u8], precision: u8, type_name: &str) -> Result<i64, String> {
             }
             if fraction.len() > usize::from(precision) {
                 return Err(format!(
-                    " ({} fraction digits, {type_name} keeps {precision})",
+                    " ({} fraction digits, {kind}({precision}) keeps {precision})",
                     fraction.len()
                 ));
             }
@@ -366,31 +386,29 @@ impl<T> OkOrDefault<T> for Option<T> {
 
 /// Nanoseconds since the epoch of an ISO local date-time `yyyy-MM-ddTHH:mm[:ss[.f]]`.
 pub(crate) fn timestamp(text: &str, precision: u8) -> Result<i128, String> {
-    let type_name = format!("TIMESTAMP({precision})");
-    parse_local_date_time(text.as_bytes(), precision, &type_name).map_err(|why| {
+    parse_local_date_time(text.as_bytes(), precision, "TIMESTAMP").map_err(|why| {
         format!(
-            "expected {type_name} yyyy-MM-ddTHH:mm:ss[.fff] without offset, got {}{why}",
+            "expected TIMESTAMP({precision}) yyyy-MM-ddTHH:mm:ss[.fff] without offset, got {}{why}",
             describe_text(text)
         )
     })
 }
 
-fn parse_local_date_time(b: &[u8], precision: u8, type_name: &str) -> Result<i128, String> {
+fn parse_local_date_time(b: &[u8], precision: u8, kind: &str) -> Result<i128, String> {
     if b.len() < 16 || b[10] != b'T' {
         return Err(String::new());
     }
     let days = parse_date(&b[..10]).ok_or_default()?;
-    let nanos = parse_time(&b[11..], precision, type_name)?;
+    let nanos = parse_time(&b[11..], precision, kind)?;
     Ok(i128::from(days) * i128::from(NANOS_PER_DAY) + i128::from(nanos))
 }
 
 /// Nanoseconds since the epoch of an ISO date-time with `Z` or a `±HH:MM[:SS]` offset.
 pub(crate) fn timestamp_ltz(text: &str, precision: u8) -> Result<i128, String> {
-    let type_name = format!("TIMESTAMP_LTZ({precision})");
     let b = text.as_bytes();
     let bad = |why: String| {
         format!(
-            "expected {type_name} as ISO date-time with offset or epoch milliseconds, got {}{why}",
+            "expected TIMESTAMP_LTZ({precision}) as ISO date-time with offset or epoch milliseconds, got {}{why}",
             describe_text(text)
         )
     };
@@ -405,7 +423,7 @@ pub(crate) fn timestamp_ltz(text: &str, precision: u8) -> Result<i128, String> {
         let offset = parse_offset(&b[sign_at..]).ok_or_else(|| bad(String::new()))?;
         (&b[..sign_at], offset)
     };
-    let local_nanos = parse_local_date_time(local, precision, &type_name).map_err(bad)?;
+    let local_nanos = parse_local_date_time(local, precision, "TIMESTAMP_LTZ").map_err(bad)?;
     Ok(local_nanos - i128::from(offset_seconds) * i128::from(NANOS_PER_SECOND))
 }
 
@@ -465,6 +483,19 @@ pub(crate) fn nanos_to_unit(nanos: i128, unit: TimeUnit, type_name: &str) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn integers_agree_with_i128(text in "-?[0-9]{0,22}(\\.0)?", narrow in proptest::bool::ANY) {
+            let (min, max) = if narrow { (i64::from(i32::MIN), i64::from(i32::MAX)) } else { (i64::MIN, i64::MAX) };
+            let want = text
+                .parse::<i128>()
+                .ok()
+                .filter(|v| (i128::from(min)..=i128::from(max)).contains(v))
+                .map(|v| v as i64);
+            proptest::prop_assert_eq!(integer(&text, min, max, "T").ok(), want);
+        }
+    }
 
     #[test]
     fn integers_are_range_checked() {

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Writes seed inputs for `convert_batch` into corpus/convert_batch/: JSON documents (valid,
+rescued, invalid) under each plan selector, separated like the target splits records."""
+import os
+
+SEP = b"\xfe"
+DOCS = [
+    b'{"bool":true,"i8":127,"i16":-32768,"i32":1,"i64":9223372036854775807,"f32":1.5,"f64":1e308}',
+    b'{"dec":"12.30","dec38":1.5e2,"ch":"abc","s":"x\\u00e9\\ud83d\\ude00","bin":"AAE=","bytes":"AQID"}',
+    b'{"date":"2024-02-29","time":"12:34:56.789","ts":"2024-02-29T12:00:00.123456","ltz":1700000000000}',
+    b'{"xs":[[1,2],[null],[]],"m":{"k":{"s":"v","q":1},"n":null},"r":{"s":"y","q":-1},"zz":[1,{"a":2}]}',
+    b'{"i8":128,"dec":1.234,"bin":"AA==","_kafka_key":1,"_kafka_rescue":null}',
+    b'{"a":1,"a":2}',
+    b'{"x":{"k":1,"k":2}}',
+    b'{"s":"\\udc00"}',
+    b'[1]',
+    b'',
+    b'{"xs":[[1e309]]}',
+]
+
+
+def main():
+    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "convert_batch")
+    os.makedirs(out, exist_ok=True)
+    n = 0
+    for control in range(0, 256, 37):
+        for doc in DOCS:
+            parts = []
+            if control & 0x80:
+                parts.append(b"key")
+            if control & 0x40:
+                parts += [b"h", b"v"]
+            parts.append(doc)
+            data = bytes([control]) + SEP.join(parts + parts)
+            with open(os.path.join(out, f"seed-{n:03}"), "wb") as f:
+                f.write(data)
+            n += 1
+    print(f"{n} seeds in {out}")
+
+
+if __name__ == "__main__":
+    main()
