@@ -123,10 +123,11 @@ setup_java() {
 }
 
 setup_go() {
-    if ! command -v go >/dev/null; then
-        log "installing Go (Debian)"
-        apt_install golang-go
+    # go.mod asks for Go 1.26, newer than Debian's golang-go (1.19): use the machine's toolchain.
+    if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
+        PATH="/usr/local/go/bin:$PATH"
     fi
+    command -v go >/dev/null || die "no go on PATH or in /usr/local/go/bin (the Go producer needs Go 1.26)"
     local stamp="$GO_DIR/bin/.kafluss-inputs" digest
     digest="$(inputs_digest "$GO_DIR" . -path ./bin -prune -o -type f \( -name '*.go' -o -name go.mod -o -name go.sum \))"
     if [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ] && [ -x "$GO_DIR/bin/kafluss-go-producer" ]; then
