@@ -116,7 +116,7 @@ setup_java() {
     local profile
     for profile in kafka-3.9 kafka-4; do
         # Offline first (everything already in ~/.m2), else fetch from Maven Central.
-        (cd "$JAVA_DIR" && { mvn -q -B -o package -P "$profile" 2>/dev/null || mvn -q -B package -P "$profile"; }) \
+        (cd "$JAVA_DIR" && { mvn -q -B -o package -P "$profile" >/dev/null 2>&1 || mvn -q -B package -P "$profile"; }) \
             || die "mvn package -P $profile failed in $JAVA_DIR"
     done
     echo "$digest" > "$stamp"
