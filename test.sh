@@ -2,7 +2,8 @@
 # The one test command (README): installs what the tests need, idempotently, then runs them all.
 #
 #   ./test.sh              set up, then fmt, build, clippy, cargo test, the real-client suite
-#   ./test.sh --setup-only set up only (kcat, .venv with the Python clients, npm kafkajs)
+#   ./test.sh --setup-only set up only (kcat, .venv with the Python clients, npm kafkajs, the
+#                          Java producer built with Maven, the Go producer built with go)
 #
 # Set-up works on a fresh Debian machine as root (or with sudo) reaching only the package
 # registries. Every step runs even when an earlier one failed (except what a failed build makes
@@ -15,6 +16,8 @@ cd "$ROOT" || exit 1
 VENV="$ROOT/.venv"
 CLIENTS_DIR="$ROOT/tests/clients"
 REQUIREMENTS="$CLIENTS_DIR/requirements.txt"
+JAVA_DIR="$CLIENTS_DIR/java"
+GO_DIR="$CLIENTS_DIR/go"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 # The suite starts many servers, each with its own cores; two tests at a time suit a 2-core box.
 SUITE_THREADS="${KAFLUSS_SUITE_THREADS:-2}"
@@ -88,11 +91,62 @@ setup_node() {
     fi
 }
 
+# A fingerprint of a client's build inputs (in folder $1, the files `find $2...` prints): the client
+# is rebuilt only when it differs from the last good build's.
+inputs_digest() {
+    (cd "$1" && find "${@:2}" -print0 | sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1
+}
+
+setup_java() {
+    if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+        log "installing Java 17 and Maven (Debian)"
+        apt_install openjdk-17-jdk-headless maven
+    fi
+    # One build per kafka-clients line (the pom's profiles), each into target/<profile>/.
+    local stamp="$JAVA_DIR/target/.kafluss-inputs" digest
+    digest="$(inputs_digest "$JAVA_DIR" pom.xml src -type f)"
+    if [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ] \
+        && [ -f "$JAVA_DIR/target/kafka-3.9/kafluss-java-producer.jar" ] \
+        && [ -f "$JAVA_DIR/target/kafka-4/kafluss-java-producer.jar" ]; then
+        echo "java producer: already built in $JAVA_DIR/target"
+        return
+    fi
+    log "building the Java producer (Maven, kafka-clients 3.9 and 4)"
+    rm -f "$stamp"
+    local profile
+    for profile in kafka-3.9 kafka-4; do
+        # Offline first (everything already in ~/.m2), else fetch from Maven Central.
+        (cd "$JAVA_DIR" && { mvn -q -B -o package -P "$profile" >/dev/null 2>&1 || mvn -q -B package -P "$profile"; }) \
+            || die "mvn package -P $profile failed in $JAVA_DIR"
+    done
+    echo "$digest" > "$stamp"
+}
+
+setup_go() {
+    # go.mod asks for Go 1.26, newer than Debian's golang-go (1.19): use the machine's toolchain.
+    if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then
+        PATH="/usr/local/go/bin:$PATH"
+    fi
+    command -v go >/dev/null || die "no go on PATH or in /usr/local/go/bin (the Go producer needs Go 1.26)"
+    local stamp="$GO_DIR/bin/.kafluss-inputs" digest
+    digest="$(inputs_digest "$GO_DIR" . -path ./bin -prune -o -type f \( -name '*.go' -o -name go.mod -o -name go.sum \))"
+    if [ "$(cat "$stamp" 2>/dev/null)" = "$digest" ] && [ -x "$GO_DIR/bin/kafluss-go-producer" ]; then
+        echo "go producer: already built in $GO_DIR/bin"
+        return
+    fi
+    log "building the Go producer (franz-go and sarama)"
+    rm -f "$stamp"
+    (cd "$GO_DIR" && go build -mod=readonly -o bin/kafluss-go-producer .) || die "go build failed in $GO_DIR"
+    echo "$digest" > "$stamp"
+}
+
 setup() {
     log "set-up"
     setup_kcat
     setup_venv
     setup_node
+    setup_java
+    setup_go
 }
 
 setup
@@ -110,6 +164,10 @@ export KAFLUSS_NODE_MODULES="$CLIENTS_DIR/node_modules"
 KAFLUSS_KCAT="$(command -v kcat)"
 export KAFLUSS_KCAT
 export KAFLUSS_WHEEL_LIBRDKAFKA_DIR="$VENV/librdkafka-wheel"
+KAFLUSS_JAVA="$(command -v java)"
+export KAFLUSS_JAVA
+export KAFLUSS_JAVA_PRODUCERS="$JAVA_DIR/target"
+export KAFLUSS_GO_PRODUCER="$GO_DIR/bin/kafluss-go-producer"
 export KAFLUSS_RESULTS_DIR="$TARGET_DIR/kafluss-suite"
 export KAFLUSS_REQUIRE_CLIENTS=1
 

@@ -1,8 +1,10 @@
 //! The real Kafka clients the suite drives, where to find them, and running a plan through one.
 //!
 //! Tools are found through the variables `./test.sh` exports (`KAFLUSS_PYTHON`, `KAFLUSS_NODE`,
-//! `KAFLUSS_KCAT`, `KAFLUSS_WHEEL_LIBRDKAFKA_DIR`, `KAFLUSS_NODE_MODULES`), else in their usual
-//! places in the checkout (`.venv`, `tests/clients/node_modules`) and on PATH. A missing tool
+//! `KAFLUSS_KCAT`, `KAFLUSS_WHEEL_LIBRDKAFKA_DIR`, `KAFLUSS_NODE_MODULES`, `KAFLUSS_JAVA`,
+//! `KAFLUSS_JAVA_PRODUCERS`, `KAFLUSS_GO_PRODUCER`), else in their usual places in the checkout
+//! (`.venv`, `tests/clients/node_modules`, `tests/clients/java/target`, `tests/clients/go/bin`)
+//! and on PATH. A missing tool
 //! is an error; the tests turn it into a skip only when `KAFLUSS_REQUIRE_CLIENTS` is unset.
 
 use std::path::{Path, PathBuf};
@@ -29,16 +31,28 @@ pub enum Client {
     KafkaPython,
     Aiokafka,
     Kafkajs,
+    /// The Java client, kafka-clients 3.9 (`tests/clients/java`, built with `-P kafka-3.9`).
+    Java39,
+    /// The Java client, the newest kafka-clients 4.x (built with `-P kafka-4`).
+    Java4,
+    /// franz-go (`tests/clients/go`, `-client franz-go`).
+    FranzGo,
+    /// sarama (`tests/clients/go`, `-client sarama`).
+    Sarama,
 }
 
 impl Client {
-    pub const ALL: [Client; 6] = [
+    pub const ALL: [Client; 10] = [
         Client::KcatDebian,
         Client::KcatWheel,
         Client::ConfluentKafka,
         Client::KafkaPython,
         Client::Aiokafka,
         Client::Kafkajs,
+        Client::Java39,
+        Client::Java4,
+        Client::FranzGo,
+        Client::Sarama,
     ];
 
     /// Stable identifier: results file name and the database the client's tables live in.
@@ -50,6 +64,10 @@ impl Client {
             Client::KafkaPython => "kafka_python",
             Client::Aiokafka => "aiokafka",
             Client::Kafkajs => "kafkajs",
+            Client::Java39 => "java_3_9",
+            Client::Java4 => "java_4",
+            Client::FranzGo => "franz_go",
+            Client::Sarama => "sarama",
         }
     }
 
@@ -62,12 +80,14 @@ impl Client {
                 binary_header_values: false,
                 delimited_stdin: true,
             },
-            Client::ConfluentKafka => Capabilities {
-                timestamps: true,
-                null_header_values: true,
-                binary_header_values: true,
-                delimited_stdin: false,
-            },
+            Client::ConfluentKafka | Client::Java39 | Client::Java4 | Client::FranzGo | Client::Sarama => {
+                Capabilities {
+                    timestamps: true,
+                    null_header_values: true,
+                    binary_header_values: true,
+                    delimited_stdin: false,
+                }
+            }
             Client::KafkaPython | Client::Aiokafka | Client::Kafkajs => Capabilities {
                 timestamps: true,
                 null_header_values: false,
@@ -209,6 +229,76 @@ fn node_modules() -> PathBuf {
     env_path("KAFLUSS_NODE_MODULES").unwrap_or_else(|| clients_dir().join("node_modules"))
 }
 
+fn java() -> Option<PathBuf> {
+    env_path("KAFLUSS_JAVA").or_else(|| on_path("java"))
+}
+
+/// The Java producer's jar for `line` (`kafka-3.9`, `kafka-4`: the Maven profile it was built with).
+fn java_producer_jar(line: &str) -> PathBuf {
+    env_path("KAFLUSS_JAVA_PRODUCERS")
+        .unwrap_or_else(|| clients_dir().join("java").join("target"))
+        .join(line)
+        .join("kafluss-java-producer.jar")
+}
+
+fn go_producer() -> PathBuf {
+    env_path("KAFLUSS_GO_PRODUCER")
+        .unwrap_or_else(|| clients_dir().join("go").join("bin").join("kafluss-go-producer"))
+}
+
+/// `java -jar <the producer for client's line>` (no plan yet), after checking both exist.
+fn java_command(client: Client) -> Result<Command, ClientError> {
+    let missing = |reason: String| ClientError::Missing { client, reason };
+    let java = java().ok_or_else(|| missing("no java on PATH or in KAFLUSS_JAVA".into()))?;
+    let line = if client == Client::Java39 {
+        "kafka-3.9"
+    } else {
+        "kafka-4"
+    };
+    let jar = java_producer_jar(line);
+    if !jar.is_file() {
+        return Err(missing(format!("no Java producer at {}", jar.display())));
+    }
+    let mut command = Command::new(java);
+    command.arg("-jar").arg(jar);
+    Ok(command)
+}
+
+/// The Go producer with `-client` set for `client` (no plan yet), after checking it exists.
+fn go_command(client: Client) -> Result<Command, ClientError> {
+    let binary = go_producer();
+    if !binary.is_file() {
+        return Err(ClientError::Missing {
+            client,
+            reason: format!("no Go producer at {}", binary.display()),
+        });
+    }
+    let mut command = Command::new(binary);
+    command.arg("-client").arg(if client == Client::FranzGo {
+        "franz-go"
+    } else {
+        "sarama"
+    });
+    Ok(command)
+}
+
+/// What a built driver says with `--version` (`-version` for Go): the client's own version.
+fn driver_version(client: Client, mut command: Command, flag: &str) -> Result<String, ClientError> {
+    let done = run_with_timeout(command.arg(flag), b"", Duration::from_secs(60))
+        .map_err(|source| ClientError::Process { client, source })?;
+    if !done.status.success() {
+        return Err(ClientError::Missing {
+            client,
+            reason: format!(
+                "the driver's {flag} exited with {}: {}",
+                done.status,
+                tail(&done.stderr_text(), 300)
+            ),
+        });
+    }
+    Ok(done.stdout_text().trim().to_owned())
+}
+
 fn python_module_check(client: Client, module: &str) -> Result<(), ClientError> {
     let interpreter = python();
     if !interpreter.is_file() {
@@ -284,6 +374,16 @@ fn driver_command(client: Client, plan_file: &Path) -> Result<Command, ClientErr
                 .env("NODE_PATH", modules);
             command
         }
+        Client::Java39 | Client::Java4 => {
+            let mut command = java_command(client)?;
+            command.arg(plan_file);
+            command
+        }
+        Client::FranzGo | Client::Sarama => {
+            let mut command = go_command(client)?;
+            command.arg(plan_file);
+            command
+        }
     };
     Ok(command)
 }
@@ -352,6 +452,8 @@ pub fn check_available(client: Client) -> Result<String, ClientError> {
                 .map_err(|source| ClientError::Process { client, source })?;
             Ok(format!("kafkajs {version}, node {}", done.stdout_text().trim()))
         }
+        Client::Java39 | Client::Java4 => driver_version(client, java_command(client)?, "--version"),
+        Client::FranzGo | Client::Sarama => driver_version(client, go_command(client)?, "-version"),
     }
 }
 

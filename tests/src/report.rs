@@ -39,6 +39,10 @@ pub fn client_title(client: Client) -> &'static str {
         Client::KafkaPython => "kafka-python",
         Client::Aiokafka => "aiokafka",
         Client::Kafkajs => "kafkajs",
+        Client::Java39 => "Java kafka-clients 3.9",
+        Client::Java4 => "Java kafka-clients 4",
+        Client::FranzGo => "franz-go",
+        Client::Sarama => "sarama",
     }
 }
 

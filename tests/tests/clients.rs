@@ -58,3 +58,23 @@ fn aiokafka() {
 fn kafkajs() {
     check(Client::Kafkajs);
 }
+
+#[test]
+fn java_kafka_clients_3_9() {
+    check(Client::Java39);
+}
+
+#[test]
+fn java_kafka_clients_4() {
+    check(Client::Java4);
+}
+
+#[test]
+fn franz_go() {
+    check(Client::FranzGo);
+}
+
+#[test]
+fn sarama() {
+    check(Client::Sarama);
+}
