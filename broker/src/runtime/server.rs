@@ -337,8 +337,10 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         line.push_str(&format!(" {}={}", listener.name, listener.bound));
     }
     line.push_str(&format!(" cores={cores}"));
-    println!("{line}");
+    // The log line first: whoever waits for the stdout line (a harness, a supervisor) then
+    // finds it in the log too, instead of racing the second write.
     tracing::info!("{line}");
+    println!("{line}");
 
     while !shutdown.load(Ordering::SeqCst) {
         if let Ok(core) = exited_rx.try_recv() {
