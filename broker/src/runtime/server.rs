@@ -117,14 +117,26 @@ fn table_dropped_hook(
 fn close_on_every_core(table: &TableInfo, cores: &[crossbeam_channel::Sender<ControlMessage>]) {
     let (done_tx, done_rx) = crossbeam_channel::bounded(cores.len());
     let mut asked = 0;
-    for core in cores {
-        let message = ControlMessage::DropTable {
+    for (index, core) in cores.iter().enumerate() {
+        let mut message = ControlMessage::DropTable {
             table_id: table.id,
             done: done_tx.clone(),
         };
-        // Blocks only while the core's control queue is full; fails once the core has exited.
-        if core.send(message).is_ok() {
-            asked += 1;
+        // Waits only while the core's control queue is full; fails once the core has exited.
+        loop {
+            match core.send_timeout(message, DROP_WAIT_LOG_INTERVAL) {
+                Ok(()) => asked += 1,
+                Err(crossbeam_channel::SendTimeoutError::Timeout(unsent)) => {
+                    tracing::warn!(
+                        "dropping {}: core {index} has not taken the request for {DROP_WAIT_LOG_INTERVAL:?}; waiting",
+                        table.path()
+                    );
+                    message = unsent;
+                    continue;
+                }
+                Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => {}
+            }
+            break;
         }
     }
     // Only the messages hold senders now: a core that exits without answering drops its own.
