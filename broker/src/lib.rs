@@ -1,21 +1,24 @@
 //! kafluss broker: thread-per-core Kafka produce endpoint writing Fluss log tables as Arrow.
 //!
-//! Folders are concepts: `catalog/` (databases, tables, SQL), `log/` (durable Arrow bucket logs),
-//! `scan/` (reading rows back), `admin/` (HTTP on the Fluss listener), `handlers/` (one file per
-//! Kafka API), `cli/` (the `sql` and `scan` client commands). The runtime lives in `server.rs`
-//! (executors), `shard.rs` (what one core owns), `connection.rs` and `routing.rs`.
+//! Folders are concepts, and dependencies point one way (docs/architecture.md):
+//! `runtime/` (start-up, cores, mesh, routing) → `kafka/` (connections, one handler per API,
+//! the one place Kafka error codes are chosen) → `append/` (jobs, bucket actors, the append
+//! pipeline) → `log/` (durable Arrow bucket logs), `kafluss-convert`, `kafluss-protocol`.
+//! Beside them: `catalog/` (databases, tables, SQL), `scan/` (reading rows back), `admin/`
+//! (HTTP on the Fluss listener), `cli/` (the `sql` and `scan` client commands).
 
 pub mod admin;
+pub mod append;
 pub mod catalog;
 pub mod cli;
 pub mod config;
-pub mod connection;
-pub mod errors;
-pub mod handlers;
+pub mod kafka;
 pub mod log;
 pub mod metrics;
 pub mod repeat_log;
-pub mod routing;
+pub mod runtime;
 pub mod scan;
-pub mod server;
-pub mod shard;
+pub mod telemetry;
+
+#[cfg(test)]
+mod layers_tests;

@@ -77,7 +77,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            match kafluss_broker::server::run(config) {
+            match kafluss_broker::runtime::server::run(config) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("kafluss: {e}");

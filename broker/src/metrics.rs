@@ -19,31 +19,8 @@ use std::time::Duration;
 
 use kafluss_protocol::ErrorCode;
 
-/// The APIs metrics are kept for; anything else counts as `other`.
-pub const API_NAMES: [&str; 8] = [
-    "produce",
-    "metadata",
-    "api_versions",
-    "sasl_handshake",
-    "sasl_authenticate",
-    "create_topics",
-    "delete_topics",
-    "other",
-];
-
-/// Index into [`API_NAMES`] for a Kafka api key.
-pub fn api_index(api_key: i16) -> usize {
-    match api_key {
-        0 => 0,
-        3 => 1,
-        18 => 2,
-        17 => 3,
-        36 => 4,
-        19 => 5,
-        20 => 6,
-        _ => 7,
-    }
-}
+/// The `api` label values and which one a request counts under: the Kafka API registry's.
+use crate::kafka::apis::{metric_index, METRIC_LABELS as API_NAMES, METRIC_SERIES};
 
 /// Upper bounds (seconds) of the latency histogram buckets; the last bucket is +Inf.
 pub const LATENCY_BUCKETS_SECONDS: [f64; 12] = [
@@ -124,7 +101,7 @@ struct ApiMetrics {
 /// The counters one core writes (only that core; the admin thread reads).
 #[derive(Default)]
 pub struct CoreMetrics {
-    apis: [ApiMetrics; API_NAMES.len()],
+    apis: [ApiMetrics; METRIC_SERIES],
     records_appended: AtomicU64,
     partition_errors: AtomicU64,
     refused: [AtomicU64; REFUSAL_SLOTS],
@@ -150,7 +127,7 @@ impl CoreMetrics {
         latency: Duration,
         failed: bool,
     ) {
-        let api = &self.apis[api_index(api_key)];
+        let api = &self.apis[metric_index(api_key)];
         add(&api.requests, 1);
         add(&api.bytes_in, bytes_in as u64);
         add(&api.bytes_out, bytes_out as u64);

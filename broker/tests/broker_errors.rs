@@ -411,6 +411,51 @@ fn acks_zero_is_silent_and_pipelined_responses_keep_request_order() {
 }
 
 #[test]
+fn a_failing_acks_zero_request_closes_the_connection() {
+    let server = Server::start(2, &[]);
+    setup(&server);
+    // The bucket exists first (opening a new bucket log, with its directory syncs, is the slow
+    // part on a loaded machine, and `is_closed` waits a bounded time).
+    let mut raw = Raw::connect(server.kafka);
+    let got = outcomes(&raw.produce(
+        9,
+        &request(1, vec![("strict", vec![(0, Some(batch(&[r#"{"id":6}"#])))])]),
+    ));
+    assert_eq!(got[0].2, ErrorCode::None, "{got:?}");
+    // A record that does not convert, sent with acks=0: no answer can say so, so the
+    // connection closes (as Kafka does) and the client notices.
+    raw.send(
+        9,
+        &request(0, vec![("strict", vec![(0, Some(batch(&[r#"{"id":"x"}"#])))])]),
+    );
+    assert!(
+        raw.is_closed(),
+        "a failed acks=0 request closes its connection; server log:\n{}",
+        server.logs()
+    );
+    // Refused on the connection's core (no such topic): the same.
+    let mut raw = Raw::connect(server.kafka);
+    raw.send(
+        9,
+        &request(0, vec![("nosuch", vec![(0, Some(batch(&[r#"{"id":1}"#])))])]),
+    );
+    assert!(
+        raw.is_closed(),
+        "an acks=0 request to an unknown topic closes its connection"
+    );
+    // A new connection is served, and nothing of the refused batch was stored.
+    let mut raw = Raw::connect(server.kafka);
+    let got = outcomes(&raw.produce(
+        9,
+        &request(1, vec![("strict", vec![(0, Some(batch(&[r#"{"id":7}"#])))])]),
+    ));
+    assert_eq!(got[0].2, ErrorCode::None, "{got:?}");
+    let rows = server.scan("fluss.strict");
+    let ids: Vec<_> = rows.iter().map(|row| row["row"]["id"].clone()).collect();
+    assert_eq!(ids, vec![json!(6), json!(7)], "{rows:?}");
+}
+
+#[test]
 fn log_append_time_batches_store_the_append_time() {
     let server = Server::start(1, &[]);
     server.sql_ok(

@@ -6,10 +6,11 @@
 use bytes::Bytes;
 use kafluss_protocol::{encode_error_response, Request};
 use kafluss_protocol::{encode_response_frame, Message};
-use kafluss_protocol::{ApiKey, ErrorCode, RequestHeader};
+use kafluss_protocol::{ApiKey, RequestHeader};
 use kafluss_protocol::{CreateTopicsRequest, DeleteTopicsRequest, ProduceResponse};
 
-use super::Response;
+use super::errors::{TOPIC_ADMIN_REFUSED, UNSUPPORTED_VERSION};
+use super::{HandlerError, Response};
 
 pub const CREATE_TOPICS_MESSAGE: &str = "Kafka CreateTopics is not supported: create a Fluss table with CREATE TABLE ... WITH ('table.kafka.enabled' = 'true') through Fluss SQL";
 pub const DELETE_TOPICS_MESSAGE: &str =
@@ -25,20 +26,20 @@ fn nearest_known_version(api_key: ApiKey, version: i16) -> i16 {
     }
 }
 
-pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, String> {
+pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, HandlerError> {
     let version = header.api_version;
     let correlation_id = header.correlation_id;
     let frame = match header.api_key {
         ApiKey::CREATE_TOPICS if CreateTopicsRequest::supports_version(version) => {
             let request = super::decode_request::<CreateTopicsRequest>(&body, version)
-                .map_err(|e| format!("undecodable CreateTopics v{version} request: {e}"))?;
-            let response = request.error_response(ErrorCode::PolicyViolation, Some(CREATE_TOPICS_MESSAGE));
+                .map_err(|e| HandlerError::undecodable("CreateTopics", version, e))?;
+            let response = request.error_response(TOPIC_ADMIN_REFUSED, Some(CREATE_TOPICS_MESSAGE));
             encode_response_frame(correlation_id, version, &response)
         }
         ApiKey::DELETE_TOPICS if DeleteTopicsRequest::supports_version(version) => {
             let request = super::decode_request::<DeleteTopicsRequest>(&body, version)
-                .map_err(|e| format!("undecodable DeleteTopics v{version} request: {e}"))?;
-            let response = request.error_response(ErrorCode::PolicyViolation, Some(DELETE_TOPICS_MESSAGE));
+                .map_err(|e| HandlerError::undecodable("DeleteTopics", version, e))?;
+            let response = request.error_response(TOPIC_ADMIN_REFUSED, Some(DELETE_TOPICS_MESSAGE));
             encode_response_frame(correlation_id, version, &response)
         }
         api_key => match Request::decode(header, &body) {
@@ -47,21 +48,22 @@ pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, String> {
             Ok(request) => request.error_response_frame(
                 correlation_id,
                 version,
-                ErrorCode::UnsupportedVersion,
+                UNSUPPORTED_VERSION,
                 Some("unsupported API version"),
             ),
             Err(_) => encode_error_response(
                 api_key,
                 nearest_known_version(api_key, version),
                 correlation_id,
-                ErrorCode::UnsupportedVersion,
+                UNSUPPORTED_VERSION,
             ),
         },
     };
-    frame.map(|frame| Response::frame(frame, true)).map_err(|e| {
-        format!(
-            "api key {} v{version} is not supported and has no error response: {e}",
-            header.api_key.0
-        )
-    })
+    frame
+        .map(|frame| Response::frame(frame, true))
+        .map_err(|source| HandlerError::NoErrorResponse {
+            api_key: header.api_key.0,
+            version,
+            source,
+        })
 }

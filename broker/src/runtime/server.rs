@@ -17,13 +17,15 @@ use std::time::{Duration, Instant};
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement};
 
-use crate::admin::{start_admin_server, storage, AdminContext, AdminHandle};
+use super::core::{run_core, CoreError, CoreStart};
+use super::{ControlMessage, KafkaListener, Runtime, Shared, MESH_CAPACITY};
+use crate::admin::{start_admin_server, storage, AdminContext, AdminError, AdminHandle};
 use crate::catalog::ddl::{Catalog, CatalogConfig, TableDroppedHook};
+use crate::catalog::error::CatalogError;
 use crate::catalog::model::TableInfo;
 use crate::config::ServerConfig;
 use crate::log::LogRegistry;
 use crate::metrics::Metrics;
-use crate::shard::{self, CoreStart, KafkaListener, Shard, Shared, MESH_CAPACITY};
 
 /// A start-up failure, printed by `main` before exiting non-zero.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +37,9 @@ pub enum ServerError {
         source: std::io::Error,
     },
     #[error("security configuration: {0}")]
-    Security(String),
+    Security(#[from] kafluss_auth::SecurityConfigError),
+    #[error("security configuration: super.users: {0}")]
+    SuperUsers(#[source] kafluss_auth::AclError),
     #[error("cannot bind listener {name} on {address}: {source}")]
     Bind {
         name: String,
@@ -44,51 +48,25 @@ pub enum ServerError {
         source: std::io::Error,
     },
     #[error("catalog: {0}")]
-    Catalog(String),
-    #[error("admin server: {0}")]
-    Admin(String),
+    Catalog(#[source] CatalogError),
+    #[error("admin server: listener {listener}: {source}")]
+    Admin {
+        listener: String,
+        #[source]
+        source: AdminError,
+    },
+    #[error("core start-up: cannot start core {index}: {source}")]
+    StartCore {
+        index: usize,
+        #[source]
+        source: glommio::GlommioError<()>,
+    },
     #[error("core start-up: {0}")]
-    Core(String),
+    Core(#[source] CoreError),
+    #[error("core start-up: cores did not start within 60s")]
+    CoresTimedOut,
     #[error("cannot install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
-}
-
-/// Messages from the admin thread to every core.
-#[derive(Debug, Clone)]
-pub enum ControlMessage {
-    /// A table was dropped: close its bucket logs, then acknowledge on `done`.
-    DropTable {
-        table_id: u64,
-        done: crossbeam_channel::Sender<()>,
-    },
-}
-
-/// Handles one control message on a core.
-pub async fn handle_control(shard: &Shard, message: ControlMessage) {
-    match message {
-        ControlMessage::DropTable { table_id, done } => {
-            shard.close_table(table_id).await;
-            let _ = done.send(());
-        }
-    }
-}
-
-/// The runtime services every core consults: catalog snapshots, credentials, authorizer,
-/// storage statistics. All lock-free to read on the produce path.
-pub struct Runtime {
-    pub catalog: Arc<Catalog>,
-    pub credentials: Arc<kafluss_auth::CredentialStore>,
-    pub security: kafluss_auth::SecurityConfig,
-    pub log_stats: Arc<LogRegistry>,
-    /// Failed logins slow the next attempts of their address and user (SASL and HTTP Basic).
-    pub login_throttle: Arc<kafluss_auth::LoginThrottle>,
-}
-
-impl Runtime {
-    /// The authorizer in force (a lock-free `ArcSwap` load).
-    pub fn authorizer(&self) -> arc_swap::Guard<Arc<kafluss_auth::Authorizer>> {
-        self.catalog.authorizer_cell().load()
-    }
 }
 
 /// Opens the catalog with the server configuration.
@@ -96,8 +74,8 @@ fn open_catalog(
     config: &ServerConfig,
     security: &kafluss_auth::SecurityConfig,
 ) -> Result<Catalog, ServerError> {
-    let super_users = kafluss_auth::parse_super_users(&config.super_users)
-        .map_err(|e| ServerError::Security(format!("super.users: {e}")))?;
+    let super_users =
+        kafluss_auth::parse_super_users(&config.super_users).map_err(ServerError::SuperUsers)?;
     let catalog_config = CatalogConfig {
         data_dir: config.data_dir.clone(),
         default_bucket_number: config.default_bucket_number,
@@ -112,35 +90,23 @@ fn open_catalog(
             security.listener_security(&listener.name) == kafluss_auth::ListenerSecurity::Sasl
         }),
     };
-    Catalog::open(catalog_config).map_err(|e| ServerError::Catalog(e.to_string()))
+    Catalog::open(catalog_config).map_err(ServerError::Catalog)
 }
 
+/// How often the DROP TABLE hook says which cores it is still waiting for.
+const DROP_WAIT_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
 /// The DROP TABLE hook: every core closes the table's bucket logs, then the directory goes.
+/// It waits as long as that takes (a core acknowledges only once its logs of the table are
+/// closed), logging while it waits: deleting files a core still writes would lose the rows it
+/// appends and answers for. A core that has exited holds no open log; its channel is closed.
 fn table_dropped_hook(
     data_dir: PathBuf,
     cores: Vec<crossbeam_channel::Sender<ControlMessage>>,
     log_stats: Arc<LogRegistry>,
 ) -> TableDroppedHook {
     Arc::new(move |table: &TableInfo| {
-        let (done_tx, done_rx) = crossbeam_channel::bounded(cores.len());
-        let mut asked = 0;
-        for core in &cores {
-            let message = ControlMessage::DropTable {
-                table_id: table.id,
-                done: done_tx.clone(),
-            };
-            if core.send_timeout(message, Duration::from_secs(5)).is_ok() {
-                asked += 1;
-            }
-        }
-        let deadline = Instant::now() + Duration::from_secs(15);
-        for _ in 0..asked {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if done_rx.recv_timeout(remaining).is_err() {
-                tracing::warn!("a core did not confirm closing {} within 15s", table.path());
-                break;
-            }
-        }
+        close_on_every_core(table, &cores);
         log_stats.remove_table(table.id);
         let dir = data_dir.join(table.relative_dir());
         if let Err(e) = crate::log::remove_table_dir(&dir) {
@@ -150,6 +116,51 @@ fn table_dropped_hook(
             );
         }
     })
+}
+
+/// Asks every core to close `table`'s logs and returns once each that received the request
+/// has acknowledged (or exited).
+fn close_on_every_core(table: &TableInfo, cores: &[crossbeam_channel::Sender<ControlMessage>]) {
+    let (done_tx, done_rx) = crossbeam_channel::bounded(cores.len());
+    let mut asked = 0;
+    for (index, core) in cores.iter().enumerate() {
+        let mut message = ControlMessage::DropTable {
+            table_id: table.id,
+            done: done_tx.clone(),
+        };
+        // Waits only while the core's control queue is full; fails once the core has exited.
+        loop {
+            match core.send_timeout(message, DROP_WAIT_LOG_INTERVAL) {
+                Ok(()) => asked += 1,
+                Err(crossbeam_channel::SendTimeoutError::Timeout(unsent)) => {
+                    tracing::warn!(
+                        "dropping {}: core {index} has not taken the request for {DROP_WAIT_LOG_INTERVAL:?}; waiting",
+                        table.path()
+                    );
+                    message = unsent;
+                    continue;
+                }
+                Err(crossbeam_channel::SendTimeoutError::Disconnected(_)) => {}
+            }
+            break;
+        }
+    }
+    // Only the messages hold senders now: a core that exits without answering drops its own.
+    drop(done_tx);
+    let started = Instant::now();
+    let mut confirmed = 0;
+    while confirmed < asked {
+        match done_rx.recv_timeout(DROP_WAIT_LOG_INTERVAL) {
+            Ok(()) => confirmed += 1,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => tracing::warn!(
+                "dropping {}: {} of {asked} cores have not closed its bucket logs after {:?}; waiting",
+                table.path(),
+                asked - confirmed,
+                started.elapsed()
+            ),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        }
+    }
 }
 
 /// Binds `listener` once, without listening, to learn its concrete address when port 0 was
@@ -218,12 +229,9 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     let security = kafluss_auth::SecurityConfig::parse(
         Some(&config.security_protocol_map),
         Some(&config.sasl_enabled_mechanisms),
-    )
-    .map_err(|e| ServerError::Security(e.to_string()))?;
+    )?;
     let names: Vec<&str> = config.bind_listeners.iter().map(|l| l.name.as_str()).collect();
-    security
-        .check_listeners_exist(&names)
-        .map_err(|e| ServerError::Security(e.to_string()))?;
+    security.check_listeners_exist(&names)?;
 
     if let Some(warning) = unprotected_admin_warning(&config, &security) {
         tracing::warn!("{warning}");
@@ -308,8 +316,8 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
             // Segment writes use buffered files, so little io_uring memory is needed; staying
             // small keeps many cores under the default 8 MiB memlock limit.
             .io_memory(256 << 10)
-            .spawn(move || shard::run_core(start))
-            .map_err(|e| ServerError::Core(format!("cannot start core {index}: {e}")))?;
+            .spawn(move || run_core(start))
+            .map_err(|source| ServerError::StartCore { index, source })?;
         handles.push(handle);
     }
     drop(ready_tx);
@@ -324,7 +332,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
             }
             Err(_) => {
                 shutdown.store(true, Ordering::SeqCst);
-                return Err(ServerError::Core("cores did not start within 60s".into()));
+                return Err(ServerError::CoresTimedOut);
             }
         }
     }
@@ -347,8 +355,10 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         line.push_str(&format!(" {}={}", listener.name, listener.bound));
     }
     line.push_str(&format!(" cores={cores}"));
-    println!("{line}");
+    // The log line first: whoever waits for the stdout line (a harness, a supervisor) then
+    // finds it in the log too, instead of racing the second write.
     tracing::info!("{line}");
+    println!("{line}");
 
     while !shutdown.load(Ordering::SeqCst) {
         if let Ok(core) = exited_rx.try_recv() {
@@ -426,8 +436,10 @@ fn start_admin(
     context.max_body_bytes = config.admin_max_request_size;
     context.limits = config.admin_limits.clone();
     context.login_throttle = runtime.login_throttle.clone();
-    let handle = start_admin_server(address, context)
-        .map_err(|e| ServerError::Admin(format!("listener {}: {e}", listener.name)))?;
+    let handle = start_admin_server(address, context).map_err(|source| ServerError::Admin {
+        listener: listener.name.clone(),
+        source,
+    })?;
     Ok(Some((listener.name.clone(), handle)))
 }
 
@@ -444,6 +456,56 @@ mod tests {
         )
         .unwrap();
         unprotected_admin_warning(&config, &security)
+    }
+
+    /// A core that holds the table's logs open (it acknowledges only when told to): the
+    /// directory must survive until it has closed them, however long that takes.
+    #[test]
+    fn a_dropped_tables_directory_waits_for_the_slowest_core() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::open(CatalogConfig::new(dir.path())).unwrap();
+        let mut session = catalog.session(
+            kafluss_auth::Principal::anonymous(),
+            std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        );
+        catalog.execute("CREATE TABLE t (x INT)", &mut session).unwrap();
+        let table = catalog.snapshot().table("fluss", "t").unwrap().clone();
+        let table_dir = dir.path().join(table.relative_dir());
+        std::fs::create_dir_all(crate::log::bucket_dir(&table_dir, 0)).unwrap();
+
+        let (fast_tx, fast_rx) = crossbeam_channel::bounded(4);
+        let (slow_tx, slow_rx) = crossbeam_channel::bounded(4);
+        let (exited_tx, exited_rx) = crossbeam_channel::bounded::<ControlMessage>(4);
+        drop(exited_rx); // a core that has exited: nothing to wait for
+        let hook = table_dropped_hook(
+            dir.path().to_path_buf(),
+            vec![fast_tx, slow_tx, exited_tx],
+            Arc::new(LogRegistry::new()),
+        );
+        let fast = std::thread::spawn(move || {
+            let ControlMessage::DropTable { done, .. } = fast_rx.recv().unwrap();
+            done.send(()).unwrap();
+        });
+        let (release_tx, release_rx) = crossbeam_channel::bounded::<()>(1);
+        let slow = std::thread::spawn(move || {
+            let ControlMessage::DropTable { done, .. } = slow_rx.recv().unwrap();
+            release_rx.recv().unwrap(); // holds its logs open until released
+            done.send(()).unwrap();
+        });
+        let dropping = std::thread::spawn(move || hook(&table));
+        fast.join().unwrap();
+        for _ in 0..20 {
+            std::thread::sleep(Duration::from_millis(25));
+            assert!(
+                table_dir.exists(),
+                "deleted while a core still holds the logs open"
+            );
+            assert!(!dropping.is_finished());
+        }
+        release_tx.send(()).unwrap();
+        slow.join().unwrap();
+        dropping.join().unwrap();
+        assert!(!table_dir.exists(), "deleted once every core has closed");
     }
 
     #[test]

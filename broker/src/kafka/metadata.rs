@@ -16,19 +16,18 @@ use kafluss_protocol::{
     AUTHORIZED_OPERATIONS_OMITTED,
 };
 
+use super::context::ConnectionContext;
+use super::errors::{KafkaCode, TopicLookupRejection};
+use super::{HandlerError, Response};
 use crate::catalog::model::{CatalogSnapshot, TableInfo};
 use crate::catalog::resolve::{resolve_topic, split_topic};
-use crate::connection::ConnectionContext;
-use crate::errors;
-
-use super::Response;
 
 /// The only node: this server.
 pub const NODE_ID: i32 = 0;
 
 fn may_describe(context: &ConnectionContext, database: &str, table: &str) -> bool {
     let principal = context.principal();
-    context.shard.runtime().authorizer().authorize(
+    context.core.runtime().authorizer().authorize(
         &principal,
         context.peer.ip(),
         kafluss_auth::Operation::Describe,
@@ -43,15 +42,17 @@ fn named_topic(
     name: String,
     default_db: &str,
 ) -> MetadataTopic {
-    let error = |name, code| MetadataTopic::error(Some(name), Uuid::ZERO, code);
+    let error = |name, rejection: TopicLookupRejection| {
+        MetadataTopic::error(Some(name), Uuid::ZERO, rejection.code())
+    };
     match split_topic(&name, default_db) {
-        Err(e) => error(name, errors::topic_error_code(&e)),
+        Err(e) => error(name, TopicLookupRejection::Topic(e)),
         Ok((database, table)) if !may_describe(context, database, table) => {
-            error(name, ErrorCode::TopicAuthorizationFailed)
+            error(name, TopicLookupRejection::NotAuthorized)
         }
         Ok(_) => match resolve_topic(snapshot, &name, default_db) {
             Ok(table) => topic_entry(Some(name), &table),
-            Err(e) => error(name, errors::topic_error_code(&e)),
+            Err(e) => error(name, TopicLookupRejection::Topic(e)),
         },
     }
 }
@@ -77,17 +78,23 @@ fn topic_entry(name: Option<String>, table: &TableInfo) -> MetadataTopic {
     }
 }
 
-pub fn handle(context: &ConnectionContext, header: &RequestHeader, body: Bytes) -> Result<Response, String> {
+pub fn handle(
+    context: &ConnectionContext,
+    header: &RequestHeader,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
     let version = header.api_version;
-    let request = super::decode_request::<MetadataRequest>(&body, version).map_err(|e| {
-        format!(
-            "undecodable Metadata v{version} request: {e} (body starts {:02x?})",
-            &body[..body.len().min(48)]
-        )
+    let request = super::decode_request::<MetadataRequest>(&body, version).map_err(|source| {
+        HandlerError::Undecodable {
+            api: "Metadata",
+            version,
+            source,
+            body_start: Some(format!("{:02x?}", &body[..body.len().min(48)])),
+        }
     })?;
-    let runtime = context.shard.runtime();
+    let runtime = context.core.runtime();
     let snapshot = runtime.catalog.snapshot();
-    let default_db = &context.shard.config().kafka_default_database;
+    let default_db = &context.core.config().kafka_default_database;
     // v0 has no "all topics" null: an empty list means all there.
     let requested = match request.topics {
         Some(topics) if !(version == 0 && topics.is_empty()) => Some(topics),
@@ -103,7 +110,9 @@ pub fn handle(context: &ConnectionContext, header: &RequestHeader, body: Bytes) 
         Some(topics) => topics
             .into_iter()
             .map(|topic| match topic.name {
-                None => MetadataTopic::error(None, topic.topic_id, ErrorCode::UnknownTopicId),
+                None => {
+                    MetadataTopic::error(None, topic.topic_id, TopicLookupRejection::UnknownTopicId.code())
+                }
                 Some(name) => named_topic(context, &snapshot, name, default_db),
             })
             .collect(),
@@ -124,6 +133,6 @@ pub fn handle(context: &ConnectionContext, header: &RequestHeader, body: Bytes) 
     };
     let failed = response.topics.iter().any(|t| !t.error_code.is_none());
     let frame = encode_response_frame(header.correlation_id, version, &response)
-        .map_err(|e| format!("cannot encode Metadata v{version} response: {e}"))?;
+        .map_err(HandlerError::encode("Metadata", version))?;
     Ok(Response::frame(frame, failed))
 }

@@ -1,8 +1,8 @@
 //! One Kafka connection on the core that accepted it.
 //!
-//! Two tasks share the socket: the reader splits frames (checking the size prefix against
-//! `kafka.max-request-size` before reading a body byte), hands each to
-//! [`handlers::dispatch`](crate::handlers::dispatch) and queues the pending response; the writer
+//! Two tasks share the socket: the reader splits frames with the protocol crate's
+//! [`FrameSplitter`] (checking the size prefix against `kafka.max-request-size` before reading a
+//! body byte), hands each to [`super::dispatch`] and queues the pending response; the writer
 //! sends responses strictly in request order. The queue is bounded by
 //! `kafka.connection.max-inflight-requests`, so a slow disk or a slow consumer of responses
 //! stops the reader, which stops reading the socket: memory per connection stays bounded and
@@ -14,39 +14,20 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel::{self, LocalReceiver};
 use glommio::net::TcpStream;
 use glommio::sync::StaticPermit;
+use kafluss_protocol::{frame_len, FrameError, FrameSplitter, FRAME_PREFIX_LEN};
 
-use crate::handlers::{self, Dispatch, PendingResponse, Response};
-use crate::shard::{KafkaListener, Shard};
+use super::context::{ConnectionContext, KafkaCore};
+use super::{Dispatch, PendingResponse, Response};
+use crate::runtime::{KafkaListener, StopSignal};
 
 /// How many bytes the reader asks the socket for at most while waiting for a frame prefix
 /// (pipelined small requests arrive together; big bodies are read to their exact end).
 const READ_CHUNK: usize = 64 * 1024;
-
-/// Everything a handler may need to know about the connection a request came on.
-pub struct ConnectionContext {
-    pub shard: Rc<Shard>,
-    pub peer: SocketAddr,
-    pub listener: Rc<KafkaListener>,
-    /// The SASL state machine; also holds the principal once authenticated.
-    pub sasl: RefCell<kafluss_auth::SaslSession>,
-}
-
-impl ConnectionContext {
-    /// The principal every ACL check on this connection uses: the authenticated user, or
-    /// `User:ANONYMOUS` on a plaintext listener.
-    pub fn principal(&self) -> kafluss_auth::Principal {
-        self.sasl
-            .borrow()
-            .principal()
-            .cloned()
-            .unwrap_or_else(kafluss_auth::Principal::anonymous)
-    }
-}
 
 /// Why a connection ended (logged at debug level; errors at info).
 #[derive(Debug)]
@@ -54,7 +35,7 @@ enum CloseReason {
     PeerClosed,
     Idle,
     Shutdown,
-    FrameTooLarge { size: i64, max: usize },
+    FrameTooLarge(FrameError),
     Io(std::io::Error),
     Handler,
 }
@@ -122,7 +103,7 @@ enum FrameEvent {
 /// Splits the byte stream into frames; holds at most one frame plus one read chunk.
 struct FrameReader {
     buffer: BytesMut,
-    max_frame: usize,
+    splitter: FrameSplitter,
     /// The current frame's reservation, taken once its size prefix is known.
     reserved: Option<StaticPermit>,
 }
@@ -131,7 +112,7 @@ impl FrameReader {
     fn new(max_frame: usize) -> Self {
         Self {
             buffer: BytesMut::with_capacity(READ_CHUNK),
-            max_frame,
+            splitter: FrameSplitter::new(max_frame),
             reserved: None,
         }
     }
@@ -139,45 +120,44 @@ impl FrameReader {
     /// The body size the buffered prefix declares, once its four bytes are here; checked
     /// against the limit before any body byte is read.
     fn declared_size(&self) -> Result<Option<usize>, CloseReason> {
-        if self.buffer.len() < 4 {
-            return Ok(None);
+        match self.buffer.first_chunk::<FRAME_PREFIX_LEN>() {
+            None => Ok(None),
+            Some(prefix) => frame_len(*prefix, self.splitter.max_frame_len())
+                .map(Some)
+                .map_err(CloseReason::FrameTooLarge),
         }
-        let size = i32::from_be_bytes([self.buffer[0], self.buffer[1], self.buffer[2], self.buffer[3]]);
-        if size < 0 || size as usize > self.max_frame {
-            return Err(CloseReason::FrameTooLarge {
-                size: i64::from(size),
-                max: self.max_frame,
-            });
-        }
-        Ok(Some(size as usize))
     }
 
     /// A complete frame body if the buffer holds one.
     fn take_frame(&mut self) -> Result<Option<Bytes>, CloseReason> {
-        let Some(size) = self.declared_size()? else {
-            return Ok(None);
-        };
-        if self.buffer.len() < 4 + size {
-            return Ok(None);
-        }
-        self.buffer.advance(4);
-        Ok(Some(self.buffer.split_to(size).freeze()))
+        self.splitter
+            .split(&mut self.buffer)
+            .map_err(CloseReason::FrameTooLarge)
     }
 
     /// How many bytes to ask the socket for: the rest of the current frame when its size is
     /// known (so a huge frame is read to its end, not beyond), else one chunk.
     fn want(&self) -> usize {
-        if self.buffer.len() >= 4 {
-            let size =
-                i32::from_be_bytes([self.buffer[0], self.buffer[1], self.buffer[2], self.buffer[3]]) as usize;
-            (4 + size).saturating_sub(self.buffer.len()).clamp(1, READ_CHUNK)
-        } else {
-            READ_CHUNK
+        if self.buffer.len() < FRAME_PREFIX_LEN {
+            return READ_CHUNK;
         }
+        self.splitter
+            .bytes_needed(&self.buffer)
+            .map_or(1, |needed| needed.clamp(1, READ_CHUNK))
     }
 
-    async fn next(&mut self, stream: &mut SharedStream, idle: Duration, shard: &Shard) -> FrameEvent {
+    /// The next frame and its reservation of the core's request memory, or why the connection
+    /// ends: a bad prefix, the peer closing, an I/O error, `idle` without a complete frame,
+    /// the core stopping, or the writer giving up (`closing`).
+    async fn next(
+        &mut self,
+        stream: &mut SharedStream,
+        idle: Duration,
+        core: &KafkaCore,
+        closing: &StopSignal,
+    ) -> FrameEvent {
         let idle_deadline = Instant::now() + idle;
+        let stop = &core.stop;
         loop {
             // Reserve the frame's bytes of the core's request memory before reading its body:
             // when the core holds `kafka.max-request-memory` already, this connection waits
@@ -189,7 +169,7 @@ impl FrameReader {
             if let (Some(size), None) = (size, self.reserved.as_ref()) {
                 let remaining = idle_deadline.saturating_duration_since(Instant::now());
                 let reserved = futures_lite::future::or(
-                    async { Some(shard.request_memory.acquire_static_permit(4 + size as u64).await) },
+                    async { Some(core.request_memory.acquire_static_permit(4 + size as u64).await) },
                     async {
                         glommio::timer::sleep(remaining).await;
                         None
@@ -213,8 +193,11 @@ impl FrameReader {
             // At shutdown: every complete request already read was handed out above; read no
             // more (a client that keeps sending would otherwise keep the reader busy forever,
             // since a read that is ready wins the race below).
-            if shard.is_stopping() {
+            if stop.is_stopping() {
                 return FrameEvent::Closed(CloseReason::Shutdown);
+            }
+            if closing.is_stopping() {
+                return FrameEvent::Closed(CloseReason::Handler);
             }
             let want = self.want();
             let start = self.buffer.len();
@@ -228,7 +211,7 @@ impl FrameReader {
                         async {
                             glommio::timer::sleep(remaining).await;
                         },
-                        shard.stopping(),
+                        futures_lite::future::or(stop.stopping(), closing.stopping()),
                     )
                     .await;
                     None
@@ -247,8 +230,10 @@ impl FrameReader {
                 }
                 None => {
                     self.buffer.truncate(start);
-                    let reason = if shard.is_stopping() {
+                    let reason = if stop.is_stopping() {
                         CloseReason::Shutdown
+                    } else if closing.is_stopping() {
+                        CloseReason::Handler
                     } else {
                         CloseReason::Idle
                     };
@@ -260,33 +245,41 @@ impl FrameReader {
 }
 
 /// Serves one accepted connection until it closes; never panics on client input.
-pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<KafkaListener>) {
+pub async fn serve(core: Rc<KafkaCore>, stream: TcpStream, listener: Rc<KafkaListener>) {
     let peer = match stream.peer_addr() {
         Ok(peer) => peer,
         Err(_) => return,
     };
     let _ = stream.set_nodelay(true);
-    let config = shard.config();
+    let config = core.config();
     let context = Rc::new(ConnectionContext {
-        shard: shard.clone(),
+        core: core.clone(),
         peer,
         sasl: RefCell::new(kafluss_auth::SaslSession::new(listener.security)),
         listener,
     });
     let stream = SharedStream(Rc::new(RefCell::new(stream)));
     let (queue, queued) = local_channel::new_bounded::<Queued>(config.max_inflight_requests);
-    let writer = glommio::spawn_local(write_responses(shard.clone(), stream.clone(), queued));
+    // Set by the writer when it stops writing (a response that closes, a broken socket): the
+    // reader then stops reading, so the connection closes.
+    let closing = Rc::new(StopSignal::default());
+    let writer = glommio::spawn_local(write_responses(
+        core.clone(),
+        stream.clone(),
+        queued,
+        closing.clone(),
+    ));
 
     let mut reader = FrameReader::new(config.max_request_size);
     let mut read_stream = stream.clone();
     let reason = loop {
         // Before authentication frames are bounded much lower (a PLAIN token is small).
-        reader.max_frame = match context.sasl.borrow().max_frame_len() {
+        reader.splitter = FrameSplitter::new(match context.sasl.borrow().max_frame_len() {
             Some(limit) => limit.min(config.max_request_size),
             None => config.max_request_size,
-        };
+        });
         let (frame, memory) = match reader
-            .next(&mut read_stream, config.connection_max_idle_time, &shard)
+            .next(&mut read_stream, config.connection_max_idle_time, &core, &closing)
             .await
         {
             FrameEvent::Frame(frame, memory) => (frame, memory),
@@ -294,7 +287,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<KafkaListen
         };
         let request_bytes = frame.len() + 4;
         let received = Instant::now();
-        match handlers::dispatch(&context, frame).await {
+        match super::dispatch(&context, frame).await {
             Dispatch::Respond { api_key, response } => {
                 let close_after = response.closes_connection();
                 let item = Queued {
@@ -318,7 +311,11 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, listener: Rc<KafkaListen
         }
     };
     match &reason {
-        CloseReason::FrameTooLarge { size, max } => {
+        CloseReason::FrameTooLarge(error) => {
+            let (size, max) = match *error {
+                FrameError::TooLarge { size, max } => (size as i64, max),
+                FrameError::Negative(size) => (i64::from(size), reader.splitter.max_frame_len()),
+            };
             tracing::info!(%peer, size, max, "closing Kafka connection: request larger than kafka.max-request-size")
         }
         CloseReason::Io(e) => tracing::info!(%peer, "Kafka connection I/O error: {e}"),
@@ -370,7 +367,12 @@ async fn close_gracefully(mut stream: TcpStream, peer: SocketAddr) {
 }
 
 /// Writes responses in request order as each becomes ready; records metrics.
-async fn write_responses(shard: Rc<Shard>, mut stream: SharedStream, queued: LocalReceiver<Queued>) {
+async fn write_responses(
+    core: Rc<KafkaCore>,
+    mut stream: SharedStream,
+    queued: LocalReceiver<Queued>,
+    closing: Rc<StopSignal>,
+) {
     let mut broken = false;
     while let Some(item) = queued.recv().await {
         let response: Response = match item.response {
@@ -378,7 +380,7 @@ async fn write_responses(shard: Rc<Shard>, mut stream: SharedStream, queued: Loc
             PendingResponse::Later(task) => task.await,
         };
         let bytes_out = response.frame.as_ref().map_or(0, |f| f.len());
-        shard.metrics().record_request(
+        core.metrics().record_request(
             item.api_key,
             item.request_bytes,
             bytes_out,
@@ -391,11 +393,13 @@ async fn write_responses(shard: Rc<Shard>, mut stream: SharedStream, queued: Loc
         if let Some(frame) = response.frame {
             if stream.write_all(&frame).await.is_err() {
                 broken = true;
+                closing.stop();
                 continue;
             }
         }
         if response.close_after {
             broken = true;
+            closing.stop();
         }
     }
     let _ = stream.flush().await;
@@ -411,8 +415,12 @@ mod tests {
         reader.buffer.extend_from_slice(&11i32.to_be_bytes());
         assert!(matches!(
             reader.take_frame(),
-            Err(CloseReason::FrameTooLarge { size: 11, max: 10 })
+            Err(CloseReason::FrameTooLarge(FrameError::TooLarge {
+                size: 11,
+                max: 10
+            }))
         ));
+        assert!(reader.declared_size().is_err());
         let mut reader = FrameReader::new(10);
         reader.buffer.extend_from_slice(&(-1i32).to_be_bytes());
         assert!(reader.take_frame().is_err());
@@ -434,6 +442,7 @@ mod tests {
         assert!(reader.take_frame().unwrap().is_none());
         assert_eq!(reader.want(), READ_CHUNK);
         reader.buffer.extend_from_slice(&[5, b'x']);
+        assert_eq!(reader.declared_size().unwrap(), Some(5));
         assert_eq!(reader.want(), 4);
     }
 }

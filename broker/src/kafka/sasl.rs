@@ -16,18 +16,18 @@ use kafluss_auth::plain::PlainToken;
 use kafluss_auth::sasl_state::{FailureReason, SaslFailure};
 use kafluss_auth::{CredentialStore, Principal, SaslSession};
 
-use crate::connection::ConnectionContext;
-
-use super::{Dispatch, PendingResponse, Response};
+use super::context::ConnectionContext;
+use super::errors::KafkaCode;
+use super::{Dispatch, HandlerError, PendingResponse, Response};
 
 pub fn handshake(
     context: &ConnectionContext,
     header: &RequestHeader,
     body: Bytes,
-) -> Result<Response, String> {
+) -> Result<Response, HandlerError> {
     let version = header.api_version;
     let request = super::decode_request::<SaslHandshakeRequest>(&body, version)
-        .map_err(|e| format!("undecodable SaslHandshake v{version} request: {e}"))?;
+        .map_err(|e| HandlerError::undecodable("SaslHandshake", version, e))?;
     let outcome = context
         .sasl
         .borrow_mut()
@@ -36,11 +36,14 @@ pub fn handshake(
         tracing::info!(peer = %context.peer, "SASL handshake refused: {failure}");
     }
     let response = SaslHandshakeResponse {
-        error_code: ErrorCode::from(outcome.error_code()),
+        error_code: outcome
+            .result
+            .err()
+            .map_or(ErrorCode::None, |failure| KafkaCode::code(&failure.code)),
         mechanisms: outcome.enabled_mechanisms.iter().map(|m| m.to_string()).collect(),
     };
     let frame = encode_response_frame(header.correlation_id, version, &response)
-        .map_err(|e| format!("cannot encode SaslHandshake response: {e}"))?;
+        .map_err(HandlerError::encode("SaslHandshake", version))?;
     Ok(Response {
         frame: Some(frame),
         close_after: outcome.close_after(),
@@ -52,11 +55,11 @@ pub fn authenticate(
     context: &Rc<ConnectionContext>,
     header: &RequestHeader,
     body: Bytes,
-) -> Result<PendingResponse, String> {
+) -> Result<PendingResponse, HandlerError> {
     let version = header.api_version;
     let correlation_id = header.correlation_id;
     let request = super::decode_request::<SaslAuthenticateRequest>(&body, version)
-        .map_err(|e| format!("undecodable SaslAuthenticate v{version} request: {e}"))?;
+        .map_err(|e| HandlerError::undecodable("SaslAuthenticate", version, e))?;
     let user = token_user(&request.auth_bytes);
     let answer = move |context: &ConnectionContext| {
         let result = checked(context, &request.auth_bytes, |session, store| {
@@ -74,7 +77,7 @@ pub fn authenticate(
             ),
             Err(failure) => (
                 SaslAuthenticateResponse {
-                    error_code: ErrorCode::from(failure.code.code()),
+                    error_code: KafkaCode::code(&failure.code),
                     error_message: Some(failure.message.to_string()),
                     auth_bytes: Bytes::new(),
                     session_lifetime_ms: 0,
@@ -135,7 +138,7 @@ fn after_turn(
     user: &str,
     answer: impl FnOnce(&ConnectionContext) -> Response + 'static,
 ) -> PendingResponse {
-    let throttle = &context.shard.runtime().login_throttle;
+    let throttle = &context.core.runtime().login_throttle;
     let wait = throttle.reserve(Instant::now(), context.peer.ip(), user);
     if wait.is_zero() {
         return PendingResponse::Ready(answer(context));
@@ -155,7 +158,7 @@ fn checked(
     step: impl FnOnce(&mut SaslSession, &CredentialStore) -> Result<Principal, SaslFailure>,
 ) -> Result<Principal, SaslFailure> {
     let user = token_user(token);
-    let runtime = context.shard.runtime();
+    let runtime = context.core.runtime();
     let result = step(&mut context.sasl.borrow_mut(), &runtime.credentials);
     let address = context.peer.ip();
     match &result {

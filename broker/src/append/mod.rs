@@ -1,0 +1,125 @@
+//! Turning one partition batch into rows of a bucket log, on the core that owns the bucket.
+//!
+//! - this file: the job ([`AppendJob`]) and its outcome ([`AppendOutcome`]: [`Appended`] or a
+//!   typed [`AppendError`]; `kafka::errors` maps it to a Kafka error code), and the two seams
+//!   the layers above plug into: [`Submit`] (hand a job to whoever appends it) and [`Reply`]
+//!   (where an outcome goes).
+//! - [`pipeline`]: parse → convert → append → (group commit) for one job, taking only what it
+//!   uses ([`pipeline::Appender`]: configuration, log registry, plan cache, telemetry).
+//! - [`bucket`]: the bucket actors of one core (one task per open bucket, fed by a bounded
+//!   queue), opening, closing and dropping them.
+//! - [`plan_cache`]: compiled conversion plans per table revision.
+//!
+//! Nothing here knows about sockets, the Kafka wire format of responses or the cross-core mesh.
+
+pub mod bucket;
+pub mod pipeline;
+pub mod plan_cache;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use glommio::channels::local_channel::{LocalReceiver, LocalSender};
+use kafluss_convert::ConvertError;
+use kafluss_protocol::RecordBatchError;
+
+use crate::catalog::model::TableInfo;
+use crate::log::LogError;
+
+pub use plan_cache::PlanError;
+
+/// One partition's batch, owned, on its way to the bucket's owner core.
+pub struct AppendJob {
+    pub table: Arc<TableInfo>,
+    pub bucket: u32,
+    /// The Kafka partition as requested (= bucket); stored in `_kafka_metadata.partition`.
+    pub partition: i32,
+    /// The partition's `records` field, still compressed, sliced from the request frame.
+    pub records: Option<Bytes>,
+    /// -1 waits for group commit; 0 and 1 answer after the write.
+    pub acks: i16,
+}
+
+/// Rows that reached the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: u64,
+    pub log_start_offset: u64,
+    pub rows: u64,
+}
+
+/// What became of one job.
+pub type AppendOutcome = Result<Appended, AppendError>;
+
+/// Why a partition's records were refused before conversion.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BatchRejection {
+    #[error("the partition carries no records")]
+    Empty,
+    /// The wire batch itself: framing, CRC, magic, counts, varints, decompression.
+    #[error("{0}")]
+    Wire(#[source] RecordBatchError),
+    #[error("idempotent or transactional producers are not supported: set enable.idempotence=false (and do not use transactions)")]
+    Idempotent,
+    #[error("control batches are not supported: set enable.idempotence=false (and do not use transactions)")]
+    Control,
+    #[error("record of {size} bytes is larger than kafka.max-record-size ({limit} bytes)")]
+    RecordTooLarge { size: usize, limit: usize },
+}
+
+/// Why nothing of a job was appended. Every variant keeps its cause; the Kafka error code of
+/// each is chosen in `kafka::errors`.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    /// The bucket log could not be opened (or recovered).
+    #[error("{0}")]
+    Open(#[source] LogError),
+    /// The table has no usable conversion plan.
+    #[error("{0}")]
+    Plan(#[source] PlanError),
+    #[error("{0}")]
+    Batch(#[source] BatchRejection),
+    /// A record does not convert; its index and JSON path are in the error.
+    #[error("{0}")]
+    Convert(#[source] Box<ConvertError>),
+    /// Writing or syncing the log failed.
+    #[error("{0}")]
+    Storage(#[source] LogError),
+    #[error("table {0} was dropped")]
+    TableDropped(String),
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    #[error("the bucket was closed")]
+    BucketClosed,
+    #[error("bucket not open")]
+    NotOpen,
+    #[error("the owner core is not reachable")]
+    OwnerUnreachable,
+    #[error("the bucket writer stopped")]
+    WriterStopped,
+}
+
+/// Where a bucket actor sends an outcome.
+pub trait Reply: 'static {
+    fn send(self, outcome: AppendOutcome) -> impl Future<Output = ()>;
+}
+
+/// A local answer: the receiver is on this core.
+impl Reply for LocalSender<AppendOutcome> {
+    async fn send(self, outcome: AppendOutcome) {
+        let _ = self.try_send(outcome);
+    }
+}
+
+/// Hands a job to the core that owns its bucket.
+pub trait Submit {
+    /// Queues `job` on its bucket's owner and returns where its outcome will arrive. The job is
+    /// queued when the future resolves, so calling it in request order appends in request
+    /// order; it waits only while the owner's queue is full (backpressure).
+    fn submit(&self, job: AppendJob) -> Pin<Box<dyn Future<Output = LocalReceiver<AppendOutcome>> + '_>>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,324 @@
+//! One job into rows of a bucket log, on the bucket's owner core: parse the batches
+//! ([`decode_batches`]: CRC, magic, idempotence and control bits, decompression under one
+//! budget, record size), convert with the table's cached plan, append to the bucket log, and
+//! answer after the write (acks=0/1) or after group commit (acks=-1, or every append with
+//! `log.flush.policy: always`). A failing partition appends nothing.
+//!
+//! [`Appender`] holds exactly what this takes: the configuration, the log registry, the plan
+//! cache and JSON scratch space, and the core's telemetry. It needs a glommio executor (the
+//! log does I/O through it) but no mesh, no socket and no other core.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use kafluss_convert::{ConversionPlan, JsonScratch, KafkaRecord, TimestampType};
+use kafluss_protocol::{RecordBatches, TimestampType as WireTimestampType};
+
+use super::plan_cache::{PlanCache, PlanError};
+use super::{AppendError, AppendJob, AppendOutcome, Appended, BatchRejection};
+use crate::catalog::model::TableInfo;
+use crate::config::ServerConfig;
+use crate::log::{BucketLog, FlushPolicy, LogConfig, LogError, LogRegistry};
+use crate::telemetry::CoreTelemetry;
+
+/// A bucket's state on its owner core: the open log.
+pub struct BucketState {
+    log: Rc<BucketLog>,
+}
+
+/// What the bucket actor does with a job's result.
+pub enum OwnerResult {
+    Done(AppendOutcome),
+    /// Answer once this future (group commit) resolves.
+    AfterSync(Pin<Box<dyn Future<Output = AppendOutcome>>>),
+}
+
+/// What the append pipeline of one core uses.
+pub struct Appender {
+    config: ServerConfig,
+    log_stats: Arc<LogRegistry>,
+    telemetry: Rc<CoreTelemetry>,
+    plans: RefCell<PlanCache>,
+    json_scratch: RefCell<JsonScratch>,
+}
+
+impl Appender {
+    pub fn new(config: ServerConfig, log_stats: Arc<LogRegistry>, telemetry: Rc<CoreTelemetry>) -> Self {
+        Self {
+            config,
+            log_stats,
+            telemetry,
+            plans: RefCell::new(PlanCache::default()),
+            json_scratch: RefCell::new(JsonScratch::default()),
+        }
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    pub fn telemetry(&self) -> &Rc<CoreTelemetry> {
+        &self.telemetry
+    }
+
+    /// The conversion plan of `table`'s current version (cached per core).
+    pub fn plan_for(&self, table: &Arc<TableInfo>) -> Result<Arc<ConversionPlan>, PlanError> {
+        self.plans.borrow_mut().get(table)
+    }
+
+    /// Opens (recovering) the log of `table`'s `bucket`.
+    pub async fn open_bucket(&self, table: &TableInfo, bucket: u32) -> Result<BucketState, LogError> {
+        let config = &self.config;
+        let table_dir = config.data_dir.join(table.relative_dir());
+        let dir = crate::log::bucket_dir(&table_dir, bucket);
+        let stats = self.log_stats.register(table.id, bucket);
+        let retention = table
+            .options
+            .get("table.log.ttl")
+            .and_then(|v| crate::log::parse_ttl(v))
+            .unwrap_or(config.log_ttl);
+        let log_config = LogConfig {
+            segment_size: config.segment_size,
+            flush_policy: config.flush_policy,
+            retention: Some(retention),
+        };
+        let telemetry = self.telemetry.clone();
+        let log = Rc::new(
+            BucketLog::open(&dir, log_config, stats)
+                .await?
+                .with_sync_observer(Box::new(move |took| telemetry.metrics().record_fsync(took))),
+        );
+        glommio::spawn_local(crate::log::run_retention(
+            Rc::downgrade(&log),
+            config.retention_check_interval,
+        ))
+        .detach();
+        Ok(BucketState { log })
+    }
+
+    /// Parses, converts and appends one partition batch; opens the bucket first if it is not
+    /// open (a failed open is retried by the next job).
+    pub async fn append(self: &Rc<Self>, state: &mut Option<BucketState>, job: AppendJob) -> OwnerResult {
+        if state.is_none() {
+            match self.open_bucket(&job.table, job.bucket).await {
+                Ok(opened) => *state = Some(opened),
+                Err(e) => {
+                    self.log_storage_error(
+                        &job.table,
+                        format_args!("cannot open bucket {}: {e}", job.bucket),
+                    );
+                    return OwnerResult::Done(Err(AppendError::Open(e)));
+                }
+            }
+        }
+        let Some(bucket) = state.as_ref() else {
+            return OwnerResult::Done(Err(AppendError::NotOpen));
+        };
+        let plan = match self.plan_for(&job.table) {
+            Ok(plan) => plan,
+            Err(e) => return OwnerResult::Done(Err(AppendError::Plan(e))),
+        };
+        let config = &self.config;
+        let append_time_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        let batches = match decode_batches(
+            job.records.as_ref(),
+            config.max_request_size,
+            config.max_record_size,
+        ) {
+            Ok(batches) => batches,
+            Err(rejection) => {
+                tracing::debug!(
+                    table = %job.table.path(),
+                    bucket = job.bucket,
+                    "partition batch refused: {rejection}; first bytes {:02x?}",
+                    job.records.as_ref().map(|r| &r[..r.len().min(24)])
+                );
+                return OwnerResult::Done(Err(AppendError::Batch(rejection)));
+            }
+        };
+        // Decompression and conversion run without awaiting; let other tasks of this core (reads
+        // of other connections, group commits) run between the two CPU-heavy steps.
+        glommio::yield_if_needed().await;
+        let arrow_batch = match self.convert(&plan, &batches, job.partition, append_time_ms) {
+            Ok(batch) => batch,
+            Err(e) => return OwnerResult::Done(Err(AppendError::Convert(Box::new(e)))),
+        };
+        let rows = arrow_batch.num_rows() as u64;
+        let appended = match bucket.log.append(&arrow_batch).await {
+            Ok(appended) => appended,
+            Err(e) => {
+                self.log_storage_error(&job.table, format_args!("append failed: {e}"));
+                return OwnerResult::Done(Err(AppendError::Storage(e)));
+            }
+        };
+        // Counted here, on the owner, once the rows are in the log: refused batches count nothing.
+        let telemetry = &self.telemetry;
+        telemetry.metrics().record_appended(rows);
+        telemetry.with_table(&job.table, |series| {
+            series.record_appended(telemetry.core(), rows, appended.bytes)
+        });
+        let outcome = Appended {
+            base_offset: appended.base_offset,
+            log_start_offset: bucket.log.log_start_offset(),
+            rows,
+        };
+        let must_sync = match config.flush_policy {
+            FlushPolicy::Always => true,
+            FlushPolicy::Ack => job.acks == -1,
+            FlushPolicy::Never => false,
+        };
+        if !must_sync {
+            return OwnerResult::Done(Ok(outcome));
+        }
+        let log = bucket.log.clone();
+        let (appender, table) = (self.clone(), job.table);
+        OwnerResult::AfterSync(Box::pin(async move {
+            match log.sync_to(appended.next_offset).await {
+                Ok(()) => Ok(outcome),
+                Err(e) => {
+                    appender.log_storage_error(&table, format_args!("fsync failed: {e}"));
+                    Err(AppendError::Storage(e))
+                }
+            }
+        }))
+    }
+
+    /// Converts every record of `batches` with this core's reusable JSON scratch space.
+    fn convert(
+        &self,
+        plan: &ConversionPlan,
+        batches: &[DecodedBatch],
+        partition: i32,
+        append_time_ms: i64,
+    ) -> Result<arrow_array::RecordBatch, kafluss_convert::ConvertError> {
+        let mut headers_storage: Vec<Vec<kafluss_convert::Header<'_>>> = Vec::new();
+        for batch in batches {
+            for record in &batch.records {
+                headers_storage.push(
+                    record
+                        .headers
+                        .iter()
+                        .map(|h| (&h.key[..], h.value.as_deref()))
+                        .collect(),
+                );
+            }
+        }
+        let mut headers = headers_storage.iter();
+        let mut records = Vec::with_capacity(headers_storage.len());
+        for batch in batches {
+            for record in &batch.records {
+                let timestamp = match batch.timestamp_type {
+                    TimestampType::LogAppendTime => append_time_ms,
+                    TimestampType::CreateTime => {
+                        if batch.base_timestamp == -1 && record.timestamp_delta == 0 {
+                            -1
+                        } else {
+                            batch.base_timestamp.saturating_add(record.timestamp_delta)
+                        }
+                    }
+                };
+                records.push(KafkaRecord {
+                    key: record.key.as_deref(),
+                    value: record.value.as_deref(),
+                    headers: headers.next().map_or(&[][..], |h| &h[..]),
+                    timestamp,
+                    timestamp_type: batch.timestamp_type,
+                    partition,
+                });
+            }
+        }
+        let mut scratch = self.json_scratch.borrow_mut();
+        plan.convert_batch_with(&mut scratch, records)
+    }
+
+    /// Logs a storage failure of `table` at ERROR, at most once per `server.log-repeat-interval`
+    /// per table on this core (a failing disk fails every append).
+    pub fn log_storage_error(&self, table: &TableInfo, what: std::fmt::Arguments<'_>) {
+        let path = table.path();
+        if let Some(suppressed) = self.telemetry.log_repeat(&path, "storage") {
+            tracing::error!(table = %path, suppressed, "{what}");
+        }
+    }
+}
+
+/// Flushes and closes a bucket log (shutdown, table drop).
+pub async fn close_bucket(state: BucketState) {
+    if let Err(e) = state.log.close().await {
+        tracing::error!("closing {} failed: {e}", state.log.dir().display());
+    }
+}
+
+/// One decoded Kafka batch: its timestamp facts and records.
+#[derive(Debug)]
+pub struct DecodedBatch {
+    pub timestamp_type: TimestampType,
+    pub base_timestamp: i64,
+    pub records: Vec<kafluss_protocol::Record>,
+}
+
+/// Parses every batch of a partition's `records`, all-or-nothing.
+pub fn decode_batches(
+    records: Option<&Bytes>,
+    max_decompressed: usize,
+    max_record_size: usize,
+) -> Result<Vec<DecodedBatch>, BatchRejection> {
+    let bytes = match records {
+        Some(bytes) if !bytes.is_empty() => bytes.clone(),
+        _ => return Err(BatchRejection::Empty),
+    };
+    let mut decoded = Vec::new();
+    let mut total_records = 0usize;
+    let mut decompress_budget = max_decompressed;
+    for batch in RecordBatches::new(bytes) {
+        let batch = batch.map_err(BatchRejection::Wire)?;
+        if batch.has_producer_id() || batch.attributes.is_transactional() {
+            return Err(BatchRejection::Idempotent);
+        }
+        if batch.attributes.is_control() {
+            return Err(BatchRejection::Control);
+        }
+        let timestamp_type = match batch.attributes.timestamp_type() {
+            WireTimestampType::LogAppendTime => TimestampType::LogAppendTime,
+            WireTimestampType::CreateTime => TimestampType::CreateTime,
+        };
+        let mut records = Vec::with_capacity(batch.record_count.clamp(0, 4096) as usize);
+        // One budget for all batches of the partition, so several batches cannot each
+        // decompress up to the limit.
+        let inflated = batch.records(decompress_budget).map_err(BatchRejection::Wire)?;
+        decompress_budget = decompress_budget.saturating_sub(inflated.data().len());
+        for record in inflated {
+            let record = record.map_err(BatchRejection::Wire)?;
+            let size = record.key.as_ref().map_or(0, |k| k.len())
+                + record.value.as_ref().map_or(0, |v| v.len())
+                + record
+                    .headers
+                    .iter()
+                    .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
+                    .sum::<usize>();
+            if size > max_record_size {
+                return Err(BatchRejection::RecordTooLarge {
+                    size,
+                    limit: max_record_size,
+                });
+            }
+            records.push(record);
+        }
+        total_records += records.len();
+        decoded.push(DecodedBatch {
+            timestamp_type,
+            base_timestamp: batch.base_timestamp,
+            records,
+        });
+    }
+    if total_records == 0 {
+        return Err(BatchRejection::Empty);
+    }
+    Ok(decoded)
+}

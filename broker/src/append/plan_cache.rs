@@ -1,0 +1,57 @@
+//! Per-core conversion-plan cache, keyed by table id and valid for one table revision (an
+//! ALTER publishes a new revision; the plan recompiles only if schema or mapping changed).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kafluss_convert::ConversionPlan;
+
+use crate::catalog::model::TableInfo;
+
+/// Why a table has no conversion plan.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("Kafka mapping of {0} is disabled")]
+    MappingDisabled(String),
+    #[error("table {table} cannot be written from Kafka: {source}")]
+    Compile {
+        table: String,
+        #[source]
+        source: kafluss_convert::PlanError,
+    },
+}
+
+/// The compiled plans of one core.
+#[derive(Default)]
+pub struct PlanCache {
+    plans: HashMap<u64, (Arc<TableInfo>, Arc<ConversionPlan>)>,
+}
+
+impl PlanCache {
+    /// The plan of `table`'s current version, compiled on first use and after a change of
+    /// its schema or mapping.
+    pub fn get(&mut self, table: &Arc<TableInfo>) -> Result<Arc<ConversionPlan>, PlanError> {
+        if let Some((cached_table, plan)) = self.plans.get_mut(&table.id) {
+            if cached_table.revision == table.revision {
+                return Ok(plan.clone());
+            }
+            if cached_table.schema == table.schema && cached_table.kafka == table.kafka {
+                *cached_table = table.clone();
+                return Ok(plan.clone());
+            }
+        }
+        let path = || format!("{}.{}", table.database, table.name);
+        let mapping = table
+            .kafka
+            .as_ref()
+            .ok_or_else(|| PlanError::MappingDisabled(path()))?;
+        let plan = Arc::new(ConversionPlan::compile(&table.schema, mapping).map_err(|source| {
+            PlanError::Compile {
+                table: path(),
+                source,
+            }
+        })?);
+        self.plans.insert(table.id, (table.clone(), plan.clone()));
+        Ok(plan)
+    }
+}

@@ -1,0 +1,272 @@
+//! The append pipeline and the bucket actors on one glommio executor, with a real catalog
+//! table and real bucket logs in a temporary directory: no mesh, no socket, no other core.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use glommio::channels::local_channel::{self, LocalSender};
+use glommio::{LocalExecutorBuilder, Placement};
+use kafluss_auth::Principal;
+use kafluss_protocol::{Compression, RecordBatchBuilder};
+
+use super::bucket::Buckets;
+use super::pipeline::{decode_batches, Appender, OwnerResult};
+use super::{AppendError, AppendJob, AppendOutcome, BatchRejection};
+use crate::catalog::ddl::{Catalog, CatalogConfig};
+use crate::catalog::model::TableInfo;
+use crate::config::ServerConfig;
+use crate::log::LogRegistry;
+use crate::metrics::Metrics;
+use crate::telemetry::CoreTelemetry;
+
+fn run_local<T: 'static>(future: impl std::future::Future<Output = T> + 'static) -> T {
+    LocalExecutorBuilder::new(Placement::Unbound)
+        .io_memory(1 << 20)
+        .make()
+        .expect("start glommio executor")
+        .run(future)
+}
+
+/// A data dir holding table `fluss.t` (JSON values into `id`, `name`; two buckets).
+fn fixture() -> (tempfile::TempDir, ServerConfig, Arc<TableInfo>) {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(CatalogConfig::new(dir.path())).unwrap();
+    let mut session = catalog.session(Principal::anonymous(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+    catalog
+        .execute(
+            "CREATE TABLE t (id BIGINT, name STRING) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '2')",
+            &mut session,
+        )
+        .unwrap();
+    let table = catalog.snapshot().table("fluss", "t").unwrap().clone();
+    let mut config = ServerConfig::load(None, &[]).unwrap();
+    config.data_dir = dir.path().to_path_buf();
+    (dir, config, table)
+}
+
+fn appender(config: &ServerConfig, registry: &Arc<LogRegistry>) -> Rc<Appender> {
+    let telemetry = Rc::new(CoreTelemetry::new(
+        0,
+        Arc::new(Metrics::new(1)),
+        config.log_repeat_interval,
+        config.log_repeat_keys,
+    ));
+    Rc::new(Appender::new(config.clone(), registry.clone(), telemetry))
+}
+
+fn batch(values: &[&str], compression: Compression) -> Bytes {
+    let mut builder = RecordBatchBuilder::new(compression);
+    for value in values {
+        builder.append(5, Some(b"k"), Some(value.as_bytes()), &[(b"h", Some(b"v"))]);
+    }
+    builder.build().unwrap()
+}
+
+fn job(table: &Arc<TableInfo>, bucket: u32, records: Bytes, acks: i16) -> AppendJob {
+    AppendJob {
+        table: table.clone(),
+        bucket,
+        partition: bucket as i32,
+        records: Some(records),
+        acks,
+    }
+}
+
+async fn outcome_of(result: OwnerResult) -> AppendOutcome {
+    match result {
+        OwnerResult::Done(outcome) => outcome,
+        OwnerResult::AfterSync(wait) => wait.await,
+    }
+}
+
+#[test]
+fn the_pipeline_appends_rows_and_refuses_without_appending() {
+    let (dir, config, table) = fixture();
+    let registry = Arc::new(LogRegistry::new());
+    let bucket_dir = crate::log::bucket_dir(&dir.path().join(table.relative_dir()), 1);
+    run_local(async move {
+        let appender = appender(&config, &registry);
+        let mut state = None;
+        let rows = batch(
+            &[r#"{"id": 1, "name": "a"}"#, r#"{"id": 2, "name": "b"}"#],
+            Compression::Zstd,
+        );
+        let first = outcome_of(appender.append(&mut state, job(&table, 1, rows, 1)).await).await;
+        let first = first.expect("appended");
+        assert_eq!((first.base_offset, first.rows), (0, 2));
+
+        // A record that does not convert: nothing of its batch is appended.
+        let bad = batch(&[r#"{"id": 3}"#, r#"{"id": "not a number"}"#], Compression::None);
+        match outcome_of(appender.append(&mut state, job(&table, 1, bad, 1)).await).await {
+            Err(AppendError::Convert(e)) => assert_eq!(e.record_index, 1),
+            other => panic!("expected a conversion failure, got {other:?}"),
+        }
+        let mut idempotent = RecordBatchBuilder::new(Compression::None).producer(1, 0, 0);
+        idempotent.append(0, None, Some(br#"{"id": 4}"#), &[]);
+        let refused = appender
+            .append(&mut state, job(&table, 1, idempotent.build().unwrap(), 1))
+            .await;
+        assert!(matches!(
+            outcome_of(refused).await,
+            Err(AppendError::Batch(BatchRejection::Idempotent))
+        ));
+
+        // acks=-1 answers after group commit, at the next offset: the refusals took none.
+        let synced = batch(&[r#"{"id": 5, "name": "e"}"#], Compression::Gzip);
+        let result = appender.append(&mut state, job(&table, 1, synced, -1)).await;
+        assert!(
+            matches!(result, OwnerResult::AfterSync(_)),
+            "acks=-1 waits for the fsync"
+        );
+        let synced = outcome_of(result).await.expect("appended");
+        assert_eq!((synced.base_offset, synced.rows), (2, 1));
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+
+        // Reopened (recovered) by a fresh pipeline, the log goes on after the stored rows.
+        let reopened = self::appender(&config, &Arc::new(LogRegistry::new()));
+        let mut state = None;
+        let again = batch(&[r#"{"id": 6, "name": "f"}"#], Compression::None);
+        let again = outcome_of(reopened.append(&mut state, job(&table, 1, again, 1)).await).await;
+        assert_eq!(again.expect("appended").base_offset, 3);
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+    });
+    assert!(bucket_dir.exists(), "{}", bucket_dir.display());
+}
+
+#[test]
+fn bucket_actors_answer_in_order_and_a_dropped_table_stays_closed() {
+    let (dir, config, table) = fixture();
+    let registry = Arc::new(LogRegistry::new());
+    let table_dir = dir.path().join(table.relative_dir());
+    run_local(async move {
+        let buckets: Rc<Buckets<LocalSender<AppendOutcome>>> = Buckets::new(appender(&config, &registry));
+        let mut receivers = Vec::new();
+        for i in 0..5 {
+            let (tx, rx) = local_channel::new_bounded(1);
+            let value = format!(r#"{{"id": {i}, "name": "n"}}"#);
+            buckets
+                .submit(job(&table, 0, batch(&[&value], Compression::None), 1), tx)
+                .await;
+            receivers.push(rx);
+        }
+        for (i, rx) in receivers.into_iter().enumerate() {
+            let appended = rx.recv().await.unwrap().expect("appended");
+            assert_eq!(appended.base_offset, i as u64, "request order is append order");
+        }
+        assert!(buckets.has_open_logs(table.id));
+
+        buckets.close_table(table.id).await;
+        assert!(
+            !buckets.has_open_logs(table.id),
+            "close_table returns once the logs are closed"
+        );
+        let (tx, rx) = local_channel::new_bounded(1);
+        buckets
+            .submit(job(&table, 0, batch(&[r#"{"id": 9}"#], Compression::None), 1), tx)
+            .await;
+        assert!(matches!(
+            rx.recv().await.unwrap(),
+            Err(AppendError::TableDropped(_))
+        ));
+        let (tx, rx) = local_channel::new_bounded(1);
+        buckets
+            .submit(job(&table, 1, batch(&[r#"{"id": 9}"#], Compression::None), 1), tx)
+            .await;
+        assert!(matches!(
+            rx.recv().await.unwrap(),
+            Err(AppendError::TableDropped(_))
+        ));
+        buckets.close_all().await;
+    });
+    assert!(
+        !crate::log::bucket_dir(&table_dir, 1).exists(),
+        "a dropped table's bucket is never created"
+    );
+}
+
+#[test]
+fn existing_buckets_reopen_before_the_first_job() {
+    let (dir, config, table) = fixture();
+    let registry = Arc::new(LogRegistry::new());
+    let _dir = dir;
+    run_local(async move {
+        let first: Rc<Buckets<LocalSender<AppendOutcome>>> = Buckets::new(appender(&config, &registry));
+        let (tx, rx) = local_channel::new_bounded(1);
+        first
+            .submit(job(&table, 1, batch(&[r#"{"id": 1}"#], Compression::None), 1), tx)
+            .await;
+        rx.recv().await.unwrap().expect("appended");
+        first.close_all().await;
+
+        let registry = Arc::new(LogRegistry::new());
+        let second: Rc<Buckets<LocalSender<AppendOutcome>>> = Buckets::new(appender(&config, &registry));
+        let catalog = Catalog::open(CatalogConfig::new(&config.data_dir)).unwrap();
+        second
+            .open_existing(&catalog.snapshot(), |_, bucket| bucket == 1)
+            .await;
+        assert!(
+            second.has_open_logs(table.id),
+            "bucket 1 has data: opened at start"
+        );
+        second.close_all().await;
+        assert!(!second.has_open_logs(table.id));
+    });
+}
+
+#[test]
+fn decodes_several_batches_and_refuses_what_behaviour_md_refuses() {
+    let mut two = batch(&["a", "b"], Compression::None).to_vec();
+    two.extend_from_slice(&batch(&["c"], Compression::Zstd));
+    let decoded = decode_batches(Some(&Bytes::from(two)), 1 << 20, 1 << 10).unwrap();
+    let values: Vec<&[u8]> = decoded
+        .iter()
+        .flat_map(|b| b.records.iter().map(|r| r.value.as_deref().unwrap()))
+        .collect();
+    assert_eq!(values, vec![&b"a"[..], b"b", b"c"]);
+    assert_eq!(decoded[0].base_timestamp, 5);
+
+    assert_eq!(
+        decode_batches(None, 1 << 20, 1 << 10).unwrap_err(),
+        BatchRejection::Empty
+    );
+    assert_eq!(
+        decode_batches(Some(&Bytes::new()), 1 << 20, 1 << 10).unwrap_err(),
+        BatchRejection::Empty
+    );
+    let mut idempotent = RecordBatchBuilder::new(Compression::None).producer(1, 0, 0);
+    idempotent.append(0, None, Some(b"x"), &[]);
+    assert_eq!(
+        decode_batches(Some(&idempotent.build().unwrap()), 1 << 20, 1 << 10).unwrap_err(),
+        BatchRejection::Idempotent
+    );
+    let mut control = RecordBatchBuilder::new(Compression::None).flags(false, true);
+    control.append(0, None, Some(b"x"), &[]);
+    assert_eq!(
+        decode_batches(Some(&control.build().unwrap()), 1 << 20, 1 << 10).unwrap_err(),
+        BatchRejection::Control
+    );
+    let big = "x".repeat(2000);
+    assert!(matches!(
+        decode_batches(Some(&batch(&[&big], Compression::None)), 1 << 20, 1 << 10),
+        Err(BatchRejection::RecordTooLarge { limit: 1024, .. })
+    ));
+}
+
+#[test]
+fn the_decompression_budget_covers_all_batches_of_a_partition() {
+    let value = "y".repeat(600);
+    let one = batch(&[&value], Compression::Gzip);
+    let inflated_one = decode_batches(Some(&one), 1 << 20, 1 << 20).unwrap();
+    assert_eq!(inflated_one[0].records.len(), 1);
+    let mut two = one.to_vec();
+    two.extend_from_slice(&one);
+    // Each batch inflates to ~620 bytes: one fits in 1000, two do not.
+    assert!(decode_batches(Some(&one), 1000, 1 << 20).is_ok());
+    let err = decode_batches(Some(&Bytes::from(two)), 1000, 1 << 20).unwrap_err();
+    assert!(
+        matches!(err, BatchRejection::Wire(ref e) if e.error_code() == kafluss_protocol::ErrorCode::MessageTooLarge),
+        "{err:?}"
+    );
+}

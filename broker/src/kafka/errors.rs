@@ -1,0 +1,284 @@
+//! The one place Kafka error codes are chosen.
+//!
+//! Everything else refuses with a typed rejection (a `thiserror` type keeping its cause):
+//! [`AppendError`] and [`BatchRejection`] from the append pipeline, [`TopicError`] from the
+//! catalog, [`RequestRejection`] and [`PartitionRejection`] from the Produce checks,
+//! [`TopicLookupRejection`] from Metadata, [`SaslErrorCode`] from the SASL state machine. Each
+//! implements [`KafkaCode`] here, so the mapping of behaviour.md's tables lives in one file.
+
+use kafluss_auth::SaslErrorCode;
+use kafluss_protocol::ErrorCode;
+
+use crate::append::{AppendError, BatchRejection};
+use crate::catalog::resolve::TopicError;
+
+/// Longest error message a response carries (behaviour.md: ≤ 1 KiB each).
+pub const MAX_ERROR_MESSAGE: usize = 1024;
+
+/// Cuts `message` to at most [`MAX_ERROR_MESSAGE`] bytes on a character boundary.
+pub fn bounded_message(message: impl Into<String>) -> String {
+    let mut message = message.into();
+    if message.len() > MAX_ERROR_MESSAGE {
+        let mut cut = MAX_ERROR_MESSAGE - 3;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push_str("...");
+    }
+    message
+}
+
+/// The Kafka error code a rejection is answered with.
+pub trait KafkaCode {
+    fn code(&self) -> ErrorCode;
+}
+
+/// A topic that cannot be produced to or described (behaviour.md "Topics").
+impl KafkaCode for TopicError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            TopicError::InvalidName(_) => ErrorCode::InvalidTopicException,
+            TopicError::UnknownDatabase(_) | TopicError::UnknownTable(_) => {
+                ErrorCode::UnknownTopicOrPartition
+            }
+            TopicError::MappingDisabled(_) | TopicError::Ineligible { .. } => {
+                ErrorCode::InvalidTopicException
+            }
+        }
+    }
+}
+
+/// The message a producer gets for a topic that does not resolve. A disabled mapping names
+/// the table option that is false and how to turn it on; the rest use the error's own text.
+pub fn topic_error_message(error: &TopicError) -> String {
+    match error {
+        TopicError::MappingDisabled(table) => format!(
+            "'table.kafka.enabled' is false for table '{table}': Kafka producers cannot write to it (ALTER TABLE {table} SET ('table.kafka.enabled' = 'true') allows it)"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// behaviour.md "Produce", per-partition table. Wire-level faults use the protocol crate's
+/// classification (`RecordBatchError::error_code`: legacy magic → UNSUPPORTED_FOR_MESSAGE_FORMAT,
+/// CRC mismatch or a broken batch frame → CORRUPT_MESSAGE, decompressed size over the limit →
+/// MESSAGE_TOO_LARGE, malformed records → INVALID_RECORD).
+impl KafkaCode for BatchRejection {
+    fn code(&self) -> ErrorCode {
+        match self {
+            BatchRejection::Empty => ErrorCode::InvalidRecord,
+            BatchRejection::Wire(error) => error.error_code(),
+            BatchRejection::Idempotent | BatchRejection::Control => ErrorCode::InvalidRequest,
+            BatchRejection::RecordTooLarge { .. } => ErrorCode::MessageTooLarge,
+        }
+    }
+}
+
+/// A job that appended nothing. Storage failures (and a core that cannot take the job) are
+/// KAFKA_STORAGE_ERROR: nothing of the batch is visible, and the producer may retry.
+impl KafkaCode for AppendError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            AppendError::Batch(rejection) => rejection.code(),
+            // A record that does not convert: INVALID_RECORD with its `record_errors` entry.
+            AppendError::Convert(_) => ErrorCode::InvalidRecord,
+            AppendError::Plan(_) => ErrorCode::InvalidTopicException,
+            AppendError::TableDropped(_) => ErrorCode::UnknownTopicOrPartition,
+            AppendError::Open(_)
+            | AppendError::Storage(_)
+            | AppendError::ShuttingDown
+            | AppendError::BucketClosed
+            | AppendError::NotOpen
+            | AppendError::OwnerUnreachable
+            | AppendError::WriterStopped => ErrorCode::KafkaStorageError,
+        }
+    }
+}
+
+/// A Produce request refused as a whole: every partition gets the same answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RequestRejection {
+    #[error("Produce v0-2 (message sets of magic 0/1) is not supported: record batches (magic 2, Produce v3+) are")]
+    LegacyVersion,
+    #[error(
+        "transactions are not supported: set enable.idempotence=false and do not use a transactional.id"
+    )]
+    Transactional,
+    #[error("acks must be -1 (all), 0 or 1")]
+    InvalidAcks,
+    #[error("the request names the same topic partition twice")]
+    DuplicatePartition,
+}
+
+impl KafkaCode for RequestRejection {
+    fn code(&self) -> ErrorCode {
+        match self {
+            RequestRejection::LegacyVersion => ErrorCode::UnsupportedForMessageFormat,
+            RequestRejection::Transactional | RequestRejection::DuplicatePartition => {
+                ErrorCode::InvalidRequest
+            }
+            RequestRejection::InvalidAcks => ErrorCode::InvalidRequiredAcks,
+        }
+    }
+}
+
+/// A Produce partition refused on the connection's core, before it is routed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PartitionRejection {
+    #[error("{}", topic_error_message(.0))]
+    Topic(#[source] TopicError),
+    #[error("partition {0} is negative")]
+    NegativePartition(i32),
+    #[error("topic {topic} has {partitions} partitions (the table's buckets); partition {partition} does not exist")]
+    NoSuchPartition {
+        topic: String,
+        partitions: u32,
+        partition: i32,
+    },
+    #[error("{principal} may not WRITE to {database}.{table}")]
+    NotAuthorized {
+        principal: String,
+        database: String,
+        table: String,
+    },
+}
+
+impl KafkaCode for PartitionRejection {
+    fn code(&self) -> ErrorCode {
+        match self {
+            PartitionRejection::Topic(error) => error.code(),
+            PartitionRejection::NegativePartition(_) => ErrorCode::InvalidRequest,
+            PartitionRejection::NoSuchPartition { .. } => ErrorCode::UnknownTopicOrPartition,
+            PartitionRejection::NotAuthorized { .. } => ErrorCode::TopicAuthorizationFailed,
+        }
+    }
+}
+
+/// A Metadata topic entry that cannot be described.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TopicLookupRejection {
+    #[error("{0}")]
+    Topic(#[source] TopicError),
+    /// The principal may not DESCRIBE it (whether it exists or not, as Kafka answers).
+    #[error("not authorized to describe the topic")]
+    NotAuthorized,
+    /// Lookups by topic id are not served.
+    #[error("unknown topic id")]
+    UnknownTopicId,
+}
+
+impl KafkaCode for TopicLookupRejection {
+    fn code(&self) -> ErrorCode {
+        match self {
+            TopicLookupRejection::Topic(error) => error.code(),
+            TopicLookupRejection::NotAuthorized => ErrorCode::TopicAuthorizationFailed,
+            TopicLookupRejection::UnknownTopicId => ErrorCode::UnknownTopicId,
+        }
+    }
+}
+
+/// The SASL state machine's verdicts (`kafluss_auth`) as Kafka codes.
+impl KafkaCode for SaslErrorCode {
+    fn code(&self) -> ErrorCode {
+        match self {
+            SaslErrorCode::None => ErrorCode::None,
+            SaslErrorCode::UnsupportedSaslMechanism => ErrorCode::UnsupportedSaslMechanism,
+            SaslErrorCode::IllegalSaslState => ErrorCode::IllegalSaslState,
+            SaslErrorCode::UnsupportedVersion => ErrorCode::UnsupportedVersion,
+            SaslErrorCode::SaslAuthenticationFailed => ErrorCode::SaslAuthenticationFailed,
+        }
+    }
+}
+
+/// ApiVersions v3+ with client software fields that are not valid.
+pub const INVALID_CLIENT_SOFTWARE: ErrorCode = ErrorCode::InvalidRequest;
+/// CreateTopics and DeleteTopics: tables are created and dropped through Fluss SQL.
+pub const TOPIC_ADMIN_REFUSED: ErrorCode = ErrorCode::PolicyViolation;
+/// A known API at a version outside the registry.
+pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode::UnsupportedVersion;
+
+#[cfg(test)]
+mod tests {
+    use kafluss_protocol::RecordBatchError;
+
+    use super::*;
+
+    #[test]
+    fn messages_are_bounded_on_char_boundaries() {
+        let long = "é".repeat(2000);
+        let bounded = bounded_message(long);
+        assert!(bounded.len() <= MAX_ERROR_MESSAGE);
+        assert!(bounded.ends_with("..."));
+        assert_eq!(bounded_message("short"), "short");
+    }
+
+    #[test]
+    fn a_disabled_mapping_names_the_option_that_is_false() {
+        let message = topic_error_message(&TopicError::MappingDisabled("fluss.t".into()));
+        assert!(
+            message.contains("'table.kafka.enabled' is false for table 'fluss.t'"),
+            "{message}"
+        );
+        assert_eq!(
+            topic_error_message(&TopicError::UnknownTable("fluss.x".into())),
+            "table 'fluss.x' does not exist"
+        );
+        assert_eq!(
+            PartitionRejection::Topic(TopicError::MappingDisabled("fluss.t".into())).to_string(),
+            message
+        );
+    }
+
+    #[test]
+    fn batch_rejections_follow_behaviour_md() {
+        assert_eq!(
+            BatchRejection::Wire(RecordBatchError::CrcMismatch {
+                expected: 1,
+                computed: 2
+            })
+            .code(),
+            ErrorCode::CorruptMessage
+        );
+        assert_eq!(
+            BatchRejection::Wire(RecordBatchError::LegacyMagic(1)).code(),
+            ErrorCode::UnsupportedForMessageFormat
+        );
+        assert_eq!(BatchRejection::Idempotent.code(), ErrorCode::InvalidRequest);
+        assert!(BatchRejection::Idempotent
+            .to_string()
+            .contains("enable.idempotence=false"));
+        assert_eq!(
+            BatchRejection::RecordTooLarge { size: 2, limit: 1 }.code(),
+            ErrorCode::MessageTooLarge
+        );
+        assert_eq!(BatchRejection::Empty.code(), ErrorCode::InvalidRecord);
+    }
+
+    #[test]
+    fn append_failures_that_are_not_the_records_fault_are_storage_errors() {
+        assert_eq!(AppendError::ShuttingDown.code(), ErrorCode::KafkaStorageError);
+        assert_eq!(AppendError::OwnerUnreachable.code(), ErrorCode::KafkaStorageError);
+        assert_eq!(
+            AppendError::TableDropped("fluss.t".into()).code(),
+            ErrorCode::UnknownTopicOrPartition
+        );
+        assert_eq!(
+            AppendError::Batch(BatchRejection::Control).code(),
+            ErrorCode::InvalidRequest
+        );
+    }
+
+    #[test]
+    fn sasl_codes_keep_their_kafka_numbers() {
+        for code in [
+            SaslErrorCode::None,
+            SaslErrorCode::UnsupportedSaslMechanism,
+            SaslErrorCode::IllegalSaslState,
+            SaslErrorCode::UnsupportedVersion,
+            SaslErrorCode::SaslAuthenticationFailed,
+        ] {
+            assert_eq!(KafkaCode::code(&code), ErrorCode::from(code.code()));
+        }
+    }
+}

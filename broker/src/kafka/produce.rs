@@ -1,0 +1,413 @@
+//! Produce (api key 0, v3–12), on the connection's core, as named steps:
+//!
+//! decode → [`whole_request_error`] (transactional id, acks, duplicate partitions) → per
+//! partition [`prepare_partition`] (topic → table, partition range, WRITE permission) →
+//! [`Submit::submit`](crate::append::Submit) to the bucket's owner core, in request order → a
+//! task joins the outcomes and encodes the response in request order. acks=0 sends nothing when
+//! every partition was stored, and closes the connection when one was not (as Kafka does, so
+//! the client notices).
+//!
+//! On the owner core: [`crate::append`].
+
+use std::collections::HashSet;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use kafluss_protocol::encode_response_frame;
+use kafluss_protocol::{
+    BatchIndexAndErrorMessage, ProducePartitionResponse, ProduceRequest, ProduceResponse,
+    ProduceTopicResponse,
+};
+use kafluss_protocol::{ErrorCode, RequestHeader};
+
+use super::context::ConnectionContext;
+use super::errors::{bounded_message, KafkaCode, PartitionRejection, RequestRejection};
+use super::{Dispatch, HandlerError, PendingResponse, Response};
+use crate::append::{AppendError, AppendJob, AppendOutcome};
+use crate::catalog::model::TableInfo;
+use crate::catalog::resolve::TopicError;
+
+/// The answer for one partition, as the response carries it.
+#[derive(Debug)]
+pub struct PartitionAnswer {
+    pub error: ErrorCode,
+    pub error_message: Option<String>,
+    pub base_offset: i64,
+    pub log_start_offset: i64,
+    /// (batch_index, message) of the records that failed conversion (v8+).
+    pub record_errors: Vec<(i32, String)>,
+    /// The failure behind an error (a conversion failure's record index and JSON path are
+    /// logged with the refusal).
+    pub cause: Option<AppendError>,
+}
+
+impl PartitionAnswer {
+    fn refused(code: ErrorCode, message: String) -> Self {
+        Self {
+            error: code,
+            error_message: Some(bounded_message(message)),
+            base_offset: -1,
+            log_start_offset: -1,
+            record_errors: Vec::new(),
+            cause: None,
+        }
+    }
+
+    /// A partition refused on this core.
+    pub fn rejected<R: KafkaCode + std::fmt::Display>(rejection: &R) -> Self {
+        Self::refused(rejection.code(), rejection.to_string())
+    }
+
+    /// What the owner core answered.
+    pub fn from_outcome(outcome: AppendOutcome) -> Self {
+        match outcome {
+            Ok(appended) => Self {
+                error: ErrorCode::None,
+                error_message: None,
+                base_offset: appended.base_offset as i64,
+                log_start_offset: appended.log_start_offset as i64,
+                record_errors: Vec::new(),
+                cause: None,
+            },
+            Err(error) => {
+                let mut answer = Self::refused(error.code(), error.to_string());
+                if let AppendError::Convert(e) = &error {
+                    answer.record_errors = vec![(e.record_index as i32, bounded_message(e.to_string()))];
+                }
+                answer.cause = Some(error);
+                answer
+            }
+        }
+    }
+}
+
+/// A request-level rejection: every partition of the request gets it.
+pub fn whole_request_error(request: &ProduceRequest, version: i16) -> Option<RequestRejection> {
+    if version < 3 {
+        // Advertised from v0 because librdkafka enables gzip, snappy and lz4 only when the
+        // Produce range starts at 0 (behaviour.md); v0-2 carry magic 0/1 message sets.
+        return Some(RequestRejection::LegacyVersion);
+    }
+    if request.transactional_id.is_some() {
+        return Some(RequestRejection::Transactional);
+    }
+    if !matches!(request.acks, -1..=1) {
+        return Some(RequestRejection::InvalidAcks);
+    }
+    let mut seen = HashSet::new();
+    for topic in &request.topics {
+        for partition in &topic.partitions {
+            if !seen.insert((topic.name.as_str(), partition.index)) {
+                return Some(RequestRejection::DuplicatePartition);
+            }
+        }
+    }
+    None
+}
+
+/// Per-partition checks on the connection's core: topic → table, partition range, WRITE.
+pub fn prepare_partition(
+    context: &ConnectionContext,
+    snapshot: &crate::catalog::model::CatalogSnapshot,
+    topic: &str,
+    partition: i32,
+) -> Result<(Arc<TableInfo>, u32), PartitionRejection> {
+    let runtime = context.core.runtime();
+    let default_db = &context.core.config().kafka_default_database;
+    let table = crate::catalog::resolve::resolve_topic(snapshot, topic, default_db)
+        .map_err(PartitionRejection::Topic)?;
+    if partition < 0 {
+        return Err(PartitionRejection::NegativePartition(partition));
+    }
+    if partition as u32 >= table.bucket_count {
+        return Err(PartitionRejection::NoSuchPartition {
+            topic: topic.to_string(),
+            partitions: table.bucket_count,
+            partition,
+        });
+    }
+    let principal = context.principal();
+    let resource = kafluss_auth::Resource::Table {
+        database: table.database.clone(),
+        table: table.name.clone(),
+    };
+    if !runtime.authorizer().authorize(
+        &principal,
+        context.peer.ip(),
+        kafluss_auth::Operation::Write,
+        &resource,
+    ) {
+        return Err(PartitionRejection::NotAuthorized {
+            principal: principal.to_string(),
+            database: table.database.clone(),
+            table: table.name.clone(),
+        });
+    }
+    Ok((table, partition as u32))
+}
+
+/// Decodes the request, runs the checks, hands every valid partition to its owner core (in
+/// request order) and returns the pending response.
+pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, body: Bytes) -> Dispatch {
+    let api_key = header.api_key.0;
+    let version = header.api_version;
+    let correlation_id = header.correlation_id;
+    let request = match super::decode_request::<ProduceRequest>(&body, version) {
+        Ok(request) => request,
+        Err(e) => {
+            return Dispatch::Close {
+                why: HandlerError::undecodable("Produce", version, e),
+            }
+        }
+    };
+    let acks = request.acks;
+    // Slots in request order: either an immediate answer or a receiver from the owner.
+    enum Slot {
+        Done(PartitionAnswer),
+        Waiting(glommio::channels::local_channel::LocalReceiver<AppendOutcome>),
+    }
+    let mut topics: Vec<(String, Vec<(i32, Slot)>)> = Vec::with_capacity(request.topics.len());
+    if let Some(rejection) = whole_request_error(&request, version) {
+        for topic in &request.topics {
+            let slots = topic
+                .partitions
+                .iter()
+                .map(|p| (p.index, Slot::Done(PartitionAnswer::rejected(&rejection))))
+                .collect();
+            topics.push((topic.name.clone(), slots));
+        }
+    } else {
+        let snapshot = context.core.runtime().catalog.snapshot();
+        for topic in request.topics {
+            let mut slots = Vec::with_capacity(topic.partitions.len());
+            for partition in topic.partitions {
+                let slot = match prepare_partition(context, &snapshot, &topic.name, partition.index) {
+                    Err(rejection) => Slot::Done(PartitionAnswer::rejected(&rejection)),
+                    Ok((table, bucket)) => Slot::Waiting(
+                        context
+                            .core
+                            .router
+                            .submit(AppendJob {
+                                table,
+                                bucket,
+                                partition: partition.index,
+                                records: partition.records,
+                                acks,
+                            })
+                            .await,
+                    ),
+                };
+                slots.push((partition.index, slot));
+            }
+            topics.push((topic.name, slots));
+        }
+    }
+    let context = context.clone();
+    let task = glommio::spawn_local(async move {
+        let mut failed = false;
+        let mut responses = Vec::with_capacity(topics.len());
+        for (name, slots) in topics {
+            let mut partitions = Vec::with_capacity(slots.len());
+            for (index, slot) in slots {
+                let answer = match slot {
+                    Slot::Done(answer) => answer,
+                    Slot::Waiting(receiver) => PartitionAnswer::from_outcome(
+                        receiver.recv().await.unwrap_or(Err(AppendError::WriterStopped)),
+                    ),
+                };
+                if answer.error != ErrorCode::None {
+                    failed = true;
+                    refused(&context, &name, index, &answer);
+                }
+                partitions.push(to_wire(index, answer));
+            }
+            responses.push(ProduceTopicResponse { name, partitions });
+        }
+        if acks == 0 {
+            // Nothing is sent back; a failure closes the connection, as Kafka does, so the
+            // client notices (it reconnects and its next sends report the error).
+            if failed {
+                tracing::info!(peer = %context.peer, "closing Kafka connection: an acks=0 Produce request failed");
+            }
+            return Response {
+                frame: None,
+                close_after: failed,
+                failed,
+            };
+        }
+        let response = ProduceResponse {
+            topics: responses,
+            throttle_time_ms: 0,
+            node_endpoints: Vec::new(),
+        };
+        match encode_response_frame(correlation_id, version, &response) {
+            Ok(frame) => Response::frame(frame, failed),
+            Err(e) => {
+                tracing::error!("cannot encode Produce v{version} response: {e}");
+                Response {
+                    frame: None,
+                    close_after: true,
+                    failed: true,
+                }
+            }
+        }
+    });
+    Dispatch::Respond {
+        api_key,
+        response: PendingResponse::Later(task),
+    }
+}
+
+/// Counts a refused partition (by code, and by table when the topic resolves to one) and logs
+/// it at WARN, rate-limited per (table, code) by `server.log-repeat-interval`. The topic is
+/// resolved again here, on the error path, so the append path carries no extra reference.
+fn refused(context: &ConnectionContext, topic: &str, partition: i32, answer: &PartitionAnswer) {
+    let core = &context.core;
+    let telemetry = &core.telemetry;
+    let code = answer.error;
+    core.metrics().record_refused(code);
+    let snapshot = core.runtime().catalog.snapshot();
+    let table =
+        crate::catalog::resolve::resolve_topic(&snapshot, topic, &core.config().kafka_default_database);
+    let label = match table {
+        Ok(table) => {
+            telemetry.with_table(&table, |series| series.record_refused(telemetry.core(), code));
+            table.path()
+        }
+        Err(TopicError::MappingDisabled(path) | TopicError::Ineligible { table: path, .. }) => path,
+        // Unknown or invalid topics: the name as sent (the limiter's key map is bounded).
+        Err(_) => topic.to_string(),
+    };
+    let Some(suppressed) = telemetry.log_repeat(&label, code.name()) else {
+        return;
+    };
+    let principal = context.principal();
+    let message = answer.error_message.as_deref().unwrap_or("");
+    match &answer.cause {
+        Some(AppendError::Convert(e)) => tracing::warn!(
+            table = %label,
+            partition,
+            client = %context.peer,
+            principal = %principal,
+            code = %code.name(),
+            record = e.record_index,
+            path = %json_path(&e.path),
+            reason = %e.reason,
+            suppressed,
+            "produce refused"
+        ),
+        _ => tracing::warn!(
+            table = %label,
+            partition,
+            client = %context.peer,
+            principal = %principal,
+            code = %code.name(),
+            reason = %message,
+            suppressed,
+            "produce refused"
+        ),
+    }
+}
+
+/// A converter path (`a.b[2]`, or `[0]` for an array value) as JSONPath from `$`.
+fn json_path(path: &str) -> String {
+    if path.is_empty() || path.starts_with('[') {
+        format!("${path}")
+    } else {
+        format!("$.{path}")
+    }
+}
+
+fn to_wire(index: i32, answer: PartitionAnswer) -> ProducePartitionResponse {
+    ProducePartitionResponse {
+        index,
+        error_code: answer.error,
+        base_offset: answer.base_offset,
+        log_append_time_ms: -1,
+        log_start_offset: answer.log_start_offset,
+        record_errors: answer
+            .record_errors
+            .into_iter()
+            .map(|(batch_index, message)| BatchIndexAndErrorMessage {
+                batch_index,
+                batch_index_error_message: Some(message),
+            })
+            .collect(),
+        error_message: answer.error_message,
+        current_leader: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kafluss_protocol::{ProducePartitionData, ProduceTopicData};
+
+    use super::*;
+
+    fn request(acks: i16, partitions: &[(&str, i32)]) -> ProduceRequest {
+        ProduceRequest {
+            transactional_id: None,
+            acks,
+            timeout_ms: 1000,
+            topics: partitions
+                .iter()
+                .map(|(name, index)| ProduceTopicData {
+                    name: name.to_string(),
+                    partitions: vec![ProducePartitionData {
+                        index: *index,
+                        records: None,
+                    }],
+                })
+                .collect(),
+            unknown_tagged_fields: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn whole_request_checks() {
+        let code = |rejection: Option<RequestRejection>| rejection.map(|r| r.code());
+        assert_eq!(whole_request_error(&request(1, &[("a", 0), ("a", 1)]), 9), None);
+        assert_eq!(
+            code(whole_request_error(&request(2, &[("a", 0)]), 9)),
+            Some(ErrorCode::InvalidRequiredAcks)
+        );
+        assert_eq!(
+            code(whole_request_error(&request(-1, &[("a", 0), ("a", 0)]), 9)),
+            Some(ErrorCode::InvalidRequest)
+        );
+        let mut transactional = request(1, &[("a", 0)]);
+        transactional.transactional_id = Some("t".into());
+        assert_eq!(
+            code(whole_request_error(&transactional, 9)),
+            Some(ErrorCode::InvalidRequest)
+        );
+        for old in 0..3 {
+            assert_eq!(
+                code(whole_request_error(&request(1, &[("a", 0)]), old)),
+                Some(ErrorCode::UnsupportedForMessageFormat),
+                "Produce v{old}"
+            );
+        }
+    }
+
+    #[test]
+    fn answers_carry_the_owner_cores_outcome() {
+        let stored = PartitionAnswer::from_outcome(Ok(crate::append::Appended {
+            base_offset: 7,
+            log_start_offset: 2,
+            rows: 3,
+        }));
+        assert_eq!(
+            (stored.error, stored.base_offset, stored.log_start_offset),
+            (ErrorCode::None, 7, 2)
+        );
+        let dropped = PartitionAnswer::from_outcome(Err(AppendError::TableDropped("fluss.t".into())));
+        assert_eq!(dropped.error, ErrorCode::UnknownTopicOrPartition);
+        assert_eq!(
+            dropped.error_message.as_deref(),
+            Some("table fluss.t was dropped")
+        );
+        assert_eq!(dropped.base_offset, -1);
+    }
+}

@@ -1,0 +1,254 @@
+//! One core: bind its Kafka listeners, join the meshes, open the buckets it owns, accept
+//! connections, follow control messages, and at shutdown drain its connections, keep serving
+//! the mesh until every core has drained, then close its bucket logs.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use glommio::channels::channel_mesh::{Full, MeshBuilder};
+use glommio::net::TcpListener;
+use glommio::sync::{Gate, Semaphore};
+
+use super::mesh::{MeshAppend, MeshReply, ReplyTo, Router};
+use super::{ControlMessage, KafkaListener, Shared, StopSignal};
+use crate::append::bucket::Buckets;
+use crate::append::pipeline::Appender;
+use crate::kafka::context::KafkaCore;
+use crate::telemetry::CoreTelemetry;
+
+/// Why a core could not start (reported to the main thread).
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("cannot bind Kafka listener {name} on {address}: {source}")]
+    Bind {
+        name: String,
+        address: std::net::SocketAddr,
+        #[source]
+        source: glommio::GlommioError<()>,
+    },
+    #[error("cannot join the core mesh")]
+    MeshJoin,
+}
+
+/// Everything a core needs to start, moved into its executor thread.
+pub struct CoreStart {
+    pub shared: Arc<Shared>,
+    pub append_mesh: MeshBuilder<MeshAppend, Full>,
+    pub reply_mesh: MeshBuilder<MeshReply, Full>,
+    pub ready: crossbeam_channel::Sender<Result<usize, CoreError>>,
+    /// Told the core's index when `run_core` returns (or unwinds), so the main thread notices
+    /// a core that died.
+    pub exited: crossbeam_channel::Sender<usize>,
+    pub control: crossbeam_channel::Receiver<ControlMessage>,
+}
+
+/// Runs one core until shutdown: bind, join the meshes, serve, drain, flush.
+pub async fn run_core(start: CoreStart) {
+    let CoreStart {
+        shared,
+        append_mesh,
+        reply_mesh,
+        ready,
+        exited,
+        control,
+    } = start;
+    let _exit_notice = ExitNotice(exited, Cell::new(usize::MAX));
+    let mut listeners = Vec::new();
+    for listener in &shared.kafka_listeners {
+        match TcpListener::bind(listener.bound) {
+            Ok(bound) => listeners.push((bound, Rc::new(listener.clone()))),
+            Err(source) => {
+                let _ = ready.send(Err(CoreError::Bind {
+                    name: listener.name.clone(),
+                    address: listener.bound,
+                    source,
+                }));
+                return;
+            }
+        }
+    }
+    // glommio's mesh join can miss a cross-core wake-up and leave every core asleep (seen as a
+    // start-up hang roughly once in twenty starts on a loaded 2-CPU machine). A reactor that
+    // wakes up re-checks its shared channels, so a short ticker during the join makes a lost
+    // notification cost milliseconds instead of forever. After start-up `watch_control` ticks.
+    let join_ticker = glommio::spawn_local(async {
+        loop {
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    tracing::debug!("core listeners bound; joining the append mesh");
+    let (append_tx, append_rx) = match append_mesh.join().await {
+        Ok(pair) => pair,
+        Err(_) => {
+            let _ = ready.send(Err(CoreError::MeshJoin));
+            return;
+        }
+    };
+    tracing::debug!(
+        core = append_tx.peer_id(),
+        "joined the append mesh; joining the reply mesh"
+    );
+    let (reply_tx, reply_rx) = match reply_mesh.join().await {
+        Ok(pair) => pair,
+        Err(_) => {
+            let _ = ready.send(Err(CoreError::MeshJoin));
+            return;
+        }
+    };
+    join_ticker.cancel().await;
+    let id = append_tx.peer_id();
+    let cores = append_tx.nr_consumers();
+    let config = &shared.config;
+    let telemetry = Rc::new(CoreTelemetry::new(
+        id,
+        shared.metrics.clone(),
+        config.log_repeat_interval,
+        config.log_repeat_keys,
+    ));
+    let appender = Rc::new(Appender::new(
+        config.clone(),
+        shared.runtime.log_stats.clone(),
+        telemetry.clone(),
+    ));
+    let buckets: Rc<Buckets<ReplyTo>> = Buckets::new(appender);
+    let router = Router::new(telemetry.clone(), buckets.clone(), append_tx, reply_tx);
+    let stop = Rc::new(StopSignal::default());
+    let kafka = Rc::new(KafkaCore {
+        shared: shared.clone(),
+        telemetry,
+        router: router.clone(),
+        stop: stop.clone(),
+        request_memory: Rc::new(Semaphore::new(config.max_request_memory as u64)),
+    });
+    let connections = Rc::new(Gate::new());
+
+    let mesh_tasks = router.spawn_receivers(append_rx, reply_rx);
+    let snapshot = shared.runtime.catalog.snapshot();
+    buckets
+        .open_existing(&snapshot, |table, bucket| router.owns(table, bucket))
+        .await;
+    let control_task = glommio::spawn_local(watch_control(
+        shared.clone(),
+        buckets.clone(),
+        stop.clone(),
+        control,
+    ));
+    let mut accept_tasks = Vec::new();
+    for (listener, info) in listeners {
+        accept_tasks.push(glommio::spawn_local(accept_loop(
+            kafka.clone(),
+            connections.clone(),
+            listener,
+            info,
+        )));
+    }
+    _exit_notice.1.set(id);
+    let _ = ready.send(Ok(id));
+
+    stop.stopping().await;
+    for task in accept_tasks {
+        task.await;
+    }
+    let _ = connections.close().await;
+    shared.drained_cores.fetch_add(1, Ordering::SeqCst);
+    // Keep serving appends from cores still draining; bounded by their own drain.
+    while shared.drained_cores.load(Ordering::SeqCst) < cores {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+    control_task.cancel().await;
+    // Closing the bucket queues ends each actor after its queued jobs, which flushes the log.
+    buckets.close_all().await;
+    for task in mesh_tasks {
+        task.cancel().await;
+    }
+}
+
+/// Polls the control channel from the admin thread and the shutdown flag.
+async fn watch_control(
+    shared: Arc<Shared>,
+    buckets: Rc<Buckets<ReplyTo>>,
+    stop: Rc<StopSignal>,
+    control: crossbeam_channel::Receiver<ControlMessage>,
+) {
+    loop {
+        while let Ok(message) = control.try_recv() {
+            match message {
+                ControlMessage::DropTable { table_id, done } => {
+                    // Acknowledged only once every log of the table on this core is closed,
+                    // however long that takes; meanwhile this loop goes on (shutdown).
+                    let buckets = buckets.clone();
+                    glommio::spawn_local(async move {
+                        buckets.close_table(table_id).await;
+                        let _ = done.send(());
+                    })
+                    .detach();
+                }
+            }
+        }
+        if shared.shutdown.load(Ordering::Relaxed) {
+            stop.stop();
+        }
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn accept_loop(
+    core: Rc<KafkaCore>,
+    connections: Rc<Gate>,
+    listener: TcpListener,
+    info: Rc<KafkaListener>,
+) {
+    loop {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            core.stop.stopping().await;
+            None
+        })
+        .await;
+        let stream = match accepted {
+            None => return,
+            Some(Ok(stream)) => stream,
+            Some(Err(e)) => {
+                tracing::warn!("accept failed on {}: {e}", info.bound);
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let shared = &core.shared;
+        let limit = shared.config.max_connections;
+        if shared.open_connections.fetch_add(1, Ordering::SeqCst) >= limit {
+            shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+            core.metrics().connection_rejected();
+            tracing::warn!("refusing a Kafka connection: kafka.max-connections ({limit}) reached");
+            drop(stream);
+            continue;
+        }
+        let pass = match connections.enter() {
+            Ok(pass) => pass,
+            Err(_) => {
+                shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+        };
+        core.metrics().connection_opened();
+        let (core, info) = (core.clone(), info.clone());
+        glommio::spawn_local(async move {
+            crate::kafka::connection::serve(core.clone(), stream, info).await;
+            core.metrics().connection_closed();
+            core.shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+            drop(pass);
+        })
+        .detach();
+    }
+}
+
+/// Sends the core index on drop, including during a panic unwind.
+struct ExitNotice(crossbeam_channel::Sender<usize>, Cell<usize>);
+
+impl Drop for ExitNotice {
+    fn drop(&mut self) {
+        let _ = self.0.try_send(self.1.get());
+    }
+}

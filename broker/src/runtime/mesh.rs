@@ -1,0 +1,163 @@
+//! The cross-core mesh: a job whose bucket another core owns crosses the bounded `append` mesh
+//! as an owned [`AppendJob`] (the still-compressed batch bytes and an `Arc` of the table), and
+//! its outcome comes back over the `reply` mesh to the connection's core. Requests and replies
+//! use separate meshes so that a core blocked on a full request channel can always drain
+//! replies: no cycle can deadlock.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use glommio::channels::channel_mesh::{Receivers, Senders};
+use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
+
+use super::routing::owner_core;
+use crate::append::bucket::Buckets;
+use crate::append::{AppendError, AppendJob, AppendOutcome, Reply, Submit};
+use crate::telemetry::CoreTelemetry;
+
+/// A message on the append mesh.
+pub struct MeshAppend {
+    pub request_id: u64,
+    pub job: AppendJob,
+}
+
+/// A message on the reply mesh.
+pub struct MeshReply {
+    pub request_id: u64,
+    pub outcome: AppendOutcome,
+}
+
+/// Where a bucket actor of this core sends an outcome.
+pub enum ReplyTo {
+    Local(LocalSender<AppendOutcome>),
+    Remote {
+        replies: Rc<Senders<MeshReply>>,
+        core: usize,
+        request_id: u64,
+    },
+}
+
+impl Reply for ReplyTo {
+    async fn send(self, outcome: AppendOutcome) {
+        match self {
+            ReplyTo::Local(tx) => {
+                let _ = tx.try_send(outcome);
+            }
+            ReplyTo::Remote {
+                replies,
+                core,
+                request_id,
+            } => {
+                let _ = replies.send_to(core, MeshReply { request_id, outcome }).await;
+            }
+        }
+    }
+}
+
+/// This core's end of the mesh: routes each job to its owner's bucket actors.
+pub struct Router {
+    id: usize,
+    cores: usize,
+    telemetry: Rc<CoreTelemetry>,
+    buckets: Rc<Buckets<ReplyTo>>,
+    append_tx: Senders<MeshAppend>,
+    reply_tx: Rc<Senders<MeshReply>>,
+    pending: RefCell<HashMap<u64, LocalSender<AppendOutcome>>>,
+    next_request_id: Cell<u64>,
+}
+
+impl Router {
+    pub fn new(
+        telemetry: Rc<CoreTelemetry>,
+        buckets: Rc<Buckets<ReplyTo>>,
+        append_tx: Senders<MeshAppend>,
+        reply_tx: Senders<MeshReply>,
+    ) -> Rc<Self> {
+        Rc::new(Self {
+            id: append_tx.peer_id(),
+            cores: append_tx.nr_consumers(),
+            telemetry,
+            buckets,
+            append_tx,
+            reply_tx: Rc::new(reply_tx),
+            pending: RefCell::new(HashMap::new()),
+            next_request_id: Cell::new(0),
+        })
+    }
+
+    /// Whether this core owns `bucket` of `table_id`.
+    pub fn owns(&self, table_id: u64, bucket: u32) -> bool {
+        owner_core(table_id, bucket, self.cores) == self.id
+    }
+
+    async fn route(&self, job: AppendJob) -> LocalReceiver<AppendOutcome> {
+        let owner = owner_core(job.table.id, job.bucket, self.cores);
+        let (tx, rx) = local_channel::new_bounded(1);
+        if owner == self.id {
+            self.telemetry.metrics().record_local_append();
+            self.buckets.submit(job, ReplyTo::Local(tx)).await;
+        } else {
+            self.telemetry.metrics().record_cross_core_append();
+            let request_id = self.next_request_id.get();
+            self.next_request_id.set(request_id.wrapping_add(1));
+            self.pending.borrow_mut().insert(request_id, tx);
+            if self
+                .append_tx
+                .send_to(owner, MeshAppend { request_id, job })
+                .await
+                .is_err()
+            {
+                if let Some(tx) = self.pending.borrow_mut().remove(&request_id) {
+                    let _ = tx.try_send(Err(AppendError::OwnerUnreachable));
+                }
+            }
+        }
+        rx
+    }
+
+    /// One task per peer and direction: jobs from peers go to this core's bucket actors,
+    /// replies from peers to the connection waiting for them.
+    pub fn spawn_receivers(
+        self: &Rc<Self>,
+        append_rx: Receivers<MeshAppend>,
+        reply_rx: Receivers<MeshReply>,
+    ) -> Vec<glommio::Task<()>> {
+        let mut tasks = Vec::new();
+        let append_rx = Rc::new(append_rx);
+        let reply_rx = Rc::new(reply_rx);
+        for peer in 0..self.cores {
+            if peer == self.id {
+                continue;
+            }
+            let (router, rx) = (self.clone(), append_rx.clone());
+            tasks.push(glommio::spawn_local(async move {
+                while let Ok(Some(message)) = rx.recv_from(peer).await {
+                    let reply = ReplyTo::Remote {
+                        replies: router.reply_tx.clone(),
+                        core: peer,
+                        request_id: message.request_id,
+                    };
+                    router.buckets.submit(message.job, reply).await;
+                }
+            }));
+            let (router, rx) = (self.clone(), reply_rx.clone());
+            tasks.push(glommio::spawn_local(async move {
+                while let Ok(Some(reply)) = rx.recv_from(peer).await {
+                    if let Some(tx) = router.pending.borrow_mut().remove(&reply.request_id) {
+                        let _ = tx.try_send(reply.outcome);
+                    }
+                }
+            }));
+        }
+        tasks
+    }
+}
+
+impl Submit for Router {
+    fn submit(&self, job: AppendJob) -> Pin<Box<dyn Future<Output = LocalReceiver<AppendOutcome>> + '_>> {
+        Box::pin(self.route(job))
+    }
+}

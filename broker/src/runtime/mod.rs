@@ -1,0 +1,117 @@
+//! The runtime: start-up and shutdown ([`server`]), one core's executor and accept loop
+//! ([`core`]), the cross-core mesh ([`mesh`]), which core owns a bucket ([`routing`]).
+//!
+//! This file holds only leaf types the layers below read (shared state, listeners, the stop
+//! signal, control messages); it imports nothing of `kafka/` or `append/`, so `kafka/` can use
+//! these types without importing back up into the runtime's logic.
+
+pub mod core;
+pub mod mesh;
+pub mod routing;
+pub mod server;
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
+
+use glommio::sync::Semaphore;
+
+use crate::catalog::ddl::Catalog;
+use crate::config::ServerConfig;
+use crate::log::LogRegistry;
+use crate::metrics::Metrics;
+
+/// Capacity of each mesh channel between two cores, in jobs.
+pub const MESH_CAPACITY: usize = 256;
+
+/// A Kafka listener as every core serves it.
+#[derive(Debug, Clone)]
+pub struct KafkaListener {
+    pub name: String,
+    /// The concrete bound address (the port is resolved when the config said 0).
+    pub bound: std::net::SocketAddr,
+    /// host and port clients are told to connect to (Metadata brokers).
+    pub advertised_host: String,
+    pub advertised_port: u16,
+    pub security: kafluss_auth::ListenerSecurity,
+}
+
+/// The runtime services every core consults: catalog snapshots, credentials, authorizer,
+/// storage statistics. All lock-free to read on the produce path.
+pub struct Runtime {
+    pub catalog: Arc<Catalog>,
+    pub credentials: Arc<kafluss_auth::CredentialStore>,
+    pub security: kafluss_auth::SecurityConfig,
+    pub log_stats: Arc<LogRegistry>,
+    /// Failed logins slow the next attempts of their address and user (SASL and HTTP Basic).
+    pub login_throttle: Arc<kafluss_auth::LoginThrottle>,
+}
+
+impl Runtime {
+    /// The authorizer in force (a lock-free `ArcSwap` load).
+    pub fn authorizer(&self) -> arc_swap::Guard<Arc<kafluss_auth::Authorizer>> {
+        self.catalog.authorizer_cell().load()
+    }
+}
+
+/// Process-wide state every core reads; mutation happens through atomics and `ArcSwap`s
+/// owned by the runtime pieces inside.
+pub struct Shared {
+    pub config: ServerConfig,
+    pub metrics: Arc<Metrics>,
+    pub runtime: Runtime,
+    pub kafka_listeners: Vec<KafkaListener>,
+    pub open_connections: AtomicUsize,
+    /// Set by the signal handler: stop accepting, drain, flush, exit.
+    pub shutdown: Arc<AtomicBool>,
+    /// Cores that finished draining their connections (they keep serving the mesh until all
+    /// have, so that cross-core appends in flight complete).
+    pub drained_cores: AtomicUsize,
+}
+
+/// One core's "shutdown has begun" broadcast.
+pub struct StopSignal {
+    /// Never has permits; closed at shutdown, which wakes everyone waiting in `stopping`.
+    stop: Rc<Semaphore>,
+    stopped: Cell<bool>,
+}
+
+impl Default for StopSignal {
+    fn default() -> Self {
+        Self {
+            stop: Rc::new(Semaphore::new(0)),
+            stopped: Cell::new(false),
+        }
+    }
+}
+
+impl StopSignal {
+    pub fn is_stopping(&self) -> bool {
+        self.stopped.get()
+    }
+
+    /// Resolves once shutdown has begun.
+    pub async fn stopping(&self) {
+        // `acquire` fails only when the semaphore is closed; it never has permits.
+        let _ = self.stop.acquire(1).await;
+    }
+
+    /// Begins shutdown on this core (once).
+    pub fn stop(&self) {
+        if !self.stopped.replace(true) {
+            self.stop.close();
+        }
+    }
+}
+
+/// Messages from the admin thread to every core.
+#[derive(Debug, Clone)]
+pub enum ControlMessage {
+    /// A table was dropped: close its bucket logs (waiting as long as that takes), then
+    /// acknowledge on `done`.
+    DropTable {
+        table_id: u64,
+        done: crossbeam_channel::Sender<()>,
+    },
+}
