@@ -1,4 +1,4 @@
-//! Storage errors. The broker maps every `LogError` to KAFKA_STORAGE_ERROR (in `errors.rs`).
+//! Storage errors. The broker maps every `LogError` to KAFKA_STORAGE_ERROR (in `kafka/errors.rs`).
 
 use std::io;
 use std::path::PathBuf;
