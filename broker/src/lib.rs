@@ -2,12 +2,12 @@
 //!
 //! Folders are concepts: `catalog/` (databases, tables, SQL), `log/` (durable Arrow bucket logs),
 //! `scan/` (reading rows back), `admin/` (HTTP on the Fluss listener), `handlers/` (one file per
-//! Kafka API), `cli/` (the `sql` and `scan` client commands). The runtime lives in `server.rs`
+//! Kafka API). The runtime lives in `server.rs`
 //! (executors), `shard.rs` (what one core owns), `connection.rs` and `routing.rs`.
+//! The `sql` and `scan` client commands are the binary's own (`src/cli/`), not the library's.
 
 pub mod admin;
 pub mod catalog;
-pub mod cli;
 pub mod config;
 pub mod connection;
 pub mod errors;

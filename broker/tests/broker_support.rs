@@ -175,7 +175,8 @@ fn rand_suffix() -> u128 {
         .map_or(0, |d| d.as_nanos())
 }
 
-/// A minimal HTTP/1.1 client (`Connection: close`), bounded by timeouts.
+/// One HTTP request to the Fluss listener (the tests' one client, `kafluss_tests::http`),
+/// bounded by a 60 s deadline; returns (status, body). Panics when no answer comes.
 pub fn http(address: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String) {
     http_as(address, method, path, body, None)
 }
@@ -188,48 +189,17 @@ pub fn http_as(
     body: &[u8],
     user: Option<(&str, &str)>,
 ) -> (u16, String) {
-    use base64::Engine;
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(10)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .expect("timeout");
-    let authorization = user.map_or(String::new(), |(user, password)| {
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        format!("Authorization: Basic {token}\r\n")
-    });
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: {}\r\nConnection: close\r\n{authorization}\r\n",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).expect("write");
-    stream.write_all(body).expect("write body");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).expect("read");
-    let text = String::from_utf8_lossy(&response).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    let body = if chunked { dechunk(rest) } else { rest.to_string() };
-    (status, body)
-}
-
-fn dechunk(mut text: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = text.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || rest.len() < size {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        text = rest[size..].trim_start_matches("\r\n");
-    }
-    out
+    let auth = user.map(|(user, password)| kafluss_tests::http::BasicAuth::new(user, password));
+    let response = kafluss_tests::http::request(
+        address,
+        method,
+        path,
+        body,
+        auth.as_ref(),
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    (response.status, response.text())
 }
 
 /// A blocking Kafka connection speaking whatever we encode.

@@ -105,10 +105,7 @@ impl ServerConfig {
 
     /// Credentials for the admin API when the Fluss listener itself is mapped to `sasl`.
     pub fn with_http_auth(mut self, username: &str, password: &str) -> Self {
-        self.http_auth = Some(BasicAuth {
-            username: username.to_owned(),
-            password: password.to_owned(),
-        });
+        self.http_auth = Some(BasicAuth::new(username, password));
         self
     }
 }
