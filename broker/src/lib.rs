@@ -19,3 +19,4 @@ pub mod routing;
 pub mod scan;
 pub mod server;
 pub mod shard;
+pub mod units;

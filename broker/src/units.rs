@@ -1,0 +1,120 @@
+//! The one grammar for sizes and durations, used by the server config keys
+//! ([`crate::config`]) and by table options such as `table.log.ttl` ([`crate::log::parse_ttl`]).
+//!
+//! A value is a non-negative whole number, optional white space, and an optional unit (any
+//! case):
+//!
+//! - sizes: `b` (or `bytes`, or none), `k`/`kb`/`kib`, `m`/`mb`/`mib`, `g`/`gb`/`gib`,
+//!   `t`/`tb`/`tib`, in powers of 1024;
+//! - durations: `ms` (or none, or `milli`, `millis`, `millisecond(s)`), `s` (`sec`, `secs`,
+//!   `second(s)`), `min` (`m`, `mins`, `minute(s)`), `h` (`hour(s)`), `d` (`day(s)`).
+
+use std::time::Duration;
+
+/// Why a size or duration does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error("expected a number with an optional unit")]
+    NoNumber,
+    #[error("number too large")]
+    NumberTooLarge,
+    #[error("unknown size unit (use b, kb, mb, gb)")]
+    UnknownSizeUnit,
+    #[error("size too large")]
+    SizeTooLarge,
+    #[error("unknown duration unit (use ms, s, min, h, d)")]
+    UnknownDurationUnit,
+    #[error("duration too large")]
+    DurationTooLarge,
+}
+
+/// Splits `"100mb"` / `"60 s"` into the number and its lower-cased unit.
+fn number_and_unit(value: &str) -> Result<(u64, String), UnitError> {
+    let trimmed = value.trim();
+    let digits_end = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    if digits_end == 0 {
+        return Err(UnitError::NoNumber);
+    }
+    let number: u64 = trimmed[..digits_end]
+        .parse()
+        .map_err(|_| UnitError::NumberTooLarge)?;
+    Ok((number, trimmed[digits_end..].trim().to_ascii_lowercase()))
+}
+
+/// A size in bytes.
+pub fn parse_size(value: &str) -> Result<u64, UnitError> {
+    let (number, unit) = number_and_unit(value)?;
+    let shift = match unit.as_str() {
+        "" | "b" | "bytes" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(UnitError::UnknownSizeUnit),
+    };
+    number.checked_mul(1u64 << shift).ok_or(UnitError::SizeTooLarge)
+}
+
+/// A duration; a bare number is milliseconds.
+pub fn parse_duration(value: &str) -> Result<Duration, UnitError> {
+    let (number, unit) = number_and_unit(value)?;
+    let millis_per_unit: u64 = match unit.as_str() {
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
+        "h" | "hour" | "hours" => 3_600_000,
+        "d" | "day" | "days" => 86_400_000,
+        _ => return Err(UnitError::UnknownDurationUnit),
+    };
+    number
+        .checked_mul(millis_per_unit)
+        .map(Duration::from_millis)
+        .ok_or(UnitError::DurationTooLarge)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("100mb"), Ok(100 << 20));
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("512 bytes"), Ok(512));
+        assert_eq!(parse_size(" 2 KiB "), Ok(2048));
+        assert_eq!(parse_size("3G"), Ok(3 << 30));
+        assert_eq!(parse_size("1tb"), Ok(1 << 40));
+        assert_eq!(parse_size("99999999999999gb"), Err(UnitError::SizeTooLarge));
+        assert_eq!(parse_size("99999999999999999999"), Err(UnitError::NumberTooLarge));
+        assert_eq!(parse_size("lots"), Err(UnitError::NoNumber));
+        assert_eq!(parse_size("-1"), Err(UnitError::NoNumber));
+        assert_eq!(parse_size("1.5mb"), Err(UnitError::UnknownSizeUnit));
+        assert_eq!(parse_size("5 pb"), Err(UnitError::UnknownSizeUnit));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("7 d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_duration("7 Days"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7_200)));
+        assert_eq!(parse_duration("30 min"), Ok(Duration::from_secs(1_800)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("250"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("250 millis"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("s"), Err(UnitError::NoNumber));
+        assert_eq!(parse_duration("-1"), Err(UnitError::NoNumber));
+        assert_eq!(parse_duration("7 weeks"), Err(UnitError::UnknownDurationUnit));
+        assert_eq!(
+            parse_duration("99999999999999999d"),
+            Err(UnitError::DurationTooLarge)
+        );
+        assert_eq!(
+            parse_duration("99999999999999999999d"),
+            Err(UnitError::NumberTooLarge)
+        );
+    }
+}
