@@ -33,6 +33,7 @@
 //! - Error paths render ROW fields as `.name` (`["name"]` when not a plain word), array
 //!   elements as `[i]` and map keys as `["key"]`; whole-value failures have no path.
 
+pub mod calendar;
 pub mod mapping;
 pub mod types;
 
