@@ -1,5 +1,5 @@
 //! The blocking HTTP client of the tests, for the Fluss listener's admin API (loopback only):
-//! `ureq` with one request per connection, a deadline on the whole exchange and a cap on the
+//! `ureq` with one request per connection (`Connection: close`), a deadline on the whole exchange and a cap on the
 //! body size, so a misbehaving server cannot hang or exhaust the suite.
 
 use std::net::SocketAddr;
@@ -111,9 +111,12 @@ pub fn request(
         .timeout_global(Some(timeout))
         .build()
         .into();
+    // `Connection: close`: the server ends the connection once it has answered, so it no longer
+    // counts against `admin.max-connections` when the next request comes.
     let mut request = ureq::http::Request::builder()
         .method(method)
-        .uri(format!("http://{addr}{path}"));
+        .uri(format!("http://{addr}{path}"))
+        .header("Connection", "close");
     if let Some(auth) = auth {
         request = request.header("Authorization", auth.header_value());
     }
@@ -141,12 +144,18 @@ mod tests {
     /// `Content-Length` body): a server that closes with request bytes unread makes the kernel
     /// reset the connection, and the client may see the reset before the answer.
     fn serve_once(response: &'static [u8]) -> SocketAddr {
+        serve_once_noting(response).0
+    }
+
+    /// [`serve_once`], also handing back the request's head (lower case).
+    fn serve_once_noting(response: &'static [u8]) -> (SocketAddr, thread::JoinHandle<String>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        thread::spawn(move || {
+        let handle = thread::spawn(move || {
             let (stream, _) = listener.accept().unwrap();
             stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let mut reader = BufReader::new(&stream);
+            let mut head = String::new();
             let mut length = 0usize;
             let mut line = String::new();
             while reader.read_line(&mut line).unwrap() > 0 && line != "\r\n" {
@@ -155,13 +164,30 @@ mod tests {
                         length = value.trim().parse().unwrap();
                     }
                 }
+                head.push_str(&line.to_ascii_lowercase());
                 line.clear();
             }
             let mut body = vec![0; length];
             reader.read_exact(&mut body).unwrap();
             (&stream).write_all(response).unwrap();
+            head
         });
-        addr
+        (addr, handle)
+    }
+
+    #[test]
+    fn asks_for_close_and_sends_basic_auth() {
+        let (addr, head) = serve_once_noting(b"HTTP/1.1 204 No Content\r\n\r\n");
+        let auth = BasicAuth::new("admin", "pw");
+        let response = request(addr, "GET", "/x", b"", Some(&auth), Duration::from_secs(5)).unwrap();
+        assert_eq!(response.status, 204);
+        let head = head.join().unwrap();
+        assert!(head.starts_with("get /x http/1.1\r\n"), "{head}");
+        assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
+        assert!(
+            head.contains("\r\nauthorization: basic ywrtaw46chc=\r\n"),
+            "{head}"
+        );
     }
 
     #[test]

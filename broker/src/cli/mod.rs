@@ -17,7 +17,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Status line plus headers larger than this are refused.
 const MAX_HEADER_BYTES: usize = 64 << 10;
 
-/// One request per connection to `server`: every status is an answer (not an error), no
+/// One request per connection to `server` (each request says `Connection: close`): every status is an answer (not an error), no
 /// redirects, a head of at most [`MAX_HEADER_BYTES`], the connect bounded by
 /// [`CONNECT_TIMEOUT`], each read and write by `io_timeout` (the longest silence accepted).
 pub(crate) fn agent(io_timeout: Duration) -> ureq::Agent {

@@ -118,7 +118,8 @@ fn scan(args: &ScanArgs) -> Result<(), ScanCliError> {
     let authorization = args.credentials.authorization()?;
     let mut request = super::agent(READ_TIMEOUT)
         .get(super::url(&server, &request_target(args)))
-        .header("Accept", "*/*");
+        .header("Accept", "*/*")
+        .header("Connection", "close");
     if let Some(authorization) = authorization {
         request = request.header("Authorization", authorization);
     }

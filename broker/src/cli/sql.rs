@@ -141,7 +141,8 @@ pub struct HttpReply {
 pub fn post_sql(server: &str, sql: &str, authorization: Option<&str>) -> Result<HttpReply, ureq::Error> {
     let mut request = super::agent(TIMEOUT)
         .post(super::url(server, "/v1/sql"))
-        .header("Content-Type", "text/plain; charset=utf-8");
+        .header("Content-Type", "text/plain; charset=utf-8")
+        .header("Connection", "close");
     if let Some(authorization) = authorization {
         request = request.header("Authorization", authorization);
     }
