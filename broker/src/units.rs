@@ -80,41 +80,46 @@ mod tests {
 
     #[test]
     fn sizes() {
-        assert_eq!(parse_size("100mb"), Ok(100 << 20));
-        assert_eq!(parse_size("512"), Ok(512));
-        assert_eq!(parse_size("512 bytes"), Ok(512));
-        assert_eq!(parse_size(" 2 KiB "), Ok(2048));
-        assert_eq!(parse_size("3G"), Ok(3 << 30));
-        assert_eq!(parse_size("1tb"), Ok(1 << 40));
-        assert_eq!(parse_size("99999999999999gb"), Err(UnitError::SizeTooLarge));
-        assert_eq!(parse_size("99999999999999999999"), Err(UnitError::NumberTooLarge));
-        assert_eq!(parse_size("lots"), Err(UnitError::NoNumber));
-        assert_eq!(parse_size("-1"), Err(UnitError::NoNumber));
-        assert_eq!(parse_size("1.5mb"), Err(UnitError::UnknownSizeUnit));
-        assert_eq!(parse_size("5 pb"), Err(UnitError::UnknownSizeUnit));
+        let cases: &[(&str, Result<u64, UnitError>)] = &[
+            ("100mb", Ok(100 << 20)),
+            ("512", Ok(512)),
+            ("512 bytes", Ok(512)),
+            (" 2 KiB ", Ok(2048)),
+            ("3G", Ok(3 << 30)),
+            ("1tb", Ok(1 << 40)),
+            ("99999999999999gb", Err(UnitError::SizeTooLarge)),
+            ("99999999999999999999", Err(UnitError::NumberTooLarge)),
+            ("lots", Err(UnitError::NoNumber)),
+            ("-1", Err(UnitError::NoNumber)),
+            ("1.5mb", Err(UnitError::UnknownSizeUnit)),
+            ("5 pb", Err(UnitError::UnknownSizeUnit)),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(&parse_size(text), expected, "{text:?}");
+        }
     }
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
-        assert_eq!(parse_duration("7 d"), Ok(Duration::from_secs(7 * 86_400)));
-        assert_eq!(parse_duration("7 Days"), Ok(Duration::from_secs(7 * 86_400)));
-        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7_200)));
-        assert_eq!(parse_duration("30 min"), Ok(Duration::from_secs(1_800)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("250"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("250 millis"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration("s"), Err(UnitError::NoNumber));
-        assert_eq!(parse_duration("-1"), Err(UnitError::NoNumber));
-        assert_eq!(parse_duration("7 weeks"), Err(UnitError::UnknownDurationUnit));
-        assert_eq!(
-            parse_duration("99999999999999999d"),
-            Err(UnitError::DurationTooLarge)
-        );
-        assert_eq!(
-            parse_duration("99999999999999999999d"),
-            Err(UnitError::NumberTooLarge)
-        );
+        let ms = |n: u64| Ok(Duration::from_millis(n));
+        let cases: &[(&str, Result<Duration, UnitError>)] = &[
+            ("60s", ms(60_000)),
+            ("7 Days", ms(7 * 86_400_000)),
+            ("5m", ms(300_000)),
+            ("30 MIN", ms(1_800_000)),
+            ("1 hour", ms(3_600_000)),
+            ("250", ms(250)),
+            ("250 millis", ms(250)),
+            ("0s", ms(0)),
+            ("s", Err(UnitError::NoNumber)),
+            ("+5s", Err(UnitError::NoNumber)),
+            ("1.5h", Err(UnitError::UnknownDurationUnit)),
+            ("7 weeks", Err(UnitError::UnknownDurationUnit)),
+            ("99999999999999999d", Err(UnitError::DurationTooLarge)),
+            ("99999999999999999999d", Err(UnitError::NumberTooLarge)),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(&parse_duration(text), expected, "{text:?}");
+        }
     }
 }
