@@ -40,6 +40,8 @@ pub enum HttpError {
 #[derive(Debug, Clone)]
 pub struct HttpResponse {
     pub status: u16,
+    /// Header names in lower case, values as sent (non-UTF-8 bytes replaced), in order.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
@@ -123,13 +125,25 @@ pub fn request(
     let request = request.body(body).map_err(|e| error(ureq::Error::Http(e)))?;
     let mut response = agent.run(request).map_err(error)?;
     let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.as_str().to_owned(), value)
+        })
+        .collect();
     let body = response
         .body_mut()
         .with_config()
         .limit(MAX_BODY_BYTES)
         .read_to_vec()
         .map_err(error)?;
-    Ok(HttpResponse { status, body })
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+    })
 }
 
 #[cfg(test)]
@@ -190,10 +204,17 @@ mod tests {
 
     #[test]
     fn reads_content_length_body() {
-        let addr = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+        let addr = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nRetry-After: 1\r\n\r\nhello");
         let response = request(addr, "GET", "/x", b"", None, Duration::from_secs(5)).unwrap();
         assert_eq!(response.status, 200);
         assert_eq!(response.body, b"hello");
+        assert!(
+            response
+                .headers
+                .contains(&("retry-after".to_owned(), "1".to_owned())),
+            "{:?}",
+            response.headers
+        );
     }
 
     #[test]
