@@ -565,16 +565,19 @@ fn forward_lines<R: Read + Send + 'static>(
                 Ok(_) => {}
             }
             let text = String::from_utf8_lossy(&line).trim_end().to_owned();
-            if !announced {
-                if let Some(addresses) = parse_ready_line(&text) {
-                    announced = ready.send(addresses).is_ok();
+            let addresses = (!announced).then(|| parse_ready_line(&text)).flatten();
+            // Into the log before the ready line is announced, so that whoever waited for it
+            // finds it in `log_tail` (the docs tests compare the serve output with it).
+            {
+                let mut log = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                if log.len() == LOG_LINES_KEPT {
+                    log.pop_front();
                 }
+                log.push_back(text);
             }
-            let mut log = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if log.len() == LOG_LINES_KEPT {
-                log.pop_front();
+            if let Some(addresses) = addresses {
+                announced = ready.send(addresses).is_ok();
             }
-            log.push_back(text);
         }
     });
 }
