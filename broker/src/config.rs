@@ -530,58 +530,14 @@ fn parse_number(key: &str, value: &str) -> Result<u64, ConfigError> {
         .map_err(|_| invalid(key, value, "expected a non-negative integer"))
 }
 
-/// Splits `"100mb"` / `"60 s"` into the number and its lower-cased unit.
-fn number_and_unit(key: &str, value: &str) -> Result<(u64, String), ConfigError> {
-    let trimmed = value.trim();
-    let digits_end = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    if digits_end == 0 {
-        return Err(invalid(key, value, "expected a number with an optional unit"));
-    }
-    let number: u64 = trimmed[..digits_end]
-        .parse()
-        .map_err(|_| invalid(key, value, "number too large"))?;
-    Ok((number, trimmed[digits_end..].trim().to_ascii_lowercase()))
-}
-
-/// Sizes: a byte count with an optional unit b, kb, mb, gb, tb (powers of 1024; `k`, `kib` ... too).
+/// Sizes: [`crate::units::parse_size`]; an error names `key`.
 pub fn parse_size(key: &str, value: &str) -> Result<u64, ConfigError> {
-    let (number, unit) = number_and_unit(key, value)?;
-    let shift = match unit.as_str() {
-        "" | "b" | "bytes" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return Err(invalid(key, value, "unknown size unit (use b, kb, mb, gb)")),
-    };
-    number
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| invalid(key, value, "size too large"))
+    crate::units::parse_size(value).map_err(|reason| invalid(key, value, reason.to_string()))
 }
 
-/// Durations: a number with a unit ms, s, min (or m), h, d; a bare number is milliseconds.
+/// Durations: [`crate::units::parse_duration`]; an error names `key`.
 pub fn parse_duration(key: &str, value: &str) -> Result<Duration, ConfigError> {
-    let (number, unit) = number_and_unit(key, value)?;
-    let millis_per_unit: u64 = match unit.as_str() {
-        "" | "ms" => 1,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
-        "h" | "hour" | "hours" => 3_600_000,
-        "d" | "day" | "days" => 86_400_000,
-        _ => {
-            return Err(invalid(
-                key,
-                value,
-                "unknown duration unit (use ms, s, min, h, d)",
-            ))
-        }
-    };
-    number
-        .checked_mul(millis_per_unit)
-        .map(Duration::from_millis)
-        .ok_or_else(|| invalid(key, value, "duration too large"))
+    crate::units::parse_duration(value).map_err(|reason| invalid(key, value, reason.to_string()))
 }
 
 #[cfg(test)]

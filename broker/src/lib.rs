@@ -5,12 +5,12 @@
 //! the one place Kafka error codes are chosen) → `append/` (jobs, bucket actors, the append
 //! pipeline) → `log/` (durable Arrow bucket logs), `kafluss-convert`, `kafluss-protocol`.
 //! Beside them: `catalog/` (databases, tables, SQL), `scan/` (reading rows back), `admin/`
-//! (HTTP on the Fluss listener), `cli/` (the `sql` and `scan` client commands).
+//! (HTTP on the Fluss listener). The `sql` and `scan` client commands are the binary's own
+//! (`src/cli/`), not the library's.
 
 pub mod admin;
 pub mod append;
 pub mod catalog;
-pub mod cli;
 pub mod config;
 pub mod kafka;
 pub mod log;
@@ -19,6 +19,7 @@ pub mod repeat_log;
 pub mod runtime;
 pub mod scan;
 pub mod telemetry;
+pub mod units;
 
 #[cfg(test)]
 mod layers_tests;

@@ -4,8 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kafluss_broker::cli::scan::ScanArgs;
+use cli::scan::ScanArgs;
 use kafluss_broker::config::ServerConfig;
+
+mod cli;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,10 +35,10 @@ enum Command {
     /// standard input.
     Sql {
         /// The server's Fluss listener, HOST:PORT.
-        #[arg(long, default_value = kafluss_broker::cli::sql::DEFAULT_SERVER)]
+        #[arg(long, default_value = cli::sql::DEFAULT_SERVER)]
         server: String,
         #[command(flatten)]
-        credentials: kafluss_broker::cli::Credentials,
+        credentials: cli::Credentials,
         /// The SQL text (`;`-separated statements).
         #[arg(short = 'e', long = "execute", conflicts_with = "file")]
         execute: Option<String>,
@@ -91,14 +93,14 @@ fn main() -> ExitCode {
             execute,
             file,
         } => {
-            use kafluss_broker::cli::sql::SqlSource;
+            use cli::sql::SqlSource;
             let source = match (execute, file) {
                 (Some(text), _) => SqlSource::Text(text),
                 (None, Some(path)) => SqlSource::File(path),
                 (None, None) => SqlSource::Stdin,
             };
-            exit_code(kafluss_broker::cli::sql::run(&server, &credentials, source))
+            exit_code(cli::sql::run(&server, &credentials, source))
         }
-        Command::Scan(args) => exit_code(kafluss_broker::cli::scan::run(args)),
+        Command::Scan(args) => exit_code(cli::scan::run(args)),
     }
 }

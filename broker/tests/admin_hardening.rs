@@ -76,10 +76,7 @@ fn error_code(answer: &Answer) -> String {
 }
 
 fn alive(server: &mut Server) -> bool {
-    server
-        .child
-        .as_mut()
-        .is_some_and(|child| child.try_wait().ok().flatten().is_none())
+    server.is_running()
 }
 
 /// Another client gets `/healthz` and a SQL answer, promptly.
@@ -119,7 +116,7 @@ fn logs(server: &Server) -> String {
 
 /// `Name:   value` of /proc/<pid>/status.
 fn proc_status(server: &Server, name: &str) -> u64 {
-    let pid = server.child.as_ref().expect("running").id();
+    let pid = server.pid();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     status
         .lines()

@@ -11,21 +11,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::{kcat, kcat_produce, python_ok, run_with_timeout, Server};
 
-const SEED_SQL: &str = "
-CREATE DATABASE IF NOT EXISTS sales;
-
-CREATE TABLE sales.orders (
-    order_id BIGINT,
-    amount DECIMAL(18, 2),
-    _kafka_key BYTES,
-    _kafka_headers MAP<STRING, BYTES>
-) WITH (
-    'table.kafka.enabled' = 'true'
-);
-";
-
 fn create_tables(server: &Server) {
-    server.sql_ok(SEED_SQL);
+    server.sql_ok(kafluss_tests::seed_sql::SEED_CREATE);
     server.sql_ok(
         "CREATE TABLE fluss.orders (order_id BIGINT, item STRING, _kafka_metadata ROW<`timestamp` TIMESTAMP_LTZ(3), timestamp_type INT, `partition` INT>) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '2')",
     );

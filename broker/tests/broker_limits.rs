@@ -66,7 +66,7 @@ fn max_connections_health_and_metrics() {
 
 /// The server's resident memory, from /proc.
 fn rss_bytes(server: &Server) -> u64 {
-    let pid = server.child.as_ref().expect("running").id();
+    let pid = server.pid();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
     status
         .lines()

@@ -136,25 +136,22 @@ fn failed_logins_slow_the_next_attempts() {
 
 /// `GET /metrics` with HTTP Basic credentials; the status code and the headers+body.
 fn get_with_basic(server: SocketAddr, user: &str, password: &str) -> (u16, String) {
-    use base64::Engine;
-    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-    let mut stream = TcpStream::connect_timeout(&server, Duration::from_secs(10)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\nConnection: close\r\n\r\n"
+    let auth = kafluss_tests::http::BasicAuth::new(user, password);
+    let response = kafluss_tests::http::request(
+        server,
+        "GET",
+        "/metrics",
+        b"",
+        Some(&auth),
+        Duration::from_secs(30),
     )
-    .expect("send");
-    let mut answer = String::new();
-    let _ = stream.read_to_string(&mut answer);
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    (status, answer)
+    .unwrap_or_else(|error| panic!("{error}"));
+    let head: String = response
+        .headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
+    (response.status, format!("{head}\r\n{}", response.text()))
 }
 
 #[test]

@@ -4,22 +4,23 @@
 //! `#[path = "broker_support.rs"] mod support;`.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A running server; killed on drop.
+use kafluss_tests::server::{KaflussServer, ServerConfig, ServerError};
+
+/// A running server, started by the end-to-end suite's launcher
+/// (`kafluss_tests::server::KaflussServer`, with stderr in a file); killed on drop.
 pub struct Server {
-    pub child: Option<Child>,
+    server: KaflussServer,
     pub data_dir: PathBuf,
     pub fluss: SocketAddr,
     pub kafka: SocketAddr,
-    /// Kept so the directory outlives restarts; removed on drop when owned.
-    _temp: Option<tempfile::TempDir>,
-    stderr_log: PathBuf,
+    /// Set by `kill` and `terminate`: the process is gone.
+    stopped: bool,
 }
 
 pub fn binary() -> &'static str {
@@ -29,68 +30,34 @@ pub fn binary() -> &'static str {
 impl Server {
     /// Starts a server with a fresh data dir and `cores` cores.
     pub fn start(cores: usize, extra: &[&str]) -> Server {
-        let temp = tempfile::tempdir().expect("temp dir");
-        let data_dir = temp.path().join("data");
-        let mut server = Server::start_in(&data_dir, cores, extra);
-        server._temp = Some(temp);
-        server
+        Server::launch(KaflussServer::start, cores, extra)
     }
 
     /// Starts a server on an existing data dir (restart after a crash).
     pub fn start_in(data_dir: &Path, cores: usize, extra: &[&str]) -> Server {
-        let stderr_log = data_dir.with_extension(format!("stderr-{}.log", rand_suffix()));
-        let stderr = std::fs::File::create(&stderr_log).expect("stderr log");
-        let mut command = Command::new(binary());
-        command
-            .arg("serve")
-            .arg("-D")
-            .arg(format!("data.dir={}", data_dir.display()))
-            .arg("-D")
-            .arg("bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0")
-            .arg("-D")
-            .arg(format!("server.cores={cores}"));
-        for entry in extra {
-            command.arg("-D").arg(entry);
-        }
-        let mut child = command
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("start kafluss");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if line.starts_with("kafluss ready:") {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let line = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) => line,
-            Err(_) => {
-                let _ = child.kill();
-                let log = std::fs::read_to_string(&stderr_log).unwrap_or_default();
-                panic!("kafluss did not print its ready line within 60s; stderr:\n{log}");
-            }
-        };
-        let address = |name: &str| -> SocketAddr {
-            line.split_whitespace()
-                .find_map(|part| part.strip_prefix(&format!("{name}=")))
-                .unwrap_or_else(|| panic!("no {name}= in {line:?}"))
-                .parse()
-                .expect("address")
-        };
+        Server::launch(|config| KaflussServer::start_in(data_dir, config), cores, extra)
+    }
+
+    fn launch(
+        start: impl FnOnce(ServerConfig) -> Result<KaflussServer, ServerError>,
+        cores: usize,
+        extra: &[&str],
+    ) -> Server {
+        let config = extra.iter().fold(
+            ServerConfig::plaintext()
+                // This test binary's own build of kafluss, whatever KAFLUSS_BIN says.
+                .with_binary(Path::new(binary()))
+                .with_stderr_log()
+                .with("server.cores", &cores.to_string()),
+            |config, entry| config.define(entry),
+        );
+        let server = start(config).unwrap_or_else(|error| panic!("{error}"));
         Server {
-            fluss: address("FLUSS"),
-            kafka: address("KAFKA"),
-            child: Some(child),
-            data_dir: data_dir.to_path_buf(),
-            _temp: None,
-            stderr_log,
+            data_dir: server.data_dir().to_path_buf(),
+            fluss: server.fluss_addr(),
+            kafka: server.kafka_addr(),
+            server,
+            stopped: false,
         }
     }
 
@@ -100,34 +67,32 @@ impl Server {
 
     /// The server's stderr so far (tracing logs).
     pub fn logs(&self) -> String {
-        std::fs::read_to_string(&self.stderr_log).unwrap_or_default()
+        self.server.logs()
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.server.pid()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        !self.stopped && self.server.is_running()
     }
 
     /// SIGKILL, as a crash.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if !std::mem::replace(&mut self.stopped, true) {
+            self.server.kill();
         }
     }
 
     /// SIGTERM and wait (bounded) for the exit status.
     pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
-        let mut child = self.child.take()?;
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if std::mem::replace(&mut self.stopped, true) {
+            return None;
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        None
+        self.server.terminate_within(Duration::from_secs(30))
     }
 
     /// Runs SQL through `POST /v1/sql`; returns (status, body).
@@ -169,13 +134,8 @@ impl Drop for Server {
     }
 }
 
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos())
-}
-
-/// A minimal HTTP/1.1 client (`Connection: close`), bounded by timeouts.
+/// One HTTP request to the Fluss listener (the tests' one client, `kafluss_tests::http`),
+/// bounded by a 60 s deadline; returns (status, body). Panics when no answer comes.
 pub fn http(address: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String) {
     http_as(address, method, path, body, None)
 }
@@ -188,48 +148,17 @@ pub fn http_as(
     body: &[u8],
     user: Option<(&str, &str)>,
 ) -> (u16, String) {
-    use base64::Engine;
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(10)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .expect("timeout");
-    let authorization = user.map_or(String::new(), |(user, password)| {
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-        format!("Authorization: Basic {token}\r\n")
-    });
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Length: {}\r\nConnection: close\r\n{authorization}\r\n",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).expect("write");
-    stream.write_all(body).expect("write body");
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).expect("read");
-    let text = String::from_utf8_lossy(&response).to_string();
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    let body = if chunked { dechunk(rest) } else { rest.to_string() };
-    (status, body)
-}
-
-fn dechunk(mut text: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = text.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || rest.len() < size {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        text = rest[size..].trim_start_matches("\r\n");
-    }
-    out
+    let auth = user.map(|(user, password)| kafluss_tests::http::BasicAuth::new(user, password));
+    let response = kafluss_tests::http::request(
+        address,
+        method,
+        path,
+        body,
+        auth.as_ref(),
+        Duration::from_secs(60),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    (response.status, response.text())
 }
 
 /// A blocking Kafka connection speaking whatever we encode.

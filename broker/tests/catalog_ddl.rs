@@ -9,21 +9,6 @@ use kafluss_broker::catalog::{
     resolve_topic, Catalog, CatalogConfig, Session, SqlError, StatementResult, TableInfo, TopicError,
 };
 
-const SEED: &str = "CREATE DATABASE IF NOT EXISTS sales;
-
-CREATE TABLE sales.orders (
-    order_id BIGINT,
-    amount DECIMAL(18, 2),
-    _kafka_key BYTES,
-    _kafka_headers MAP<STRING, BYTES>
-) WITH (
-    'table.kafka.enabled' = 'true'
-);
-
-ALTER TABLE sales.orders SET (
-    'table.kafka.enabled' = 'true'
-);";
-
 fn open(dir: &std::path::Path) -> Catalog {
     Catalog::open(CatalogConfig::new(dir)).expect("catalog opens")
 }
@@ -55,7 +40,7 @@ fn rows(result: &StatementResult) -> Vec<Vec<String>> {
 fn seed_statements_run_and_map_the_topic() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = open(dir.path());
-    let results = run(&catalog, SEED);
+    let results = run(&catalog, &kafluss_tests::seed_sql::seed_script());
     assert_eq!(results.len(), 3);
     assert_eq!(results[1], StatementResult::done("Table sales.orders created"));
 

@@ -1,17 +1,17 @@
 //! The admin HTTP server against `start_admin_server` on 127.0.0.1:0, with test hooks, and
 //! the `kafluss sql` client functions against it.
 
-use std::io::{BufReader, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use base64::Engine;
 use kafluss_auth::Principal;
 use kafluss_broker::admin::{start_admin_server, AdminContext, HookError, ScanResponse};
 use kafluss_broker::catalog::{Catalog, CatalogConfig, TableInfo};
-use kafluss_broker::cli::sql::{post_sql, read_reply, render_reply, run, SqlSource};
-use kafluss_broker::cli::Credentials;
+use kafluss_tests::http::BasicAuth;
 use serde_json::Value;
 
 struct Reply {
@@ -26,21 +26,15 @@ impl Reply {
     }
 }
 
+/// One request; `auth` is `user:password`.
 fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8], auth: Option<&str>) -> Reply {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    if let Some(user_password) = auth {
-        let token = base64::engine::general_purpose::STANDARD.encode(user_password);
-        head.push_str(&format!("Authorization: Basic {token}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).unwrap();
-    // The server may answer 413 and close before reading everything.
-    let _ = stream.write_all(body);
-    let reply = read_reply(BufReader::new(stream)).unwrap();
+    let auth = auth.map(|user_password| {
+        let (user, password) = user_password.split_once(':').unwrap_or((user_password, ""));
+        BasicAuth::new(user, password)
+    });
+    let reply =
+        kafluss_tests::http::request(addr, method, path, body, auth.as_ref(), Duration::from_secs(30))
+            .unwrap();
     Reply {
         status: reply.status,
         body: reply.body,
@@ -336,48 +330,69 @@ fn sasl_listener_needs_basic_auth_and_acls_apply() {
     );
 }
 
+/// `kafluss sql --server TARGET ARGS`.
+fn kafluss_sql(target: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kafluss"))
+        .args(["sql", "--server", target])
+        .args(args)
+        .env_remove("KAFLUSS_USER")
+        .env_remove("KAFLUSS_PASSWORD")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).unwrap()
+}
+
 #[test]
 fn sql_client_prints_results_and_fails_with_the_server_message() {
     let dir = tempfile::tempdir().unwrap();
     let ctx = AdminContext::new(catalog(dir.path()), Arc::new(AtomicBool::new(true)));
     let server = start_admin_server("127.0.0.1:0", ctx).unwrap();
     let target = server.local_addr().to_string();
-    let none = Credentials::default();
 
-    let reply = post_sql(&target, "CREATE DATABASE sales; SHOW DATABASES", "").unwrap();
-    let rendered = render_reply(reply.status, &reply.body);
-    assert_eq!(rendered.error, None);
-    let text = rendered.output;
+    let done = kafluss_sql(&target, &["-e", "CREATE DATABASE sales; SHOW DATABASES"]);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+    assert_eq!(text(&done.stderr), "");
     assert_eq!(
-        text,
+        text(&done.stdout),
         "Database sales created\n+---------------+\n| database name |\n+---------------+\n| fluss         |\n| sales         |\n+---------------+\n2 rows in set\n"
     );
-    let reply = post_sql(&target, "DROP TABLE nope", "").unwrap();
+    let failed = kafluss_sql(&target, &["-e", "DROP TABLE nope"]);
+    assert_eq!(failed.status.code(), Some(1));
     assert_eq!(
-        render_reply(reply.status, &reply.body).error.as_deref(),
-        Some("TABLE_NOT_FOUND: table 'fluss.nope' does not exist")
+        text(&failed.stderr),
+        "kafluss sql: TABLE_NOT_FOUND: table 'fluss.nope' does not exist\n"
     );
 
-    assert_eq!(run(&target, &none, SqlSource::Text("SHOW TABLES".to_string())), 0);
     assert_eq!(
-        run(
-            &target,
-            &none,
-            SqlSource::Text("SHOW TABLES FROM nowhere".to_string())
-        ),
-        1
+        kafluss_sql(&target, &["-e", "SHOW TABLES"]).status.code(),
+        Some(0)
+    );
+    assert_eq!(
+        kafluss_sql(&target, &["-e", "SHOW TABLES FROM nowhere"])
+            .status
+            .code(),
+        Some(1)
     );
     let file = dir.path().join("script.sql");
     std::fs::write(&file, "CREATE TABLE sales.t (x INT);\nDESCRIBE sales.t;\n").unwrap();
-    assert_eq!(run(&target, &none, SqlSource::File(file)), 0);
+    let file = file.to_str().unwrap();
+    assert_eq!(kafluss_sql(&target, &["-f", file]).status.code(), Some(0));
+    let missing = dir.path().join("missing.sql");
     assert_eq!(
-        run(&target, &none, SqlSource::File(dir.path().join("missing.sql"))),
-        2
+        kafluss_sql(&target, &["-f", missing.to_str().unwrap()])
+            .status
+            .code(),
+        Some(2)
     );
     server.stop();
-    assert_eq!(
-        run(&target, &none, SqlSource::Text("SHOW TABLES".to_string())),
-        1,
-        "unreachable"
+    let unreachable = kafluss_sql(&target, &["-e", "SHOW TABLES"]);
+    assert_eq!(unreachable.status.code(), Some(1), "unreachable");
+    assert!(
+        text(&unreachable.stderr).starts_with(&format!("kafluss sql: cannot reach {target}: ")),
+        "{}",
+        text(&unreachable.stderr)
     );
 }

@@ -1,13 +1,14 @@
-//! `kafluss scan` (cli::scan::run) against a loopback HTTP server that serves a real scan
-//! with a chunked body, and an error answer.
+//! The `kafluss scan` binary against a loopback HTTP server that serves a real scan with a
+//! chunked body, and an error answer.
 
 mod log_support;
 
 use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 use std::thread;
 
-use kafluss_broker::cli::scan::{run, ScanArgs};
 use kafluss_broker::log::{bucket_dir, BucketLog, FlushPolicy, LogConfig, LogRegistry};
 use kafluss_broker::scan::{PreparedScan, ScanTarget};
 use log_support::{batch, run_local, schema};
@@ -48,18 +49,59 @@ fn serve(
     (addr, handle)
 }
 
-fn args(table: &str, server: &str, out: &std::path::Path) -> ScanArgs {
+/// The options of one `kafluss scan` run.
+struct ScanArgs {
+    table: String,
+    server: String,
+    from: Option<u64>,
+    limit: Option<u64>,
+    format: String,
+    columns: Option<String>,
+    out: PathBuf,
+}
+
+fn args(table: &str, server: &str, out: &Path) -> ScanArgs {
     ScanArgs {
         table: table.to_string(),
         server: server.to_string(),
-        bucket: None,
         from: None,
         limit: None,
         format: "jsonl".to_string(),
         columns: None,
-        out: Some(out.to_path_buf()),
-        credentials: Default::default(),
+        out: out.to_path_buf(),
     }
+}
+
+/// Runs `kafluss scan` with `args`; returns its exit code.
+fn run(args: ScanArgs) -> i32 {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kafluss"));
+    command
+        .args([
+            "scan",
+            &args.table,
+            "--server",
+            &args.server,
+            "--format",
+            &args.format,
+        ])
+        .arg("--out")
+        .arg(&args.out)
+        .env_remove("KAFLUSS_USER")
+        .env_remove("KAFLUSS_PASSWORD");
+    if let Some(from) = args.from {
+        command.args(["--from", &from.to_string()]);
+    }
+    if let Some(limit) = args.limit {
+        command.args(["--limit", &limit.to_string()]);
+    }
+    if let Some(columns) = &args.columns {
+        command.args(["--columns", columns]);
+    }
+    let output = command.output().unwrap();
+    if !output.status.success() {
+        eprintln!("kafluss scan: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    output.status.code().unwrap_or(-1)
 }
 
 #[test]

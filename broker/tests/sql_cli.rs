@@ -10,6 +10,7 @@ mod support;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+use kafluss_tests::seed_sql::SEED_CREATE;
 use support::{binary, Server};
 
 fn kafluss_sql(server: &Server, args: &[&str]) -> Output {
@@ -50,18 +51,6 @@ fn stdout(output: &Output) -> String {
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
-
-const SEED_CREATE: &str = "CREATE DATABASE IF NOT EXISTS sales;
-
-CREATE TABLE sales.orders (
-    order_id BIGINT,
-    amount DECIMAL(18, 2),
-    _kafka_key BYTES,
-    _kafka_headers MAP<STRING, BYTES>
-) WITH (
-    'table.kafka.enabled' = 'true'
-);
-";
 
 const SEED_ALTER: &str = "ALTER TABLE sales.orders SET (
     'table.kafka.enabled' = 'true'

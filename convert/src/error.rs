@@ -101,16 +101,16 @@ fn shorten_middle(text: String, limit: usize) -> String {
 /// Renders `value` as a JSON string literal of at most [`MAX_QUOTED_CHARS`] characters,
 /// ending in `…` when truncated.
 pub(crate) fn quote_truncated(value: &str) -> String {
-    let mut out = String::with_capacity(value.len().min(MAX_QUOTED_CHARS * 2) + 2);
-    out.push('"');
-    let mut chars = value.chars();
-    for c in chars.by_ref().take(MAX_QUOTED_CHARS) {
-        crate::rescue::push_escaped_char(&mut out, c);
+    let end = value
+        .char_indices()
+        .nth(MAX_QUOTED_CHARS)
+        .map_or(value.len(), |(at, _)| at);
+    let mut out = String::with_capacity(end + 8);
+    crate::rescue::push_string(&mut out, &value[..end]);
+    if end < value.len() {
+        // Inside the closing quote.
+        out.insert(out.len() - 1, '…');
     }
-    if chars.next().is_some() {
-        out.push('…');
-    }
-    out.push('"');
     out
 }
 

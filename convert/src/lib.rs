@@ -28,11 +28,12 @@
 //!   or `±HH:MM[:SS]` (within ±18:00). More fraction digits than the precision are refused,
 //!   never rounded; epoch milliseconds into TIMESTAMP_LTZ(p < 3) must be whole at p digits.
 //! - BYTES/BINARY: standard Base64 with padding (RFC 4648 §4), canonical trailing bits.
-//! - Rescue strings are re-escaped like serde_json (`\"`, `\\`, `\b \f \n \r \t`, other controls
+//! - Rescue strings are re-escaped by serde_json (`\"`, `\\`, `\b \f \n \r \t`, other controls
 //!   as `\u00xx`); numbers keep their source text.
 //! - Error paths render ROW fields as `.name` (`["name"]` when not a plain word), array
 //!   elements as `[i]` and map keys as `["key"]`; whole-value failures have no path.
 
+pub mod calendar;
 pub mod mapping;
 pub mod types;
 

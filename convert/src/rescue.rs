@@ -164,41 +164,10 @@ pub(crate) fn write_value(doc: &Doc<'_>, node: usize, out: &mut String) {
     }
 }
 
-/// Appends `s` as a JSON string literal.
+/// Appends `s` as a JSON string literal, escaped by serde_json (the one JSON string escaper
+/// of the workspace: `\"`, `\\`, `\b \f \n \r \t`, other controls as `\u00xx`).
 pub(crate) fn push_string(out: &mut String, s: &str) {
-    out.push('"');
-    // Fast path: copy runs that need no escaping in one go.
-    let mut run_start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        if b < 0x20 || b == b'"' || b == b'\\' {
-            out.push_str(&s[run_start..i]);
-            push_escaped_char(out, b as char);
-            run_start = i + 1;
-        }
-    }
-    out.push_str(&s[run_start..]);
-    out.push('"');
-}
-
-/// Appends one character of a JSON string body, escaped when JSON requires it.
-pub(crate) fn push_escaped_char(out: &mut String, c: char) {
-    match c {
-        '"' => out.push_str("\\\""),
-        '\\' => out.push_str("\\\\"),
-        '\n' => out.push_str("\\n"),
-        '\r' => out.push_str("\\r"),
-        '\t' => out.push_str("\\t"),
-        '\u{8}' => out.push_str("\\b"),
-        '\u{c}' => out.push_str("\\f"),
-        c if (c as u32) < 0x20 => {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            let v = c as usize;
-            out.push_str("\\u00");
-            out.push(HEX[v >> 4] as char);
-            out.push(HEX[v & 0xF] as char);
-        }
-        c => out.push(c),
-    }
+    out.push_str(&serde_json::to_string(s).expect("a str always serializes"));
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 
 use arrow_schema::TimeUnit;
 
+use crate::calendar::days_from_civil;
+
 const NANOS_PER_SECOND: i64 = 1_000_000_000;
 const NANOS_PER_DAY: i64 = 86_400 * NANOS_PER_SECOND;
 /// Largest DECIMAL precision Fluss allows (and Decimal128 holds).
@@ -293,7 +295,7 @@ fn parse_date(b: &[u8]) -> Option<i64> {
     if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
         return None;
     }
-    Some(days_from_civil(year, month, day))
+    Some(days_from_civil(year, month as u32, day as u32))
 }
 
 fn digits(b: &[u8]) -> Option<i64> {
@@ -314,17 +316,6 @@ fn days_in_month(year: i64, month: i64) -> i64 {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// Nanoseconds of the day of an ISO local time `HH:mm[:ss[.f{1,9}]]` with at most

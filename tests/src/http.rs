@@ -1,21 +1,16 @@
-//! A small blocking HTTP/1.1 client for the Fluss listener's admin API (loopback only).
-//!
-//! Enough for `POST /v1/sql`, `GET /v1/tables/..` and scans: one request per connection
-//! (`Connection: close`), Content-Length, chunked or read-to-close bodies, a deadline on every
-//! read and a cap on the body size so a misbehaving server cannot hang or exhaust the suite.
+//! The blocking HTTP client of the tests, for the Fluss listener's admin API (loopback only):
+//! `ureq` with one request per connection (`Connection: close`), a deadline on the whole exchange and a cap on the
+//! body size, so a misbehaving server cannot hang or exhaust the suite.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use base64::Engine;
 
 /// Largest response body the suite accepts (scans of the biggest test tables stay far below).
-const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
-/// Largest status or header line accepted.
-const MAX_LINE_BYTES: usize = 16 * 1024;
-/// Most header lines accepted.
-const MAX_HEADERS: usize = 100;
+const MAX_BODY_BYTES: u64 = 64 * 1024 * 1024;
+/// Largest response head (status line and headers) accepted.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -24,19 +19,20 @@ pub enum HttpError {
         method: String,
         path: String,
         addr: SocketAddr,
-        source: std::io::Error,
+        source: ureq::Error,
     },
-    #[error("HTTP {method} {path}: malformed response: {reason}")]
+    #[error("HTTP {method} {path}: malformed response: {source}")]
     Malformed {
         method: String,
         path: String,
-        reason: String,
+        source: ureq::Error,
     },
     #[error("HTTP {method} {path}: response did not finish within {timeout:?}")]
     Timeout {
         method: String,
         path: String,
         timeout: Duration,
+        source: ureq::Error,
     },
 }
 
@@ -44,6 +40,8 @@ pub enum HttpError {
 #[derive(Debug, Clone)]
 pub struct HttpResponse {
     pub status: u16,
+    /// Header names in lower case, values as sent (non-UTF-8 bytes replaced), in order.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
@@ -60,7 +58,24 @@ pub struct BasicAuth {
     pub password: String,
 }
 
-/// One request on a fresh connection, finished (or abandoned) within `timeout`.
+impl BasicAuth {
+    pub fn new(username: &str, password: &str) -> Self {
+        BasicAuth {
+            username: username.to_owned(),
+            password: password.to_owned(),
+        }
+    }
+
+    /// The `Authorization` header's value.
+    pub fn header_value(&self) -> String {
+        let token =
+            base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", self.username, self.password));
+        format!("Basic {token}")
+    }
+}
+
+/// One request on a fresh connection, finished (or abandoned) within `timeout`. Any status is
+/// an answer; only a failure to get one is an error.
 pub fn request(
     addr: SocketAddr,
     method: &str,
@@ -69,192 +84,137 @@ pub fn request(
     auth: Option<&BasicAuth>,
     timeout: Duration,
 ) -> Result<HttpResponse, HttpError> {
-    let deadline = Instant::now() + timeout;
-    let io = |source| HttpError::Io {
-        method: method.to_owned(),
-        path: path.to_owned(),
-        addr,
-        source,
-    };
-    let malformed = |reason: String| HttpError::Malformed {
-        method: method.to_owned(),
-        path: path.to_owned(),
-        reason,
-    };
-
-    let stream = TcpStream::connect_timeout(&addr, timeout).map_err(io)?;
-    stream.set_read_timeout(Some(timeout)).map_err(io)?;
-    stream.set_write_timeout(Some(timeout)).map_err(io)?;
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if let Some(auth) = auth {
-        let token =
-            base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", auth.username, auth.password));
-        head.push_str(&format!("Authorization: Basic {token}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut writer = &stream;
-    writer.write_all(head.as_bytes()).map_err(io)?;
-    writer.write_all(body).map_err(io)?;
-
-    let mut reader = BufReader::new(DeadlineReader {
-        inner: &stream,
-        deadline,
-    });
-    let status_line = read_line(&mut reader).map_err(io)?;
-    let status =
-        parse_status(&status_line).ok_or_else(|| malformed(format!("status line {status_line:?}")))?;
-
-    let mut content_length = None;
-    let mut chunked = false;
-    for header_index in 0.. {
-        if header_index >= MAX_HEADERS {
-            return Err(malformed(format!("more than {MAX_HEADERS} headers")));
-        }
-        let line = read_line(&mut reader).map_err(io)?;
-        if line.is_empty() {
-            break;
-        }
-        let Some((name, value)) = line.split_once(':') else {
-            return Err(malformed(format!("header line {line:?}")));
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("content-length") {
-            let length: usize = value
-                .parse()
-                .map_err(|_| malformed(format!("content-length {value:?}")))?;
-            content_length = Some(length);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") && value.eq_ignore_ascii_case("chunked") {
-            chunked = true;
-        }
-    }
-
-    let body = if chunked {
-        read_chunked(&mut reader).map_err(io)?
-    } else if let Some(length) = content_length {
-        if length > MAX_BODY_BYTES {
-            return Err(malformed(format!(
-                "content-length {length} over {MAX_BODY_BYTES}"
-            )));
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).map_err(io)?;
-        body
-    } else {
-        let mut body = Vec::new();
-        reader
-            .take(MAX_BODY_BYTES as u64 + 1)
-            .read_to_end(&mut body)
-            .map_err(io)?;
-        body
-    };
-    if body.len() > MAX_BODY_BYTES {
-        return Err(malformed(format!("body over {MAX_BODY_BYTES} bytes")));
-    }
-    if Instant::now() > deadline {
-        return Err(HttpError::Timeout {
+    let error = |source: ureq::Error| match source {
+        ureq::Error::Timeout(_) => HttpError::Timeout {
             method: method.to_owned(),
             path: path.to_owned(),
             timeout,
-        });
+            source,
+        },
+        ureq::Error::Protocol(_) | ureq::Error::BodyExceedsLimit(_) => HttpError::Malformed {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            source,
+        },
+        source => HttpError::Io {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            addr,
+            source,
+        },
+    };
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_redirects_will_error(false)
+        .max_idle_connections(0)
+        .max_response_header_size(MAX_HEAD_BYTES)
+        .allow_non_standard_methods(true)
+        .timeout_global(Some(timeout))
+        .build()
+        .into();
+    // `Connection: close`: the server ends the connection once it has answered, so it no longer
+    // counts against `admin.max-connections` when the next request comes.
+    let mut request = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header("Connection", "close");
+    if let Some(auth) = auth {
+        request = request.header("Authorization", auth.header_value());
     }
-    Ok(HttpResponse { status, body })
-}
-
-/// Fails reads once the request's deadline has passed, whatever the socket timeout allows.
-struct DeadlineReader<'a> {
-    inner: &'a TcpStream,
-    deadline: Instant,
-}
-
-impl Read for DeadlineReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "deadline passed",
-            ));
-        }
-        self.inner.set_read_timeout(Some(left))?;
-        self.inner.read(buf)
-    }
-}
-
-fn parse_status(line: &str) -> Option<u16> {
-    let mut parts = line.split(' ');
-    let version = parts.next()?;
-    if !version.starts_with("HTTP/1.") {
-        return None;
-    }
-    parts.next()?.parse().ok()
-}
-
-fn read_line(reader: &mut impl BufRead) -> std::io::Result<String> {
-    let mut line = Vec::new();
-    reader.take(MAX_LINE_BYTES as u64).read_until(b'\n', &mut line)?;
-    if line.last() != Some(&b'\n') {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "line too long or connection closed mid-line",
-        ));
-    }
-    while matches!(line.last(), Some(b'\n' | b'\r')) {
-        line.pop();
-    }
-    String::from_utf8(line).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-}
-
-fn read_chunked(reader: &mut impl BufRead) -> std::io::Result<Vec<u8>> {
-    let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
-    let mut body = Vec::new();
-    loop {
-        let size_line = read_line(reader)?;
-        let size_text = size_line.split(';').next().unwrap_or_default().trim();
-        let size = usize::from_str_radix(size_text, 16).map_err(|_| invalid("chunk size"))?;
-        if size == 0 {
-            // Trailers, if any, end with an empty line.
-            while !read_line(reader)?.is_empty() {}
-            return Ok(body);
-        }
-        if body.len() + size > MAX_BODY_BYTES {
-            return Err(invalid("chunked body too large"));
-        }
-        let start = body.len();
-        body.resize(start + size, 0);
-        reader.read_exact(&mut body[start..])?;
-        if !read_line(reader)?.is_empty() {
-            return Err(invalid("chunk not followed by CRLF"));
-        }
-    }
+    let request = request.body(body).map_err(|e| error(ureq::Error::Http(e)))?;
+    let mut response = agent.run(request).map_err(error)?;
+    let status = response.status().as_u16();
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(name, value)| {
+            let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            (name.as_str().to_owned(), value)
+        })
+        .collect();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(MAX_BODY_BYTES)
+        .read_to_vec()
+        .map_err(error)?;
+    Ok(HttpResponse {
+        status,
+        headers,
+        body,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpListener;
     use std::thread;
+    use std::time::Instant;
 
+    /// Answers one request with `response`, after reading the whole request (head and
+    /// `Content-Length` body): a server that closes with request bytes unread makes the kernel
+    /// reset the connection, and the client may see the reset before the answer.
     fn serve_once(response: &'static [u8]) -> SocketAddr {
+        serve_once_noting(response).0
+    }
+
+    /// [`serve_once`], also handing back the request's head (lower case).
+    fn serve_once_noting(response: &'static [u8]) -> (SocketAddr, thread::JoinHandle<String>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            let mut request = [0u8; 4096];
-            let _ = stream.read(&mut request);
-            stream.write_all(response).unwrap();
+        let handle = thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut reader = BufReader::new(&stream);
+            let mut head = String::new();
+            let mut length = 0usize;
+            let mut line = String::new();
+            while reader.read_line(&mut line).unwrap() > 0 && line != "\r\n" {
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().unwrap();
+                    }
+                }
+                head.push_str(&line.to_ascii_lowercase());
+                line.clear();
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            (&stream).write_all(response).unwrap();
+            head
         });
-        addr
+        (addr, handle)
+    }
+
+    #[test]
+    fn asks_for_close_and_sends_basic_auth() {
+        let (addr, head) = serve_once_noting(b"HTTP/1.1 204 No Content\r\n\r\n");
+        let auth = BasicAuth::new("admin", "pw");
+        let response = request(addr, "GET", "/x", b"", Some(&auth), Duration::from_secs(5)).unwrap();
+        assert_eq!(response.status, 204);
+        let head = head.join().unwrap();
+        assert!(head.starts_with("get /x http/1.1\r\n"), "{head}");
+        for line in ["connection: close", "authorization: basic ywrtaw46chc="] {
+            assert!(head.contains(&format!("\r\n{line}\r\n")), "{line}: {head}");
+        }
     }
 
     #[test]
     fn reads_content_length_body() {
-        let addr = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
+        let addr = serve_once(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nRetry-After: 1\r\n\r\nhello");
         let response = request(addr, "GET", "/x", b"", None, Duration::from_secs(5)).unwrap();
         assert_eq!(response.status, 200);
         assert_eq!(response.body, b"hello");
+        assert!(
+            response
+                .headers
+                .contains(&("retry-after".to_owned(), "1".to_owned())),
+            "{:?}",
+            response.headers
+        );
     }
 
     #[test]
@@ -295,6 +255,7 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let started = Instant::now();
         let error = request(addr, "GET", "/", b"", None, Duration::from_millis(300)).unwrap_err();
+        assert!(matches!(error, HttpError::Timeout { .. }), "{error}");
         assert!(started.elapsed() < Duration::from_secs(5), "{error}");
         drop(listener);
     }

@@ -14,6 +14,7 @@ pub mod expect;
 pub mod http;
 pub mod process;
 pub mod report;
+pub mod seed_sql;
 pub mod server;
 pub mod suite;
 pub mod tables;

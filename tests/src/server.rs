@@ -5,8 +5,12 @@
 //! (`kafluss ready: FLUSS=127.0.0.1:41234 KAFKA=127.0.0.1:41235`; see [`parse_ready_line`] for
 //! the spellings accepted), then `/healthz` must answer 200. Dropping the handle sends SIGTERM and
 //! kills the process if it has not exited within [`STOP_GRACE`].
+//!
+//! The one launcher of the end-to-end tests: this suite and the broker's integration tests
+//! (`broker/tests/broker_support.rs`, a thin layer over [`KaflussServer`]) start servers here.
 
 use std::collections::VecDeque;
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -45,6 +49,8 @@ pub enum ServerError {
     Spawn { binary: PathBuf, source: std::io::Error },
     #[error("could not make a temporary data dir: {0}")]
     TempDir(std::io::Error),
+    #[error("could not create the server's stderr log {path}: {source}")]
+    StderrLog { path: PathBuf, source: std::io::Error },
     #[error(
         "kafluss did not become ready within {timeout:?} (no ready line naming the FLUSS and KAFKA \
          ports, or /healthz not 200); its output:\n{log_tail}"
@@ -74,8 +80,11 @@ pub enum ServerError {
 /// How to start a server: `-D key=value` settings on top of loopback listeners and a temp dir.
 #[derive(Debug, Clone, Default)]
 pub struct ServerConfig {
-    settings: Vec<(String, String)>,
+    /// `-D` arguments, `key=value`, in order.
+    defines: Vec<String>,
     http_auth: Option<BasicAuth>,
+    stderr_log: bool,
+    binary: Option<PathBuf>,
 }
 
 impl ServerConfig {
@@ -98,17 +107,33 @@ impl ServerConfig {
     }
 
     /// One more `-D key=value`.
-    pub fn with(mut self, key: &str, value: &str) -> Self {
-        self.settings.push((key.to_owned(), value.to_owned()));
+    pub fn with(self, key: &str, value: &str) -> Self {
+        self.define(&format!("{key}={value}"))
+    }
+
+    /// One more `-D` argument as written (`key=value`).
+    pub fn define(mut self, entry: &str) -> Self {
+        self.defines.push(entry.to_owned());
+        self
+    }
+
+    /// The server's stderr goes straight to a file, all of it, readable with
+    /// [`KaflussServer::logs`] the moment the server has written it (no relay thread between);
+    /// [`KaflussServer::log_tail`] then shows stdout's lines, then the end of that file.
+    pub fn with_stderr_log(mut self) -> Self {
+        self.stderr_log = true;
+        self
+    }
+
+    /// Runs this `kafluss` binary instead of [`kafluss_binary`]'s.
+    pub fn with_binary(mut self, binary: &Path) -> Self {
+        self.binary = Some(binary.to_path_buf());
         self
     }
 
     /// Credentials for the admin API when the Fluss listener itself is mapped to `sasl`.
     pub fn with_http_auth(mut self, username: &str, password: &str) -> Self {
-        self.http_auth = Some(BasicAuth {
-            username: username.to_owned(),
-            password: password.to_owned(),
-        });
+        self.http_auth = Some(BasicAuth::new(username, password));
         self
     }
 }
@@ -132,6 +157,8 @@ pub struct KaflussServer {
     kafka: SocketAddr,
     http_auth: Option<BasicAuth>,
     log: Arc<Mutex<VecDeque<String>>>,
+    /// Where stderr goes with [`ServerConfig::with_stderr_log`], in a directory of its own.
+    stderr_log: Option<(PathBuf, tempfile::TempDir)>,
 }
 
 impl KaflussServer {
@@ -142,6 +169,12 @@ impl KaflussServer {
             .tempdir()
             .map_err(ServerError::TempDir)?;
         Self::spawn(config, temp)
+    }
+
+    /// Starts a server on an existing data dir (a restart after a crash), which the caller owns.
+    pub fn start_in(data_dir: &Path, config: ServerConfig) -> Result<Self, ServerError> {
+        let command = Self::serve_command(&config, data_dir)?;
+        Self::launch(command, config, data_dir.to_path_buf(), None)
     }
 
     /// Stops this server (SIGTERM) and starts a new one on the same data dir and settings; the
@@ -163,19 +196,28 @@ impl KaflussServer {
     }
 
     fn spawn(config: ServerConfig, temp: tempfile::TempDir) -> Result<Self, ServerError> {
-        let binary = kafluss_binary()?;
         let data_dir = temp.path().join("data");
-        let mut command = Command::new(&binary);
+        let command = Self::serve_command(&config, &data_dir)?;
+        Self::launch(command, config, data_dir, Some(temp))
+    }
+
+    /// `kafluss serve` on loopback port 0 with `data_dir`, then the config's `-D` arguments.
+    fn serve_command(config: &ServerConfig, data_dir: &Path) -> Result<Command, ServerError> {
+        let binary = match &config.binary {
+            Some(binary) => binary.clone(),
+            None => kafluss_binary()?,
+        };
+        let mut command = Command::new(binary);
         command
             .arg("serve")
             .arg("-D")
             .arg("bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0")
             .arg("-D")
             .arg(format!("data.dir={}", data_dir.display()));
-        for (key, value) in &config.settings {
-            command.arg("-D").arg(format!("{key}={value}"));
+        for entry in &config.defines {
+            command.arg("-D").arg(entry);
         }
-        Self::launch(command, config, data_dir, Some(temp))
+        Ok(command)
     }
 
     fn launch(
@@ -185,16 +227,30 @@ impl KaflussServer {
         temp: Option<tempfile::TempDir>,
     ) -> Result<Self, ServerError> {
         let binary = PathBuf::from(command.get_program());
+        // The server prints plain log lines whenever stderr is not a terminal (a pipe, a file).
         command
             .env(
                 "RUST_LOG",
                 std::env::var("KAFLUSS_SUITE_RUST_LOG").unwrap_or_else(|_| "info".into()),
             )
-            // Plain log lines in error messages (tracing colours even when piped).
-            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stdout(Stdio::piped());
+        let stderr_log = if config.stderr_log {
+            let dir = tempfile::Builder::new()
+                .prefix("kafluss-stderr-")
+                .tempdir()
+                .map_err(ServerError::TempDir)?;
+            let path = dir.path().join("stderr.log");
+            let file = File::create(&path).map_err(|source| ServerError::StderrLog {
+                path: path.clone(),
+                source,
+            })?;
+            command.stderr(file);
+            Some((path, dir))
+        } else {
+            command.stderr(Stdio::piped());
+            None
+        };
         let mut child = command.spawn().map_err(|source| ServerError::Spawn {
             binary: binary.clone(),
             source,
@@ -214,6 +270,7 @@ impl KaflussServer {
             http_auth: config.http_auth.clone(),
             config,
             log,
+            stderr_log,
         };
         server.wait_until_ready(&ready_rx)?;
         Ok(server)
@@ -286,11 +343,42 @@ impl KaflussServer {
         &self.data_dir
     }
 
-    /// The most recent lines the server printed (stdout and stderr interleaved).
+    /// The most recent lines the server printed (stdout and stderr interleaved; with
+    /// [`ServerConfig::with_stderr_log`], stdout's lines and then the end of stderr).
     pub fn log_tail(&self) -> String {
         let log = self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let lines: Vec<&str> = log.iter().map(String::as_str).collect();
+        let mut lines: Vec<&str> = log.iter().map(String::as_str).collect();
+        let stderr = self.stderr_log.as_ref().map(|_| self.logs());
+        lines.extend(stderr.as_deref());
         tail(&lines.join("\n"), 8000)
+    }
+
+    /// Everything the server wrote to stderr so far, with [`ServerConfig::with_stderr_log`];
+    /// else the lines kept for [`KaflussServer::log_tail`].
+    pub fn logs(&self) -> String {
+        match &self.stderr_log {
+            Some((path, _)) => std::fs::read_to_string(path).unwrap_or_default(),
+            None => {
+                let log = self.log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                log.iter().map(String::as_str).collect::<Vec<_>>().join("\n")
+            }
+        }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process has not exited yet.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGKILL, as a crash, and wait for the process.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     fn get(&self, path: &str) -> Result<HttpResponse, HttpError> {
@@ -374,6 +462,11 @@ impl KaflussServer {
     }
 
     fn terminate(&mut self) -> Option<ExitStatus> {
+        self.terminate_within(STOP_GRACE)
+    }
+
+    /// Sends SIGTERM and waits up to `grace` for the exit status; kills it after that (`None`).
+    pub fn terminate_within(&mut self, grace: Duration) -> Option<ExitStatus> {
         if let Some(status) = self.child.try_wait().ok().flatten() {
             return Some(status);
         }
@@ -382,7 +475,7 @@ impl KaflussServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
-        let deadline = Instant::now() + STOP_GRACE;
+        let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Some(status) = self.child.try_wait().ok().flatten() {
                 return Some(status);
@@ -472,8 +565,9 @@ fn forward_lines<R: Read + Send + 'static>(
                 Ok(_) => {}
             }
             let text = String::from_utf8_lossy(&line).trim_end().to_owned();
-            let addresses = if announced { None } else { parse_ready_line(&text) };
-            // Into the log first: whoever learns of the ready line finds it in the log.
+            let addresses = (!announced).then(|| parse_ready_line(&text)).flatten();
+            // Into the log before the ready line is announced, so that whoever waited for it
+            // finds it in `log_tail` (the docs tests compare the serve output with it).
             {
                 let mut log = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 if log.len() == LOG_LINES_KEPT {

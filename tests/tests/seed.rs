@@ -10,26 +10,10 @@
 use std::time::Duration;
 
 use kafluss_tests::clients::{available, run_plan, CaseOutcome, CaseSpec, Client, Plan};
+use kafluss_tests::seed_sql::{SEED_CREATE, SEED_ENABLE};
 use kafluss_tests::server::{KaflussServer, ServerConfig};
 use kafluss_tests::tables::Record;
 use serde_json::{json, Value};
-
-/// The seed's "Create or enable a table" example, verbatim.
-const SEED_CREATE: &str = "CREATE DATABASE IF NOT EXISTS sales;
-
-CREATE TABLE sales.orders (
-    order_id BIGINT,
-    amount DECIMAL(18, 2),
-    _kafka_key BYTES,
-    _kafka_headers MAP<STRING, BYTES>
-) WITH (
-    'table.kafka.enabled' = 'true'
-);";
-
-/// The seed's ALTER example, verbatim.
-const SEED_ENABLE: &str = "ALTER TABLE sales.orders SET (
-    'table.kafka.enabled' = 'true'
-);";
 
 const SEED_DISABLE: &str = "ALTER TABLE sales.orders SET ('table.kafka.enabled' = 'false')";
 

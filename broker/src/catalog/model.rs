@@ -50,9 +50,10 @@ impl TableInfo {
         format!("{}.{}", self.database, self.name)
     }
 
-    /// Storage directory relative to `data.dir`: `<db>/<table>-<table_id>`.
+    /// Storage directory relative to `data.dir`: [`crate::log::table_dir`] (the one layout,
+    /// `<db>/<table>-<table_id>`) below an empty root.
     pub fn relative_dir(&self) -> std::path::PathBuf {
-        std::path::Path::new(&self.database).join(format!("{}-{}", self.name, self.id))
+        crate::log::table_dir(std::path::Path::new(""), &self.database, &self.name, self.id)
     }
 
     /// Whether Kafka clients can see and write this table: mapping enabled and valid.

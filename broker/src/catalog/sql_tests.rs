@@ -23,22 +23,8 @@ fn n(data_type: DataType) -> FieldType {
 
 #[test]
 fn seed_statements_parse_verbatim() {
-    let script = "CREATE DATABASE IF NOT EXISTS sales;
-
-CREATE TABLE sales.orders (
-    order_id BIGINT,
-    amount DECIMAL(18, 2),
-    _kafka_key BYTES,
-    _kafka_headers MAP<STRING, BYTES>
-) WITH (
-    'table.kafka.enabled' = 'true'
-);
-
-ALTER TABLE sales.orders SET (
-    'table.kafka.enabled' = 'true'
-);
-";
-    let statements = parse_script(script).unwrap();
+    let script = kafluss_tests::seed_sql::seed_script();
+    let statements = parse_script(&script).unwrap();
     assert_eq!(statements.len(), 3);
     assert_eq!(
         statements[0].statement,

@@ -1,7 +1,6 @@
-//! Client subcommands of the `kafluss` binary that talk to a running server over HTTP.
+//! Client subcommands of the `kafluss` binary that talk to a running server over HTTP: a
+//! module of the binary only (the server library has no HTTP client). HTTP/1.1 is `ureq`'s.
 
-use std::io;
-use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use base64::Engine;
@@ -13,20 +12,31 @@ pub mod sql;
 pub const USER_ENV: &str = "KAFLUSS_USER";
 pub const PASSWORD_ENV: &str = "KAFLUSS_PASSWORD";
 
-/// How long a connection attempt to one address may take.
+/// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Status line plus headers larger than this are refused.
+const MAX_HEADER_BYTES: usize = 64 << 10;
 
-/// Connects to `server` (HOST:PORT), trying every address it resolves to (`localhost` may be
-/// `::1` or `127.0.0.1`).
-pub(crate) fn connect(server: &str) -> io::Result<TcpStream> {
-    let mut last_error = io::Error::new(io::ErrorKind::NotFound, "no address");
-    for addr in server.to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(stream) => return Ok(stream),
-            Err(error) => last_error = error,
-        }
-    }
-    Err(last_error)
+/// One request per connection to `server` (each request says `Connection: close`): every status is an answer (not an error), no
+/// redirects, a head of at most [`MAX_HEADER_BYTES`], the connect bounded by
+/// [`CONNECT_TIMEOUT`], each read and write by `io_timeout` (the longest silence accepted).
+pub(crate) fn agent(io_timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_redirects_will_error(false)
+        .max_idle_connections(0)
+        .max_response_header_size(MAX_HEADER_BYTES)
+        .timeout_connect(Some(CONNECT_TIMEOUT))
+        .timeout_per_read(Some(io_timeout))
+        .timeout_per_write(Some(io_timeout))
+        .build()
+        .into()
+}
+
+/// The URL of `target` (path and query) on `server` (HOST:PORT).
+pub(crate) fn url(server: &str, target: &str) -> String {
+    format!("http://{server}{target}")
 }
 
 /// Credentials for a Fluss listener mapped to `sasl` (HTTP Basic, checked against
@@ -52,6 +62,7 @@ pub enum CredentialsError {
 }
 
 impl Credentials {
+    #[cfg(test)]
     pub fn new(user: &str, password: &str) -> Self {
         Credentials {
             user: Some(user.to_string()),
@@ -73,15 +84,12 @@ impl Credentials {
         }
     }
 
-    /// The `Authorization: Basic ...` header line (with CRLF), or nothing.
-    pub fn header(&self) -> Result<String, CredentialsError> {
-        Ok(match self.user_password()? {
-            None => String::new(),
-            Some((user, password)) => {
-                let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-                format!("Authorization: Basic {token}\r\n")
-            }
-        })
+    /// The `Authorization` header's value (`Basic ...`), or `None` without credentials.
+    pub fn authorization(&self) -> Result<Option<String>, CredentialsError> {
+        Ok(self.user_password()?.map(|(user, password)| {
+            let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+            format!("Basic {token}")
+        }))
     }
 
     /// What to tell the user when the server answered 401.
@@ -104,7 +112,7 @@ mod tests {
     #[test]
     fn credentials_from_options_or_user_password() {
         assert_eq!(Credentials::default().user_password(), Ok(None));
-        assert_eq!(Credentials::default().header(), Ok(String::new()));
+        assert_eq!(Credentials::default().authorization(), Ok(None));
         assert_eq!(
             Credentials::new("admin", "pw").user_password(),
             Ok(Some(("admin".into(), "pw".into())))
@@ -115,8 +123,11 @@ mod tests {
         };
         assert_eq!(joined.user_password(), Ok(Some(("admin".into(), "p:w".into()))));
         assert_eq!(
-            Credentials::new("admin", "pw").header().unwrap(),
-            "Authorization: Basic YWRtaW46cHc=\r\n"
+            Credentials::new("admin", "pw")
+                .authorization()
+                .unwrap()
+                .as_deref(),
+            Some("Basic YWRtaW46cHc=")
         );
         let no_password = Credentials {
             user: Some("admin".into()),

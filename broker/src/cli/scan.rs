@@ -3,12 +3,11 @@
 //! over HTTP from a running server (`GET /v1/tables/{db}.{table}/scan`) and streams the body to
 //! stdout or a file. Credentials as for `kafluss sql` ([`super::Credentials`]).
 //!
-//! A plain std `TcpStream` HTTP/1.1 client: one request, `Connection: close`, a bounded header,
-//! a body in `Content-Length`, chunked, or read-to-close framing.
+//! One `ureq` request with a bounded header; the body (`Content-Length`, chunked or read to
+//! close) is streamed as it arrives, never held whole.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,8 +17,6 @@ use super::{Credentials, CredentialsError};
 pub const DEFAULT_SERVER: &str = "localhost:9123";
 /// Database used for a table name without a `db.` prefix (the default `kafka.default.database`).
 pub const DEFAULT_DATABASE: &str = "fluss";
-/// Status line plus headers larger than this are refused.
-const MAX_HEADER_BYTES: usize = 64 << 10;
 /// Error bodies are read up to this size for the message.
 const MAX_ERROR_BODY_BYTES: u64 = 64 << 10;
 /// Longest silence between two reads of the response.
@@ -57,11 +54,11 @@ pub struct ScanArgs {
 #[derive(Debug, thiserror::Error)]
 enum ScanCliError {
     #[error("cannot reach {server}: {source}")]
-    Connect { server: String, source: io::Error },
+    Connect { server: String, source: ureq::Error },
+    #[error("malformed HTTP response from {server}: {source}")]
+    Protocol { server: String, source: ureq::Error },
     #[error("talking to {server}: {source}")]
     Io { server: String, source: io::Error },
-    #[error("malformed HTTP response from {server}: {reason}")]
-    Protocol { server: String, reason: String },
     #[error("{0}")]
     Server(String),
     #[error(transparent)]
@@ -118,44 +115,34 @@ fn percent_encode(text: &str) -> String {
 
 fn scan(args: &ScanArgs) -> Result<(), ScanCliError> {
     let server = args.server.clone();
-    let io_err = |source| ScanCliError::Io {
-        server: server.clone(),
-        source,
-    };
-    let authorization = args.credentials.header()?;
-    let stream = connect(&server)?;
-    stream.set_read_timeout(Some(READ_TIMEOUT)).map_err(io_err)?;
-    let mut request = format!(
-        "GET {} HTTP/1.1\r\nHost: {server}\r\nAccept: */*\r\nConnection: close\r\n",
-        request_target(args)
-    );
-    request.push_str(&authorization);
-    request.push_str("\r\n");
-    (&stream).write_all(request.as_bytes()).map_err(io_err)?;
-
-    let mut reader = BufReader::new(stream);
-    let head = read_head(&mut reader, &server)?;
-    let body: Box<dyn Read> = if head.chunked {
-        Box::new(ChunkedReader::new(reader))
-    } else if let Some(length) = head.content_length {
-        Box::new(reader.take(length))
-    } else {
-        Box::new(reader)
-    };
-    if head.status == 401 {
+    let authorization = args.credentials.authorization()?;
+    let mut request = super::agent(READ_TIMEOUT)
+        .get(super::url(&server, &request_target(args)))
+        .header("Accept", "*/*")
+        .header("Connection", "close");
+    if let Some(authorization) = authorization {
+        request = request.header("Authorization", authorization);
+    }
+    let response = request.call().map_err(|source| match source {
+        ureq::Error::Protocol(_) => ScanCliError::Protocol {
+            server: server.clone(),
+            source,
+        },
+        _ => ScanCliError::Connect {
+            server: server.clone(),
+            source,
+        },
+    })?;
+    let status = response.status().as_u16();
+    // Unlimited: rows are copied through as they arrive, never held whole.
+    let body: Box<dyn Read> = Box::new(response.into_body().into_reader());
+    if status == 401 {
         return Err(ScanCliError::Server(args.credentials.refused_message()));
     }
-    if head.status != 200 {
-        return Err(ScanCliError::Server(error_message(head.status, body)));
+    if status != 200 {
+        return Err(ScanCliError::Server(error_message(status, body)));
     }
     copy_body(body, args.out.as_ref(), &server)
-}
-
-fn connect(server: &str) -> Result<TcpStream, ScanCliError> {
-    super::connect(server).map_err(|source| ScanCliError::Connect {
-        server: server.to_string(),
-        source,
-    })
 }
 
 fn copy_body(mut body: Box<dyn Read>, out: Option<&PathBuf>, server: &str) -> Result<(), ScanCliError> {
@@ -210,144 +197,6 @@ fn error_message(status: u16, body: Box<dyn Read>) -> String {
     format!("server answered {status}: {message}")
 }
 
-#[derive(Debug, PartialEq, Eq)]
-struct ResponseHead {
-    status: u16,
-    content_length: Option<u64>,
-    chunked: bool,
-}
-
-fn read_head<R: BufRead>(reader: &mut R, server: &str) -> Result<ResponseHead, ScanCliError> {
-    let protocol = |reason: String| ScanCliError::Protocol {
-        server: server.to_string(),
-        reason,
-    };
-    let mut total = 0usize;
-    let mut line = String::new();
-    let mut read_line = |reader: &mut R, line: &mut String| -> Result<(), ScanCliError> {
-        line.clear();
-        let read = reader
-            .take((MAX_HEADER_BYTES - total.min(MAX_HEADER_BYTES)) as u64)
-            .read_line(line)
-            .map_err(|source| ScanCliError::Io {
-                server: server.to_string(),
-                source,
-            })?;
-        total += read;
-        if read == 0 || !line.ends_with('\n') {
-            return Err(ScanCliError::Protocol {
-                server: server.to_string(),
-                reason: "response header truncated or too large".to_string(),
-            });
-        }
-        Ok(())
-    };
-    read_line(reader, &mut line)?;
-    let status = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse::<u16>().ok())
-        .filter(|_| line.starts_with("HTTP/1."))
-        .ok_or_else(|| protocol(format!("bad status line {:?}", line.trim_end())))?;
-    let mut head = ResponseHead {
-        status,
-        content_length: None,
-        chunked: false,
-    };
-    loop {
-        read_line(reader, &mut line)?;
-        let header = line.trim_end();
-        if header.is_empty() {
-            return Ok(head);
-        }
-        let Some((name, value)) = header.split_once(':') else {
-            return Err(protocol(format!("bad header line {header:?}")));
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("content-length") {
-            head.content_length = Some(
-                value
-                    .parse()
-                    .map_err(|_| protocol(format!("bad Content-Length {value:?}")))?,
-            );
-        } else if name.eq_ignore_ascii_case("transfer-encoding")
-            && value.to_ascii_lowercase().contains("chunked")
-        {
-            head.chunked = true;
-        }
-    }
-}
-
-/// Decodes `Transfer-Encoding: chunked` (chunk extensions and trailers ignored).
-struct ChunkedReader<R> {
-    inner: R,
-    /// Bytes left in the current chunk; None before the first size line.
-    left: u64,
-    done: bool,
-}
-
-impl<R: BufRead> ChunkedReader<R> {
-    fn new(inner: R) -> Self {
-        ChunkedReader {
-            inner,
-            left: 0,
-            done: false,
-        }
-    }
-
-    fn read_size_line(&mut self) -> io::Result<u64> {
-        let mut line = String::new();
-        (&mut self.inner).take(1024).read_line(&mut line)?;
-        let digits = line.trim().split(';').next().unwrap_or("").trim().to_string();
-        u64::from_str_radix(&digits, 16).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("bad chunk size line {line:?}"),
-            )
-        })
-    }
-
-    fn skip_crlf(&mut self) -> io::Result<()> {
-        let mut crlf = [0u8; 2];
-        self.inner.read_exact(&mut crlf)?;
-        if &crlf != b"\r\n" {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "chunk not followed by CRLF",
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl<R: BufRead> Read for ChunkedReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.done || buf.is_empty() {
-            return Ok(0);
-        }
-        if self.left == 0 {
-            self.left = self.read_size_line()?;
-            if self.left == 0 {
-                self.done = true;
-                return Ok(0);
-            }
-        }
-        let want = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
-        let read = self.inner.read(&mut buf[..want])?;
-        if read == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "body ended inside a chunk",
-            ));
-        }
-        self.left -= read as u64;
-        if self.left == 0 {
-            self.skip_crlf()?;
-        }
-        Ok(read)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,24 +234,6 @@ mod tests {
     }
 
     #[test]
-    fn parses_head_and_chunked_body() {
-        let response = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: x\r\n\r\n5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n";
-        let mut reader = BufReader::new(&response[..]);
-        let head = read_head(&mut reader, "s").unwrap();
-        assert_eq!(
-            head,
-            ResponseHead {
-                status: 200,
-                content_length: None,
-                chunked: true
-            }
-        );
-        let mut body = String::new();
-        ChunkedReader::new(reader).read_to_string(&mut body).unwrap();
-        assert_eq!(body, "hello, world");
-    }
-
-    #[test]
     fn error_bodies_yield_the_server_message() {
         let body: Box<dyn Read> =
             Box::new(&br#"{"error":{"code":"NOT_FOUND","message":"table fluss.x does not exist"}}"#[..]);
@@ -410,13 +241,5 @@ mod tests {
             error_message(404, body),
             "server answered 404: table fluss.x does not exist"
         );
-    }
-
-    #[test]
-    fn truncated_head_is_an_error_not_a_hang() {
-        let mut reader = BufReader::new(&b"HTTP/1.1 200 OK\r\nContent-Len"[..]);
-        assert!(read_head(&mut reader, "s").is_err());
-        let mut reader = BufReader::new(&b"SSH-2.0\r\n\r\n"[..]);
-        assert!(read_head(&mut reader, "s").is_err());
     }
 }

@@ -7,17 +7,17 @@
 //! message on an error (or when the server cannot be reached), 2 for a usage problem
 //! (unreadable file, incomplete credentials, a script that is only `USE`).
 //!
-//! A plain std `TcpStream` HTTP/1.1 client: one request, `Connection: close`. Credentials for
+//! One `ureq` request; the reply is read whole, up to `MAX_RESPONSE_BYTES`. Credentials for
 //! a `sasl` Fluss listener: [`Credentials`].
 
-use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
+use std::io::{self, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kafluss_broker::catalog::{parse_script, Statement, StatementResult};
 use serde_json::Value;
 
-use super::{connect, Credentials};
-use crate::catalog::{parse_script, Statement, StatementResult};
+use super::Credentials;
 
 /// The server when `--server` is not given.
 pub const DEFAULT_SERVER: &str = "localhost:9123";
@@ -56,14 +56,14 @@ pub fn run(server: &str, credentials: &Credentials, sql: SqlSource) -> i32 {
         eprintln!("kafluss sql: {USE_ALONE}");
         return 2;
     }
-    let authorization = match credentials.header() {
+    let authorization = match credentials.authorization() {
         Ok(header) => header,
         Err(error) => {
             eprintln!("kafluss sql: {error}");
             return 2;
         }
     };
-    let reply = match post_sql(server, &text, &authorization) {
+    let reply = match post_sql(server, &text, authorization.as_deref()) {
         Ok(reply) => reply,
         Err(error) => {
             eprintln!("kafluss sql: cannot reach {server}: {error}");
@@ -136,73 +136,23 @@ pub struct HttpReply {
     pub body: Vec<u8>,
 }
 
-/// `POST /v1/sql` with `sql` as the body; `authorization` is a header line or empty (see
-/// [`Credentials::header`]).
-pub fn post_sql(server: &str, sql: &str, authorization: &str) -> io::Result<HttpReply> {
-    let mut stream = connect(server)?;
-    stream.set_read_timeout(Some(TIMEOUT))?;
-    stream.set_write_timeout(Some(TIMEOUT))?;
-    let head = format!(
-        "POST /v1/sql HTTP/1.1\r\nHost: {server}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n{authorization}\r\n",
-        sql.len()
-    );
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(sql.as_bytes())?;
-    stream.flush()?;
-    read_reply(BufReader::new(stream.take(MAX_RESPONSE_BYTES)))
-}
-
-/// Reads an HTTP/1.1 response: Content-Length, chunked, or until close.
-pub fn read_reply(mut reader: impl BufRead) -> io::Result<HttpReply> {
-    let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_string());
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    let status = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse::<u16>().ok())
-        .ok_or_else(|| invalid("not an HTTP response"))?;
-    let mut content_length = None;
-    let mut chunked = false;
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            return Err(invalid("response headers cut short"));
-        }
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("content-length") {
-                content_length = Some(value.parse::<u64>().map_err(|_| invalid("bad Content-Length"))?);
-            } else if name.eq_ignore_ascii_case("transfer-encoding")
-                && value.to_ascii_lowercase().contains("chunked")
-            {
-                chunked = true;
-            }
-        }
+/// `POST /v1/sql` with `sql` as the body; `authorization` is the `Authorization` header's
+/// value, if any (see [`Credentials::authorization`]).
+pub fn post_sql(server: &str, sql: &str, authorization: Option<&str>) -> Result<HttpReply, ureq::Error> {
+    let mut request = super::agent(TIMEOUT)
+        .post(super::url(server, "/v1/sql"))
+        .header("Content-Type", "text/plain; charset=utf-8")
+        .header("Connection", "close");
+    if let Some(authorization) = authorization {
+        request = request.header("Authorization", authorization);
     }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            line.clear();
-            reader.read_line(&mut line)?;
-            let size_text = line.trim().split(';').next().unwrap_or("");
-            let size = u64::from_str_radix(size_text, 16).map_err(|_| invalid("bad chunk size"))?;
-            if size == 0 {
-                break;
-            }
-            (&mut reader).take(size).read_to_end(&mut body)?;
-            line.clear();
-            reader.read_line(&mut line)?;
-        }
-    } else if let Some(length) = content_length {
-        (&mut reader).take(length).read_to_end(&mut body)?;
-    } else {
-        reader.read_to_end(&mut body)?;
-    }
+    let mut response = request.send(sql)?;
+    let status = response.status().as_u16();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(MAX_RESPONSE_BYTES)
+        .read_to_vec()?;
     Ok(HttpReply { status, body })
 }
 
@@ -406,27 +356,5 @@ mod tests {
         assert!(!only_use("USE sales; SHOW TABLES"));
         assert!(!only_use(""));
         assert!(!only_use("USE"), "a syntax error is the server's to report");
-    }
-
-    #[test]
-    fn reads_chunked_and_sized_replies() {
-        let sized = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello-extra";
-        assert_eq!(
-            read_reply(&sized[..]).unwrap(),
-            HttpReply {
-                status: 200,
-                body: b"hello".to_vec()
-            }
-        );
-        let chunked =
-            b"HTTP/1.1 400 Bad\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
-        assert_eq!(
-            read_reply(&chunked[..]).unwrap(),
-            HttpReply {
-                status: 400,
-                body: b"abcde".to_vec()
-            }
-        );
-        assert!(read_reply(&b"garbage\r\n"[..]).is_err());
     }
 }

@@ -86,24 +86,12 @@ impl Default for LogConfig {
 /// Fluss's default `table.log.ttl`: 7 days.
 pub const DEFAULT_TABLE_LOG_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// Parses a `table.log.ttl` value the way Fluss writes durations: a number and a unit
-/// (`ms`, `s`, `min`, `h`, `d`, or the long forms `seconds`, `minutes`, `hours`, `days`; no unit
-/// means milliseconds). Zero, negative numbers and unknown units are refused (None).
+/// Parses a `table.log.ttl` value: a duration in the one grammar of sizes and durations
+/// ([`crate::units`]) that is not zero; None otherwise.
 pub fn parse_ttl(value: &str) -> Option<Duration> {
-    let value = value.trim();
-    let split = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
-    let (number, unit) = value.split_at(split);
-    let number: u64 = number.parse().ok()?;
-    let unit_ms: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
-        "h" | "hour" | "hours" => 3_600_000,
-        "d" | "day" | "days" => 86_400_000,
-        _ => return None,
-    };
-    let ms = number.checked_mul(unit_ms)?;
-    (ms > 0).then(|| Duration::from_millis(ms))
+    crate::units::parse_duration(value)
+        .ok()
+        .filter(|ttl| !ttl.is_zero())
 }
 
 /// What an append did: rows got offsets `[base_offset, next_offset)`.

@@ -19,6 +19,7 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, FieldRef, TimeUnit};
 use base64::Engine;
+use kafluss_convert::calendar::civil_from_days;
 
 use super::ScanError;
 
@@ -260,20 +261,6 @@ pub fn write_decimal(out: &mut Vec<u8>, unscaled: i128, scale: i8) {
         out.push(b'.');
         out.extend_from_slice(fraction.as_bytes());
     }
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 fn write_date(out: &mut Vec<u8>, days: i64) {
