@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafluss_protocol::{
-    decode_response_frame, encode_request_frame, Compression, ErrorCode, Message, ProducePartitionData,
-    ProduceRequest, ProduceResponse, ProduceTopicData, RecordBatchBuilder, RequestHeader,
+    decode_response_frame, encode_request_frame, Compression, ErrorCode, Message, ProduceRequest,
+    ProduceResponse, RecordBatchBuilder, RequestHeader,
 };
 use support::Server;
 
@@ -27,19 +27,7 @@ const VERSION: i16 = 7;
 fn produce_frame(correlation: i32, value: &str) -> BytesMut {
     let mut builder = RecordBatchBuilder::new(Compression::None);
     builder.append(1_700_000_000_000, None, Some(value.as_bytes()), &[]);
-    let request = ProduceRequest {
-        transactional_id: None,
-        acks: 1,
-        timeout_ms: 5000,
-        topics: vec![ProduceTopicData {
-            name: "fluss.t".into(),
-            partitions: vec![ProducePartitionData {
-                index: 0,
-                records: Some(builder.build().expect("batch")),
-            }],
-        }],
-        unknown_tagged_fields: Vec::new(),
-    };
+    let request = support::produce_request(1, "fluss.t", 0, builder.build().expect("batch"));
     let header = RequestHeader::new(ProduceRequest::API_KEY, VERSION, correlation, Some("t"));
     let mut frame = BytesMut::new();
     encode_request_frame(&mut frame, &header, &request).expect("encode");

@@ -161,6 +161,28 @@ pub fn http_as(
     (response.status, response.text())
 }
 
+/// A Produce request of one batch to one partition.
+pub fn produce_request(
+    acks: i16,
+    topic: &str,
+    partition: i32,
+    records: bytes::Bytes,
+) -> kafluss_protocol::ProduceRequest {
+    kafluss_protocol::ProduceRequest {
+        transactional_id: None,
+        acks,
+        timeout_ms: 5000,
+        topics: vec![kafluss_protocol::ProduceTopicData {
+            name: topic.to_string(),
+            partitions: vec![kafluss_protocol::ProducePartitionData {
+                index: partition,
+                records: Some(records),
+            }],
+        }],
+        unknown_tagged_fields: Vec::new(),
+    }
+}
+
 /// A blocking Kafka connection speaking whatever we encode.
 pub struct Raw {
     pub stream: TcpStream,

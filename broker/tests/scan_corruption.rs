@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use kafluss_protocol::{
-    Compression, ErrorCode, ProducePartitionData, ProduceRequest, ProduceTopicData, RecordBatchBuilder,
-};
+use kafluss_protocol::{Compression, ErrorCode, RecordBatchBuilder};
 use support::{Raw, Server};
 
 const BATCHES: usize = 24;
@@ -35,19 +33,7 @@ fn produce(server: &Server, first: usize, batches: usize) -> Vec<ErrorCode> {
                     &[],
                 );
             }
-            let request = ProduceRequest {
-                transactional_id: None,
-                acks: -1,
-                timeout_ms: 5000,
-                topics: vec![ProduceTopicData {
-                    name: "fluss.t".into(),
-                    partitions: vec![ProducePartitionData {
-                        index: 0,
-                        records: Some(builder.build().expect("batch")),
-                    }],
-                }],
-                unknown_tagged_fields: Vec::new(),
-            };
+            let request = support::produce_request(-1, "fluss.t", 0, builder.build().expect("batch"));
             raw.produce(9, &request).topics[0].partitions[0].error_code
         })
         .collect()
