@@ -262,15 +262,7 @@ fn metadata(state: &SinkState, names: Vec<String>) -> MetadataResponse {
             name: Some(name),
             is_internal: false,
             partitions: (0..state.partitions)
-                .map(|partition_index| MetadataPartition {
-                    error_code: ErrorCode::None,
-                    partition_index,
-                    leader_id: NODE_ID,
-                    leader_epoch: 0,
-                    replica_nodes: vec![NODE_ID],
-                    isr_nodes: vec![NODE_ID],
-                    offline_replicas: Vec::new(),
-                })
+                .map(|partition_index| MetadataPartition::single_replica(partition_index, NODE_ID))
                 .collect(),
             topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
         })

@@ -185,6 +185,21 @@ pub struct MetadataPartition {
     pub offline_replicas: Vec<i32>,
 }
 
+impl MetadataPartition {
+    /// A healthy partition whose only replica, and so its leader, is `node_id` (epoch 0).
+    pub fn single_replica(partition_index: i32, node_id: i32) -> Self {
+        Self {
+            error_code: ErrorCode::None,
+            partition_index,
+            leader_id: node_id,
+            leader_epoch: 0,
+            replica_nodes: vec![node_id],
+            isr_nodes: vec![node_id],
+            offline_replicas: Vec::new(),
+        }
+    }
+}
+
 /// A topic in the Metadata response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetadataTopic {

@@ -64,15 +64,7 @@ fn topic_entry(name: Option<String>, table: &TableInfo) -> MetadataTopic {
         topic_id: Uuid(table.topic_id),
         is_internal: false,
         partitions: (0..table.bucket_count)
-            .map(|bucket| MetadataPartition {
-                error_code: ErrorCode::None,
-                partition_index: bucket as i32,
-                leader_id: NODE_ID,
-                leader_epoch: 0,
-                replica_nodes: vec![NODE_ID],
-                isr_nodes: vec![NODE_ID],
-                offline_replicas: Vec::new(),
-            })
+            .map(|bucket| MetadataPartition::single_replica(bucket as i32, NODE_ID))
             .collect(),
         topic_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
     }
