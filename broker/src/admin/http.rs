@@ -17,8 +17,8 @@
 //! listeners act as `User:ANONYMOUS`. Request bodies are read up to `max_body_bytes` (413
 //! beyond).
 
-use std::io::{self, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,7 +28,6 @@ use kafluss_auth::{parse_basic_authorization, CredentialStore, LoginThrottle, Op
 use serde_json::{json, Value};
 use thiserror::Error;
 
-use super::listener::{self, ListenerHandle};
 use super::tables::table_json;
 use crate::catalog::{Catalog, SqlError, TableInfo};
 
@@ -158,71 +157,6 @@ impl AdminContext {
             login_throttle: Arc::new(LoginThrottle::new(Default::default())),
         }
     }
-}
-
-#[derive(Debug, Error)]
-pub enum AdminError {
-    #[error("cannot bind the admin HTTP server to {addr}: {source}")]
-    Bind {
-        addr: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot start the admin HTTP server: {0}")]
-    Thread(#[source] io::Error),
-}
-
-/// A running admin server; dropping it stops it too.
-pub struct AdminHandle {
-    local_addr: SocketAddr,
-    listener: Option<ListenerHandle>,
-}
-
-impl AdminHandle {
-    /// The bound address (the real port when started on port 0).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
-    }
-
-    /// Stops accepting, lets requests in flight finish for at most `shutdown_timeout`, then
-    /// closes every connection; never waits longer on a stuck client.
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        if let Some(listener) = self.listener.take() {
-            listener.stop();
-        }
-    }
-}
-
-impl Drop for AdminHandle {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
-
-/// Binds `addr` (e.g. `127.0.0.1:0`) and serves on the admin server's own thread.
-pub fn start_admin_server(
-    addr: impl ToSocketAddrs + std::fmt::Debug,
-    ctx: AdminContext,
-) -> Result<AdminHandle, AdminError> {
-    let described = format!("{addr:?}");
-    let socket = std::net::TcpListener::bind(addr).map_err(|source| AdminError::Bind {
-        addr: described.clone(),
-        source,
-    })?;
-    let local_addr = socket.local_addr().map_err(|source| AdminError::Bind {
-        addr: described,
-        source,
-    })?;
-    let listener = listener::start(socket, Arc::new(ctx)).map_err(AdminError::Thread)?;
-    tracing::info!(%local_addr, "admin HTTP server listening");
-    Ok(AdminHandle {
-        local_addr,
-        listener: Some(listener),
-    })
 }
 
 /// A complete answer, built on a blocking thread and sent by the listener.

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
@@ -15,62 +14,15 @@ use kafluss_auth::{
     Authorizer, CredentialStore, Operation, PlainCredentials, Principal, Resource, PLAIN_CREDENTIALS_KEY,
 };
 
+use super::config::{CatalogConfig, DEFAULT_DATABASE};
 use super::error::{CatalogError, SqlError};
 use super::model::{CatalogSnapshot, TableInfo};
-use super::output::{describe, show_create_table, StatementResult};
+use super::output::StatementResult;
 use super::publish::{build_snapshot, effective_credentials, new_cluster_id, super_user_lockout};
 use super::resolve::check_fluss_name;
-use super::script::DEFAULT_MAX_SQL_STATEMENTS;
-use super::sql::{ObjectName, Statement};
+use super::sql::ObjectName;
 use super::store::{CatalogStore, StoredCatalog};
-use super::tables::AlterOptions;
 use super::validate::{check_name, MAX_BUCKETS};
-
-/// The database created when the catalog has none.
-pub const DEFAULT_DATABASE: &str = "fluss";
-
-/// What the catalog needs from the server configuration.
-#[derive(Debug, Clone)]
-pub struct CatalogConfig {
-    /// `data.dir`: holds `catalog.json` and the table directories.
-    pub data_dir: PathBuf,
-    /// `default.bucket.number`, for tables without `bucket.num`.
-    pub default_bucket_number: u32,
-    /// `kafka.enabled`: then `kafka_default_database` is created when missing.
-    pub kafka_enabled: bool,
-    /// `kafka.default.database`.
-    pub kafka_default_database: String,
-    /// `authorizer.enabled`.
-    pub authorizer_enabled: bool,
-    /// `super.users`.
-    pub super_users: Vec<Principal>,
-    /// `security.sasl.plain.credentials` from the configuration; a dynamic value set with
-    /// `CALL sys.set_cluster_configs` overrides it until reset.
-    pub plain_credentials: Option<String>,
-    /// `admin.max-sql-statements`: statements one script may hold.
-    pub max_sql_statements: usize,
-    /// Whether the admin (Fluss) listener requires a login (it is mapped to `sasl`): then the
-    /// credentials decide whether a super user can administer, and a change of them that would
-    /// leave none able to log in is refused.
-    pub admin_login_required: bool,
-}
-
-impl CatalogConfig {
-    /// Defaults of interface.md for a data directory (tests start from this).
-    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
-        Self {
-            data_dir: data_dir.into(),
-            default_bucket_number: 1,
-            kafka_enabled: true,
-            kafka_default_database: DEFAULT_DATABASE.to_string(),
-            authorizer_enabled: false,
-            super_users: Vec::new(),
-            plain_credentials: None,
-            max_sql_statements: DEFAULT_MAX_SQL_STATEMENTS,
-            admin_login_required: false,
-        }
-    }
-}
 
 /// Who runs statements, and from where (for ACL checks); `current_db` changes with `USE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -254,65 +206,6 @@ impl Catalog {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Parses and runs a `;`-separated script in order. A syntax error anywhere runs
-    /// nothing; an execution error stops the script there (earlier statements stay done) and
-    /// names the statement when the script has several. [`Catalog::run_script`] also says
-    /// which statement failed and what the earlier ones returned.
-    pub fn execute(&self, script: &str, session: &mut Session) -> Result<Vec<StatementResult>, SqlError> {
-        self.run_script(script, session).into_result()
-    }
-
-    /// Runs one parsed statement.
-    pub fn execute_statement(
-        &self,
-        statement: Statement,
-        session: &mut Session,
-    ) -> Result<StatementResult, SqlError> {
-        match statement {
-            Statement::CreateDatabase { name, if_not_exists } => {
-                self.create_database(&name, if_not_exists, session)
-            }
-            Statement::DropDatabase {
-                name,
-                if_exists,
-                cascade,
-            } => self.drop_database(&name, if_exists, cascade, session),
-            Statement::ShowDatabases => Ok(self.show_databases(session)),
-            Statement::CreateTable(create) => self.create_table(create, session),
-            Statement::AlterTableSet { table, options } => {
-                self.alter_table(&table, AlterOptions::Set(options), session)
-            }
-            Statement::AlterTableReset { table, keys } => {
-                self.alter_table(&table, AlterOptions::Reset(keys), session)
-            }
-            Statement::DropTable { table, if_exists } => self.drop_table(&table, if_exists, session),
-            Statement::ShowTables { database } => self.show_tables(database, session),
-            Statement::Describe { table } => {
-                let table = self.describable_table(&table, session)?;
-                Ok(describe(&table))
-            }
-            Statement::ShowCreateTable { table } => {
-                let table = self.describable_table(&table, session)?;
-                Ok(StatementResult::rows(
-                    &["create statement"],
-                    vec![vec![show_create_table(&table)]],
-                ))
-            }
-            Statement::Use { database } => {
-                if !self.snapshot.load().databases.contains_key(&database) {
-                    return Err(SqlError::DatabaseNotFound(database));
-                }
-                session.current_db = database.clone();
-                Ok(StatementResult::done(format!("Using database {database}")))
-            }
-            Statement::Call {
-                namespace,
-                procedure,
-                arguments,
-            } => self.call_procedure(&namespace, &procedure, arguments, session),
-        }
-    }
-
     pub(crate) fn authorize(
         &self,
         session: &Session,
@@ -411,7 +304,7 @@ impl Catalog {
         Ok(result)
     }
 
-    fn create_database(
+    pub(crate) fn create_database(
         &self,
         name: &str,
         if_not_exists: bool,
@@ -434,7 +327,7 @@ impl Catalog {
         })
     }
 
-    fn drop_database(
+    pub(crate) fn drop_database(
         &self,
         name: &str,
         if_exists: bool,
@@ -466,7 +359,7 @@ impl Catalog {
         })
     }
 
-    fn show_databases(&self, session: &Session) -> StatementResult {
+    pub(crate) fn show_databases(&self, session: &Session) -> StatementResult {
         let snapshot = self.snapshot();
         let rows = snapshot
             .databases
@@ -480,7 +373,11 @@ impl Catalog {
     /// The tables of a database the principal may DESCRIBE. A principal that may describe
     /// neither the database nor any of its tables is refused rather than shown an empty list
     /// (or told the database is missing, which would say whether it exists).
-    fn show_tables(&self, database: Option<String>, session: &Session) -> Result<StatementResult, SqlError> {
+    pub(crate) fn show_tables(
+        &self,
+        database: Option<String>,
+        session: &Session,
+    ) -> Result<StatementResult, SqlError> {
         let database = database.unwrap_or_else(|| session.current_db.clone());
         let snapshot = self.snapshot();
         let resource = Resource::database(&database);
@@ -511,7 +408,11 @@ impl Catalog {
         (database, name.name.clone())
     }
 
-    fn describable_table(&self, name: &ObjectName, session: &Session) -> Result<Arc<TableInfo>, SqlError> {
+    pub(crate) fn describable_table(
+        &self,
+        name: &ObjectName,
+        session: &Session,
+    ) -> Result<Arc<TableInfo>, SqlError> {
         let (database, table) = self.qualify(name, session);
         self.authorize(session, Operation::Describe, Resource::table(&database, &table))?;
         let snapshot = self.snapshot();

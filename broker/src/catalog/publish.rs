@@ -8,7 +8,7 @@ use kafluss_auth::principal::USER_TYPE;
 use kafluss_auth::{PlainCredentials, Principal, PLAIN_CREDENTIALS_KEY};
 use kafluss_convert::mapping::{validate_kafka_mapping, TableShape};
 
-use super::ddl::CatalogConfig;
+use super::config::CatalogConfig;
 use super::error::CatalogError;
 use super::model::{
     topic_id, CatalogSnapshot, DatabaseInfo, KafkaTopic, TableInfo, BUCKET_NUM_OPTION, LOG_FORMAT_OPTION,

@@ -11,11 +11,9 @@ use serde_json::{json, Map, Value};
 
 use super::ddl::{Catalog, Session};
 use super::error::SqlError;
-use super::output::StatementResult;
-use super::sql::{parse_script_limited, ScriptError};
-
-/// Default of `admin.max-sql-statements`: statements one request may hold.
-pub const DEFAULT_MAX_SQL_STATEMENTS: usize = 1000;
+use super::output::{describe, show_create_table, StatementResult};
+use super::sql::{parse_script_limited, ScriptError, Statement};
+use super::tables::AlterOptions;
 
 /// What a script did.
 #[derive(Debug)]
@@ -91,6 +89,65 @@ impl ScriptOutcome {
 }
 
 impl Catalog {
+    /// Parses and runs a `;`-separated script in order. A syntax error anywhere runs
+    /// nothing; an execution error stops the script there (earlier statements stay done) and
+    /// names the statement when the script has several. [`Catalog::run_script`] also says
+    /// which statement failed and what the earlier ones returned.
+    pub fn execute(&self, script: &str, session: &mut Session) -> Result<Vec<StatementResult>, SqlError> {
+        self.run_script(script, session).into_result()
+    }
+
+    /// Runs one parsed statement.
+    pub fn execute_statement(
+        &self,
+        statement: Statement,
+        session: &mut Session,
+    ) -> Result<StatementResult, SqlError> {
+        match statement {
+            Statement::CreateDatabase { name, if_not_exists } => {
+                self.create_database(&name, if_not_exists, session)
+            }
+            Statement::DropDatabase {
+                name,
+                if_exists,
+                cascade,
+            } => self.drop_database(&name, if_exists, cascade, session),
+            Statement::ShowDatabases => Ok(self.show_databases(session)),
+            Statement::CreateTable(create) => self.create_table(create, session),
+            Statement::AlterTableSet { table, options } => {
+                self.alter_table(&table, AlterOptions::Set(options), session)
+            }
+            Statement::AlterTableReset { table, keys } => {
+                self.alter_table(&table, AlterOptions::Reset(keys), session)
+            }
+            Statement::DropTable { table, if_exists } => self.drop_table(&table, if_exists, session),
+            Statement::ShowTables { database } => self.show_tables(database, session),
+            Statement::Describe { table } => {
+                let table = self.describable_table(&table, session)?;
+                Ok(describe(&table))
+            }
+            Statement::ShowCreateTable { table } => {
+                let table = self.describable_table(&table, session)?;
+                Ok(StatementResult::rows(
+                    &["create statement"],
+                    vec![vec![show_create_table(&table)]],
+                ))
+            }
+            Statement::Use { database } => {
+                if !self.snapshot().databases.contains_key(&database) {
+                    return Err(SqlError::DatabaseNotFound(database));
+                }
+                session.current_db = database.clone();
+                Ok(StatementResult::done(format!("Using database {database}")))
+            }
+            Statement::Call {
+                namespace,
+                procedure,
+                arguments,
+            } => self.call_procedure(&namespace, &procedure, arguments, session),
+        }
+    }
+
     /// Parses and runs a script for `session` (see the module documentation); `USE` changes
     /// `session` for the statements after it.
     pub fn run_script(&self, script: &str, session: &mut Session) -> ScriptOutcome {

@@ -15,11 +15,11 @@ use std::fmt;
 use kafluss_convert::types::Field;
 use thiserror::Error;
 
-pub use super::sql_lexer::MAX_TOKEN_LEN;
 use super::sql_lexer::{
     expected, fail, identifier, keyword, optional_keywords, parenthesized, scanned, string_literal, symbol,
     syntax_error, word, ws, PResult, RawError,
 };
+pub use super::sql_lexer::{SyntaxError, MAX_TOKEN_LEN};
 use super::sql_types::field_type;
 pub use super::sql_types::{parse_type, MAX_TYPE_NESTING};
 
@@ -101,19 +101,6 @@ pub struct ParsedStatement {
     pub statement: Statement,
     pub line: usize,
     pub text: String,
-}
-
-/// A syntax error: where and what.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("syntax error at line {line}, column {column}: {message}")]
-pub struct SyntaxError {
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
-    /// 1-based index of the statement it is in (0 when not parsing a script: a lone type).
-    pub statement: usize,
-    /// A statement kafluss does not run (`SELECT`), rather than malformed text.
-    pub unsupported: bool,
 }
 
 /// Why a script was refused before anything ran.

@@ -7,8 +7,20 @@ use std::borrow::Cow;
 use nom::bytes::complete::take_while;
 use nom::error::{ErrorKind, ParseError as NomParseError};
 use nom::IResult;
+use thiserror::Error;
 
-use super::sql::SyntaxError;
+/// A syntax error: where and what.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("syntax error at line {line}, column {column}: {message}")]
+pub struct SyntaxError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+    /// 1-based index of the statement it is in (0 when not parsing a script: a lone type).
+    pub statement: usize,
+    /// A statement kafluss does not run (`SELECT`), rather than malformed text.
+    pub unsupported: bool,
+}
 
 /// Longest identifier or string literal, in bytes.
 pub const MAX_TOKEN_LEN: usize = 64 * 1024;

@@ -2,10 +2,9 @@
 
 use kafluss_convert::types::{DataType, Field, FieldType};
 
-use super::sql::SyntaxError;
 use super::sql_lexer::{
     comma_list, expected, fail, identifier, optional_keywords, symbol, syntax_error, unsigned, word, ws,
-    PResult,
+    PResult, SyntaxError,
 };
 
 /// Deepest type nesting the parser accepts (ARRAY/MAP/ROW levels). Kafka mapping allows 64
