@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use arrow_schema::{DataType, Field, Schema};
 use kafluss_broker::log::segment::{segment_file_name, SEGMENT_SUFFIX};
-use kafluss_broker::log::{BucketLog, BucketStats, FlushPolicy, LogConfig, LogError};
+use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig, LogError};
 use log_support::{batch, batch_with, ids_in_stream, run_local};
 
 fn config(segment_size: u64) -> LogConfig {
@@ -18,6 +18,7 @@ fn config(segment_size: u64) -> LogConfig {
         segment_size,
         flush_policy: FlushPolicy::Ack,
         retention: None,
+        compression: ArrowCompression::None,
     }
 }
 
@@ -140,6 +141,7 @@ fn retention_deletes_old_closed_segments_but_never_the_last() {
             segment_size: 512,
             flush_policy: FlushPolicy::Ack,
             retention: Some(Duration::from_secs(3600)),
+            compression: ArrowCompression::None,
         };
         let log = BucketLog::open(&d, config, stats).await.unwrap();
         for i in 0..6 {

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use kafluss_broker::log::sim::{SimFaults, SimStore};
-use kafluss_broker::log::{BucketLog, BucketStats, FlushPolicy, LogConfig, LogError};
+use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig, LogError};
 use log_support::{batch, run_local};
 
 fn config() -> LogConfig {
@@ -15,6 +15,7 @@ fn config() -> LogConfig {
         segment_size: 1 << 20,
         flush_policy: FlushPolicy::Ack,
         retention: None,
+        compression: ArrowCompression::None,
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use arrow_array::{Decimal128Array, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use kafluss_broker::log::segment::segment_file_name;
-use kafluss_broker::log::{BucketLog, BucketStats, FlushPolicy, LogConfig};
+use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig};
 use log_support::run_local;
 
 fn python() -> PathBuf {
@@ -81,6 +81,7 @@ fn pyarrow_reads_closed_and_active_segments() {
             segment_size: 1500,
             flush_policy: FlushPolicy::Ack,
             retention: None,
+            compression: ArrowCompression::None,
         };
         let log = BucketLog::open(&d, config, Arc::new(BucketStats::default()))
             .await

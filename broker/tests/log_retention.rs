@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use kafluss_broker::log::sim::SimStore;
 use kafluss_broker::log::{
-    bucket_dir, remove_table_dir, run_retention, table_dir, BucketLog, BucketStats, FlushPolicy, LogConfig,
-    LogRegistry,
+    bucket_dir, remove_table_dir, run_retention, table_dir, ArrowCompression, BucketLog, BucketStats,
+    FlushPolicy, LogConfig, LogRegistry,
 };
 use log_support::{batch, run_local};
 
@@ -20,6 +20,7 @@ fn config(retention: Duration) -> LogConfig {
         segment_size: 400,
         flush_policy: FlushPolicy::Ack,
         retention: Some(retention),
+        compression: ArrowCompression::None,
     }
 }
 

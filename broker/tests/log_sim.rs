@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use kafluss_broker::log::segment::parse_segment_file_name;
 use kafluss_broker::log::sim::{SimFaults, SimRng, SimStore};
-use kafluss_broker::log::{BucketLog, BucketStats, FlushPolicy, LogConfig, LogError};
+use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig, LogError};
 use log_support::{batch, ids_in_stream, run_local};
 
 fn ids_on_disk(store: &SimStore, dir: &Path) -> Vec<i64> {
@@ -60,6 +60,12 @@ async fn simulate(seed: u64) -> (u32, usize) {
         segment_size: rng.range(300, 4_000),
         flush_policy: FlushPolicy::Ack,
         retention: Some(Duration::from_secs(rng.range(100, 1_000))),
+        // From the seed, not the generator, so each seed's fault schedule stays what it was.
+        compression: match seed % 3 {
+            0 => ArrowCompression::None,
+            1 => ArrowCompression::Lz4Frame,
+            _ => ArrowCompression::Zstd { level: 3 },
+        },
     };
     let mut acked_durable = 0u64;
     // Retention removes files at once in the simulated disk, so the start survives crashes.

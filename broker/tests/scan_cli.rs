@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::thread;
 
-use kafluss_broker::log::{bucket_dir, BucketLog, FlushPolicy, LogConfig, LogRegistry};
+use kafluss_broker::log::{bucket_dir, ArrowCompression, BucketLog, FlushPolicy, LogConfig, LogRegistry};
 use kafluss_broker::scan::{PreparedScan, ScanTarget};
 use log_support::{batch, run_local, schema};
 
@@ -115,6 +115,7 @@ fn scan_command_streams_rows_to_a_file_and_reports_server_errors() {
             segment_size: 1 << 20,
             flush_policy: FlushPolicy::Ack,
             retention: None,
+            compression: ArrowCompression::None,
         };
         let log = BucketLog::open(&bucket_dir(&dir, 0), config, reg.register(1, 0))
             .await

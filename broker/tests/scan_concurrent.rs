@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use kafluss_broker::log::{bucket_dir, BucketLog, FlushPolicy, LogConfig, LogRegistry};
+use kafluss_broker::log::{bucket_dir, ArrowCompression, BucketLog, FlushPolicy, LogConfig, LogRegistry};
 use kafluss_broker::scan::{scan_table, ScanParams, ScanTarget};
 use log_support::{batch, run_local, schema};
 
@@ -28,6 +28,7 @@ fn scans_during_appends_see_a_gap_free_prefix() {
                     segment_size: 16 << 10,
                     flush_policy: FlushPolicy::Ack,
                     retention: None,
+                    compression: ArrowCompression::None,
                 };
                 let log = BucketLog::open(&dir, config, stats).await.unwrap();
                 let mut next = 0i64;

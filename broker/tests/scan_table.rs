@@ -19,7 +19,7 @@ use arrow_array::{
 };
 use arrow_ipc::reader::StreamReader;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
-use kafluss_broker::log::{bucket_dir, BucketLog, FlushPolicy, LogConfig, LogRegistry};
+use kafluss_broker::log::{bucket_dir, ArrowCompression, BucketLog, FlushPolicy, LogConfig, LogRegistry};
 use kafluss_broker::scan::reader::{on_disk_offsets, BucketOffsets};
 use kafluss_broker::scan::{
     row_counts, scan_table, PreparedScan, ScanError, ScanFormat, ScanParams, ScanTarget,
@@ -33,6 +33,8 @@ fn config() -> LogConfig {
         segment_size: 1 << 20,
         flush_policy: FlushPolicy::Ack,
         retention: None,
+        // Scans decompress what the broker stores by default.
+        compression: ArrowCompression::default(),
     }
 }
 

@@ -86,6 +86,7 @@ impl Appender {
             segment_size: config.segment_size,
             flush_policy: config.flush_policy,
             retention: Some(retention),
+            compression: table.compression,
         };
         let telemetry = self.telemetry.clone();
         let log = Rc::new(
@@ -151,6 +152,8 @@ impl Appender {
             Err(e) => return OwnerResult::Done(Err(AppendError::Convert(Box::new(e)))),
         };
         let rows = arrow_batch.num_rows() as u64;
+        // An ALTER of the compression applies from the next batch on.
+        bucket.log.set_compression(job.table.compression);
         let appended = match bucket.log.append(&arrow_batch).await {
             Ok(appended) => appended,
             Err(e) => {

@@ -30,6 +30,8 @@ pub struct TableInfo {
     pub bucket_count: u32,
     /// Effective `table.log.format`, lowercase (`arrow` when unset).
     pub log_format: String,
+    /// Effective `table.log.arrow.compression.*` of the stored batches (ZSTD level 3 when unset).
+    pub compression: crate::log::ArrowCompression,
     pub partition_keys: Vec<String>,
     pub primary_key: Vec<String>,
     /// `Some` only when `table.kafka.enabled` is true and the mapping is valid.

@@ -15,6 +15,7 @@ use super::model::{
 };
 use super::store::{StoredCatalog, StoredTable};
 use super::validate::{check_log_format, parse_bucket_count};
+use crate::log::ArrowCompression;
 
 /// The snapshot for a stored catalog.
 pub(crate) fn build_snapshot(config: &CatalogConfig, stored: &StoredCatalog) -> CatalogSnapshot {
@@ -64,6 +65,8 @@ pub(crate) fn table_info(
         .unwrap_or(config.default_bucket_number);
     let log_format =
         check_log_format(&table.options).unwrap_or_else(|_| table.options[LOG_FORMAT_OPTION].clone());
+    // CREATE and ALTER refuse bad values; a catalog of another version may still hold one.
+    let compression = ArrowCompression::from_options(&table.options).unwrap_or_default();
     let shape = TableShape {
         partitioned: !table.partition_keys.is_empty(),
         has_primary_key: !table.primary_key.is_empty(),
@@ -81,6 +84,7 @@ pub(crate) fn table_info(
         options: table.options.clone(),
         bucket_count,
         log_format,
+        compression,
         partition_keys: table.partition_keys.clone(),
         primary_key: table.primary_key.clone(),
         kafka,

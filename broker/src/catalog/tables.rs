@@ -10,8 +10,8 @@ use super::output::StatementResult;
 use super::sql::{CreateTable, ObjectName};
 use super::store::StoredTable;
 use super::validate::{
-    check_kafka, check_key_columns, check_log_format, check_log_ttl, check_name, check_unique_fields,
-    collect_options, parse_bucket_count, FIXED_OPTIONS,
+    check_kafka, check_key_columns, check_log_compression, check_log_format, check_log_ttl, check_name,
+    check_unique_fields, collect_options, parse_bucket_count, FIXED_OPTIONS,
 };
 
 /// What ALTER TABLE does to the options.
@@ -54,6 +54,7 @@ impl Catalog {
         options.insert(BUCKET_NUM_OPTION.to_string(), bucket_count.to_string());
         let log_format = check_log_format(&options).map_err(invalid)?;
         check_log_ttl(&options).map_err(invalid)?;
+        check_log_compression(&options).map_err(invalid)?;
         let schema = Schema::new(columns);
         check_kafka(
             &path,
@@ -143,6 +144,7 @@ impl Catalog {
             }
             let log_format = check_log_format(&options).map_err(invalid)?;
             check_log_ttl(&options).map_err(invalid)?;
+            check_log_compression(&options).map_err(invalid)?;
             check_kafka(
                 &path,
                 &table.schema,

@@ -97,6 +97,11 @@ pub(crate) fn check_log_ttl(options: &BTreeMap<String, String>) -> Result<(), St
     }
 }
 
+/// `table.log.arrow.compression.type` and `.zstd.level`, when set, must be values Fluss accepts.
+pub(crate) fn check_log_compression(options: &BTreeMap<String, String>) -> Result<(), String> {
+    crate::log::ArrowCompression::from_options(options).map(|_| ())
+}
+
 /// The effective `table.log.format`, lowercase.
 pub(crate) fn check_log_format(options: &BTreeMap<String, String>) -> Result<String, String> {
     let Some(value) = options.get(LOG_FORMAT_OPTION) else {

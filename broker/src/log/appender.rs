@@ -8,7 +8,7 @@
 //! - Appends are serialized by a one-permit semaphore (a batch is one `write_at`, plus a roll
 //!   now and then); encoding happens under it too, so file order is offset order.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -21,6 +21,7 @@ use arrow_ipc::writer::StreamWriter;
 use arrow_schema::SchemaRef;
 use glommio::sync::Semaphore;
 
+use super::compression::ArrowCompression;
 use super::error::LogError;
 use super::file::{GlommioStore, SegmentFile, SegmentStore};
 use super::group_commit::CommitState;
@@ -48,6 +49,8 @@ pub(super) struct ActiveSegment<F> {
     pub schema: SchemaRef,
     /// Encodes batches as IPC messages into its Vec, which is drained after every batch.
     pub encoder: StreamWriter<Vec<u8>>,
+    /// The buffer compression `encoder` writes with.
+    pub compression: ArrowCompression,
 }
 
 struct State<F> {
@@ -73,6 +76,9 @@ pub struct BucketLog<S: SegmentStore = GlommioStore> {
     commit: CommitState,
     /// Told the duration of every segment-file fsync of the write path (metrics).
     on_sync: Option<SyncObserver>,
+    /// The compression of the next appended batch (`config.compression`, then
+    /// [`BucketLog::set_compression`]).
+    compression: Cell<ArrowCompression>,
 }
 
 /// Receives the duration of each segment-file `fdatasync` (group commit, roll, close).
@@ -85,8 +91,12 @@ impl BucketLog<GlommioStore> {
     }
 }
 
-pub(super) fn encoder_for(schema: &SchemaRef) -> Result<StreamWriter<Vec<u8>>, LogError> {
-    StreamWriter::try_new(Vec::new(), schema).map_err(LogError::Encode)
+pub(super) fn encoder_for(
+    schema: &SchemaRef,
+    compression: ArrowCompression,
+) -> Result<StreamWriter<Vec<u8>>, LogError> {
+    StreamWriter::try_new_with_options(Vec::new(), schema, compression.write_options())
+        .map_err(LogError::Encode)
 }
 
 impl<S: SegmentStore> BucketLog<S> {
@@ -109,6 +119,7 @@ impl<S: SegmentStore> BucketLog<S> {
         stats.next_offset.store(next_offset, Ordering::Release);
         stats.opened.store(true, Ordering::Release);
         let commit = CommitState::default();
+        let compression = Cell::new(config.compression);
         // Every closed segment was fsync'd when it was rolled, the last one just above.
         commit.durable.set(next_offset);
         Ok(Self {
@@ -127,6 +138,7 @@ impl<S: SegmentStore> BucketLog<S> {
             append_permit: Semaphore::new(1),
             commit,
             on_sync: None,
+            compression,
         })
     }
 
@@ -144,6 +156,12 @@ impl<S: SegmentStore> BucketLog<S> {
             observer(started.elapsed());
         }
         result
+    }
+
+    /// Batches appended from now on are compressed with `compression` (an ALTER of the table's
+    /// `table.log.arrow.compression.*`); batches already written stay as they are.
+    pub fn set_compression(&self, compression: ArrowCompression) {
+        self.compression.set(compression);
     }
 
     /// The store's clock (wall clock in production).
@@ -277,6 +295,14 @@ impl<S: SegmentStore> BucketLog<S> {
                 .active
                 .as_mut()
                 .expect("an active segment exists after create_segment");
+            let wanted = self.compression.get();
+            if active.compression != wanted {
+                // Compression is per message: the same stream goes on with the other codec.
+                let mut encoder = encoder_for(&active.schema, wanted)?;
+                encoder.get_mut().clear(); // the file already holds the schema message
+                active.encoder = encoder;
+                active.compression = wanted;
+            }
             let encoded = active.encoder.write(batch).map_err(LogError::Encode);
             // The bytes go to the kernel by value; leave a buffer of the same size behind so the
             // next batch of similar size encodes without regrowing.
@@ -317,7 +343,8 @@ impl<S: SegmentStore> BucketLog<S> {
     /// entry durable (a later acks=-1 fsync of the file alone would not cover the entry).
     async fn create_segment(&self, base_offset: u64, schema: &SchemaRef) -> Result<(), LogError> {
         let path = segment_path(&self.dir, base_offset);
-        let mut encoder = encoder_for(schema)?;
+        let compression = self.compression.get();
+        let mut encoder = encoder_for(schema, compression)?;
         let header = std::mem::take(encoder.get_mut());
         let file = self
             .store
@@ -343,6 +370,7 @@ impl<S: SegmentStore> BucketLog<S> {
             len: header_len,
             schema: schema.clone(),
             encoder,
+            compression,
         });
         Ok(())
     }

@@ -14,6 +14,7 @@
 
 pub mod appender;
 pub mod checksum;
+pub mod compression;
 pub mod error;
 pub mod file;
 mod group_commit;
@@ -28,6 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use appender::{BucketLog, SyncObserver};
+pub use compression::ArrowCompression;
 pub use error::LogError;
 pub use file::{GlommioStore, SegmentFile, SegmentStore};
 pub use registry::LogRegistry;
@@ -71,6 +73,8 @@ pub struct LogConfig {
     pub flush_policy: FlushPolicy,
     /// `table.log.ttl`: closed segments whose newest row is older are deleted. None keeps all.
     pub retention: Option<Duration>,
+    /// The table's `table.log.arrow.compression.*` ([`ArrowCompression`]; ZSTD level 3 by default).
+    pub compression: ArrowCompression,
 }
 
 impl Default for LogConfig {
@@ -79,6 +83,7 @@ impl Default for LogConfig {
             segment_size: DEFAULT_SEGMENT_SIZE,
             flush_policy: FlushPolicy::Ack,
             retention: Some(DEFAULT_TABLE_LOG_TTL),
+            compression: ArrowCompression::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ use std::rc::Rc;
 use std::time::SystemTime;
 
 use super::appender::{encoder_for, ActiveSegment, SegmentInfo};
+use super::compression::ArrowCompression;
 use super::error::LogError;
 use super::file::{SegmentFile, SegmentStore};
 use super::segment::{parse_segment_file_name, scan_segment, segment_path, SEGMENT_SUFFIX};
@@ -123,7 +124,8 @@ pub(super) async fn recover<S: SegmentStore>(store: &S, dir: &Path) -> Result<Re
                 last_append,
             });
         } else {
-            let mut encoder = encoder_for(&schema)?;
+            // The first append sets the table's compression (`BucketLog::append_locked`).
+            let mut encoder = encoder_for(&schema, ArrowCompression::None)?;
             encoder.get_mut().clear(); // the file already holds the schema message
             active_last_append = last_append;
             active = Some(ActiveSegment {
@@ -133,6 +135,7 @@ pub(super) async fn recover<S: SegmentStore>(store: &S, dir: &Path) -> Result<Re
                 len: scan.valid_len,
                 schema,
                 encoder,
+                compression: ArrowCompression::None,
             });
         }
     }
