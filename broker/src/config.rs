@@ -48,6 +48,8 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("kafka.max-connections", Some("10000")),
     ("kafka.connection.max-inflight-requests", Some("32")),
     ("kafka.max-request-memory", Some("256mb")),
+    ("kafka.producer.id.expiration", Some("1d")),
+    ("kafka.producer.max-per-bucket", Some("1000")),
     ("server.cores", None),
     ("log.flush.policy", Some("ack")),
     ("log.segment.size", Some("256mb")),
@@ -146,6 +148,11 @@ pub struct ServerConfig {
     pub max_inflight_requests: usize,
     /// Bytes of Kafka requests one core holds at once (being read or being answered).
     pub max_request_memory: usize,
+    /// `kafka.producer.id.expiration`: an idempotent producer's state in a bucket is dropped
+    /// this long after its last append there.
+    pub producer_id_expiration: Duration,
+    /// `kafka.producer.max-per-bucket`: idempotent producers whose state a bucket keeps.
+    pub producer_max_per_bucket: usize,
     pub cores: usize,
     pub flush_policy: FlushPolicy,
     pub segment_size: u64,
@@ -376,6 +383,8 @@ impl ServerConfig {
             max_connections: parse_number("kafka.max-connections", req("kafka.max-connections"))? as usize,
             max_inflight_requests: max_inflight as usize,
             max_request_memory: max_request_memory as usize,
+            producer_id_expiration: positive_duration("kafka.producer.id.expiration")?,
+            producer_max_per_bucket: count("kafka.producer.max-per-bucket", 1 << 20)?,
             cores,
             flush_policy,
             segment_size: positive_size("log.segment.size")?,
