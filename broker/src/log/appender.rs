@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use arrow_array::RecordBatch;
-use arrow_ipc::writer::StreamWriter;
 use arrow_schema::SchemaRef;
 use glommio::sync::Semaphore;
 
@@ -26,32 +25,8 @@ use super::error::LogError;
 use super::file::{GlommioStore, SegmentFile, SegmentStore};
 use super::group_commit::CommitState;
 use super::recovery::{recover, Recovered};
-use super::segment::{segment_path, VisitedBatch, END_OF_STREAM};
+use super::segment::{encoder_for, segment_path, ActiveSegment, SegmentInfo, VisitedBatch, END_OF_STREAM};
 use super::{AppendOutcome, BucketStats, FlushPolicy, LogConfig};
-
-/// A segment that is no longer appended to (or the active one, for its bookkeeping).
-#[derive(Debug, Clone)]
-pub(super) struct SegmentInfo {
-    pub base_offset: u64,
-    /// Exclusive end: base_offset + rows.
-    pub end_offset: u64,
-    /// When its newest row was appended (recovered segments: the file's mtime).
-    pub last_append: SystemTime,
-}
-
-/// The segment being appended to.
-pub(super) struct ActiveSegment<F> {
-    pub file: Rc<F>,
-    pub path: PathBuf,
-    pub base_offset: u64,
-    /// Bytes in the file = the position of the next write.
-    pub len: u64,
-    pub schema: SchemaRef,
-    /// Encodes batches as IPC messages into its Vec, which is drained after every batch.
-    pub encoder: StreamWriter<Vec<u8>>,
-    /// The buffer compression `encoder` writes with.
-    pub compression: ArrowCompression,
-}
 
 struct State<F> {
     /// Closed segments, oldest first (the active one is not in here).
@@ -89,14 +64,6 @@ impl BucketLog<GlommioStore> {
     pub async fn open(dir: &Path, config: LogConfig, stats: Arc<BucketStats>) -> Result<Self, LogError> {
         Self::open_with_store(GlommioStore, dir, config, stats).await
     }
-}
-
-pub(super) fn encoder_for(
-    schema: &SchemaRef,
-    compression: ArrowCompression,
-) -> Result<StreamWriter<Vec<u8>>, LogError> {
-    StreamWriter::try_new_with_options(Vec::new(), schema, compression.write_options())
-        .map_err(LogError::Encode)
 }
 
 impl<S: SegmentStore> BucketLog<S> {

@@ -17,7 +17,11 @@ use arrow_ipc::{
 };
 use flatbuffers::FlatBufferBuilder;
 
-use super::segment::{CONTINUATION, MAX_METADATA_LEN};
+/// The IPC continuation marker that starts every message.
+pub(crate) const CONTINUATION: [u8; 4] = [0xFF; 4];
+/// Flatbuffer metadata of one message is a few KiB even for wide nested schemas; anything
+/// larger is garbage, and refusing it keeps recovery from allocating on a corrupt length.
+pub(crate) const MAX_METADATA_LEN: u64 = 16 << 20;
 
 /// The custom-metadata key of a record-batch message's body checksum.
 pub const CHECKSUM_KEY: &str = "kafluss.crc32c";

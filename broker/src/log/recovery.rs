@@ -16,12 +16,12 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::SystemTime;
 
-use super::appender::{encoder_for, ActiveSegment, SegmentInfo};
 use super::compression::ArrowCompression;
 use super::error::LogError;
 use super::file::{SegmentFile, SegmentStore};
 use super::segment::{
-    parse_segment_file_name, scan_segment_visiting, segment_path, VisitedBatch, SEGMENT_SUFFIX,
+    encoder_for, parse_segment_file_name, scan_segment_visiting, segment_path, ActiveSegment, SegmentInfo,
+    VisitedBatch, SEGMENT_SUFFIX,
 };
 
 /// What recovery found.

@@ -7,24 +7,57 @@
 //! only those headers, so it costs a few small reads per batch, not the batch bytes.
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::SystemTime;
 
+use arrow_ipc::writer::StreamWriter;
 use arrow_ipc::MessageHeader;
 use arrow_schema::SchemaRef;
 
+use super::checksum::{CONTINUATION, MAX_METADATA_LEN};
+use super::compression::ArrowCompression;
+use super::error::LogError;
 use super::file::SegmentFile;
 
 /// Segment files are `<base offset, 20 digits>.arrow`.
 pub const SEGMENT_SUFFIX: &str = ".arrow";
 const OFFSET_DIGITS: usize = 20;
 
-/// The IPC continuation marker that starts every message.
-pub(crate) const CONTINUATION: [u8; 4] = [0xFF; 4];
 /// The end-of-stream marker written when a segment is closed.
 pub(crate) const END_OF_STREAM: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0];
-/// Flatbuffer metadata of one message is a few KiB even for wide nested schemas; anything
-/// larger is garbage, and refusing it keeps recovery from allocating on a corrupt length.
-pub(crate) const MAX_METADATA_LEN: u64 = 16 << 20;
+
+/// A segment that is no longer appended to (or the active one, for its bookkeeping).
+#[derive(Debug, Clone)]
+pub(super) struct SegmentInfo {
+    pub base_offset: u64,
+    /// Exclusive end: base_offset + rows.
+    pub end_offset: u64,
+    /// When its newest row was appended (recovered segments: the file's mtime).
+    pub last_append: SystemTime,
+}
+
+/// The segment being appended to.
+pub(super) struct ActiveSegment<F> {
+    pub file: Rc<F>,
+    pub path: PathBuf,
+    pub base_offset: u64,
+    /// Bytes in the file = the position of the next write.
+    pub len: u64,
+    pub schema: SchemaRef,
+    /// Encodes batches as IPC messages into its Vec, which is drained after every batch.
+    pub encoder: StreamWriter<Vec<u8>>,
+    /// The buffer compression `encoder` writes with.
+    pub compression: ArrowCompression,
+}
+
+pub(super) fn encoder_for(
+    schema: &SchemaRef,
+    compression: ArrowCompression,
+) -> Result<StreamWriter<Vec<u8>>, LogError> {
+    StreamWriter::try_new_with_options(Vec::new(), schema, compression.write_options())
+        .map_err(LogError::Encode)
+}
 
 pub fn segment_file_name(base_offset: u64) -> String {
     format!("{base_offset:0width$}{SEGMENT_SUFFIX}", width = OFFSET_DIGITS)
