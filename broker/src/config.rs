@@ -590,6 +590,34 @@ mod tests {
     }
 
     #[test]
+    fn producer_state_keys_default_as_kafka_and_refuse_nonsense() {
+        let load = |pairs: &[&str]| {
+            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+            ServerConfig::load(None, &pairs)
+        };
+        let config = load(&[]).unwrap();
+        assert_eq!(config.producer_id_expiration, Duration::from_secs(86_400));
+        assert_eq!(config.producer_max_per_bucket, 1000);
+        let config = load(&[
+            "kafka.producer.id.expiration=15 min",
+            "kafka.producer.max-per-bucket=7",
+        ])
+        .unwrap();
+        assert_eq!(config.producer_id_expiration, Duration::from_secs(900));
+        assert_eq!(config.producer_max_per_bucket, 7);
+        for bad in [
+            "kafka.producer.id.expiration=0s",
+            "kafka.producer.id.expiration=soon",
+            "kafka.producer.max-per-bucket=0",
+            "kafka.producer.max-per-bucket=2000000",
+        ] {
+            let error = load(&[bad]).unwrap_err();
+            let key = bad.split('=').next().unwrap();
+            assert!(error.to_string().contains(key), "{error}");
+        }
+    }
+
+    #[test]
     fn relative_data_dir_resolves_against_the_working_directory() {
         let mut config = ServerConfig::load(None, &[]).unwrap();
         config.resolve_paths().unwrap();

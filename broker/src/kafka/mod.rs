@@ -4,8 +4,8 @@
 //!
 //! [`dispatch`] takes a frame from the connection: raw SASL token or request header → SASL
 //! gate → the registry's handler for the API. Handlers answer synchronously when they can
-//! (ApiVersions, Metadata, SASL, InitProducerId); Produce hands its partitions to their owner cores before
-//! `dispatch` returns (so request order is append order) and answers later.
+//! (ApiVersions, Metadata, SASL, InitProducerId); Produce hands its partitions to their owner
+//! cores before `dispatch` returns (so request order is append order) and answers later.
 
 pub mod api_versions;
 pub mod apis;
