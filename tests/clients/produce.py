@@ -17,7 +17,10 @@ For every case one JSON line goes to stdout:
   {"case", "ok", "detail", "started_ms", "finished_ms", "offsets": [...]}
 "ok" means the client did what the case expects (delivered every record, or failed when
 "expect_error" is set). Whether the rows landed correctly is the Rust side's job (it scans them).
-Every wait here is bounded; every producer sets enable.idempotence=false (kafluss requires it).
+Every wait here is bounded. A plan with "idempotent": false turns idempotence off explicitly in
+every producer; with "idempotent": true kafka-python runs with its default (idempotent, no
+enable_idempotence line, no retries line) and the others are asked for it: librdkafka (kcat,
+confluent-kafka) with enable.idempotence=true, aiokafka with enable_idempotence=True.
 """
 
 import asyncio
@@ -71,10 +74,14 @@ class CaseFailed(Exception):
 # ---------------------------------------------------------------- confluent-kafka (librdkafka)
 
 
+def idempotent(plan):
+    return bool(plan.get("idempotent"))
+
+
 def confluent_config(plan, case):
     config = {
         "bootstrap.servers": plan["bootstrap"],
-        "enable.idempotence": False,
+        "enable.idempotence": idempotent(plan),
         "message.timeout.ms": message_timeout_ms(case),
         "socket.timeout.ms": DELIVERY_TIMEOUT_S * 1000 // 2,
         "linger.ms": 5,
@@ -149,14 +156,15 @@ def kafka_python_producer(plan, case):
 
     config = {
         "bootstrap_servers": plan["bootstrap"],
-        "enable_idempotence": False,
         "linger_ms": 5,
         "max_block_ms": min(METADATA_TIMEOUT_S * 1000, message_timeout_ms(case)),
         "bootstrap_timeout_ms": min(METADATA_TIMEOUT_S * 1000, message_timeout_ms(case)),
         "request_timeout_ms": message_timeout_ms(case),
-        "retries": 0,
         "allow_auto_create_topics": False,
     }
+    if not idempotent(plan):
+        # Off explicitly; retries=0 would also turn kafka-python's default idempotence off.
+        config.update({"enable_idempotence": False, "retries": 0})
     if case is not None:
         config["acks"] = "all" if case["acks"] == -1 else case["acks"]
         config["compression_type"] = None if case["compression"] == "none" else case["compression"]
@@ -208,7 +216,7 @@ def aiokafka_producer(plan, case):
 
     config = {
         "bootstrap_servers": plan["bootstrap"],
-        "enable_idempotence": False,
+        "enable_idempotence": idempotent(plan),
         "linger_ms": 5,
         "request_timeout_ms": message_timeout_ms(case),
     }
@@ -336,7 +344,7 @@ def kcat_produce(plan, case):
         args = kcat_common_args(plan) + [
             "-P", "-t", case["topic"],
             "-K", "\\x1f", "-D", "\\x1e", "-Z",
-            "-X", "enable.idempotence=false",
+            "-X", f"enable.idempotence={'true' if idempotent(plan) else 'false'}",
             "-X", f"acks={case['acks']}",
             "-X", f"compression.codec={case['compression']}",
             "-X", f"message.timeout.ms={message_timeout_ms(case)}",

@@ -103,6 +103,31 @@ impl Client {
     }
 }
 
+/// How the suite configures a client's producer: the two variants of every client in the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Settings {
+    /// Idempotence turned off explicitly (`enable.idempotence=false` or the client's equivalent).
+    IdempotenceOff,
+    /// Idempotent: the client's default settings where idempotence is its default (Java
+    /// kafka-clients, kafka-python, franz-go: no idempotence line at all), else asked for
+    /// (librdkafka `enable.idempotence=true`, aiokafka `enable_idempotence=True`, kafkajs
+    /// `idempotent: true`, sarama `Producer.Idempotent = true`). Every produce case uses acks=-1,
+    /// which idempotence requires.
+    Idempotent,
+}
+
+impl Settings {
+    pub const ALL: [Settings; 2] = [Settings::IdempotenceOff, Settings::Idempotent];
+
+    /// A client's identifier under these settings: results file name and database name.
+    pub fn slug(self, client: Client) -> String {
+        match self {
+            Settings::IdempotenceOff => client.slug().to_owned(),
+            Settings::Idempotent => format!("{}_idempotent", client.slug()),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("{client:?} is not available: {reason} (run ./test.sh --setup-only)")]
@@ -151,11 +176,13 @@ pub enum CaseSpec {
     },
 }
 
-/// What a driver run gets: where to connect, how to authenticate, which cases.
+/// What a driver run gets: where to connect, how to authenticate, whether the producer is
+/// idempotent ([`Settings`]), which cases.
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     pub bootstrap: String,
     pub sasl: Option<SaslUser>,
+    pub idempotent: bool,
     pub cases: Vec<CaseSpec>,
 }
 

@@ -32,9 +32,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * same plan and output format as tests/clients/produce.py (one JSON line per case on stdout).
  *
  * <p>Usage: {@code java -jar kafluss-java-producer.jar PLAN.json}, or {@code --version}. Every wait
- * is bounded. Idempotence is off explicitly ({@code enable.idempotence=false}, not the client's
- * default since 3.0): kafluss does not serve InitProducerId yet. Issue 13's follow-up drops that
- * line so the client runs with its defaults.
+ * is bounded. A plan with {@code "idempotent": false} turns idempotence off explicitly ({@code
+ * enable.idempotence=false}); with {@code "idempotent": true} the producer has no such line and
+ * runs with the client's default (idempotent since 3.0, with acks=all).
  */
 public final class Produce {
   /** Bounds for one case, in milliseconds (as produce.py). */
@@ -55,8 +55,13 @@ public final class Produce {
           "kafka-clients " + clientVersion() + ", Java " + System.getProperty("java.version"));
       return;
     }
+    if (args.length == 4 && args[0].equals("--bench")) {
+      bench(args[1], args[2], Path.of(args[3]));
+      return;
+    }
     if (args.length != 1) {
-      System.err.println("usage: java -jar kafluss-java-producer.jar PLAN.json | --version");
+      System.err.println(
+          "usage: java -jar kafluss-java-producer.jar PLAN.json | --version | --bench BOOTSTRAP TOPIC VALUES");
       System.exit(2);
     }
     JsonObject plan =
@@ -66,6 +71,46 @@ public final class Produce {
       System.out.println(gson.toJson(runCase(plan, element.getAsJsonObject())));
       System.out.flush();
     }
+  }
+
+  /**
+   * The bench's stock-client mode (bench/scenarios/stock_client.py): every line of {@code values}
+   * as one record value to {@code topic}, with the scenario's settings for every client (acks=1,
+   * 5 ms linger, batches of up to 500 records of 100 B, idempotence off); prints {@code {"records":
+   * N}} once every record is acknowledged, exits 1 if any failed.
+   */
+  private static void bench(String bootstrap, String topic, Path values) throws Exception {
+    Properties config = new Properties();
+    config.put("bootstrap.servers", bootstrap);
+    config.put("acks", "1");
+    config.put("linger.ms", "5");
+    config.put("batch.size", String.valueOf(500 * 100));
+    config.put("enable.idempotence", "false");
+    config.put("buffer.memory", String.valueOf(256L << 20));
+    java.util.concurrent.atomic.AtomicLong failed = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicReference<Exception> first = new java.util.concurrent.atomic.AtomicReference<>();
+    long records = 0;
+    try (KafkaProducer<byte[], byte[]> producer =
+            new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer());
+        java.io.BufferedReader in = Files.newBufferedReader(values, StandardCharsets.UTF_8)) {
+      for (String line = in.readLine(); line != null; line = in.readLine()) {
+        producer.send(
+            new ProducerRecord<>(topic, line.getBytes(StandardCharsets.UTF_8)),
+            (metadata, error) -> {
+              if (error != null) {
+                failed.incrementAndGet();
+                first.compareAndSet(null, error);
+              }
+            });
+        records++;
+      }
+      producer.flush();
+    }
+    if (failed.get() > 0) {
+      System.err.println(failed.get() + " of " + records + " records failed, first: " + describe(first.get()));
+      System.exit(1);
+    }
+    System.out.println("{\"records\": " + records + "}");
   }
 
   /** The version kafka-clients reports about itself (its jar's kafka/kafka-version.properties). */
@@ -156,14 +201,21 @@ public final class Produce {
     return config;
   }
 
+  /** The plan's {@code idempotent}: false (or missing) turns idempotence off explicitly. */
+  private static boolean idempotent(JsonObject plan) {
+    JsonElement idempotent = plan.get("idempotent");
+    return idempotent != null && !idempotent.isJsonNull() && idempotent.getAsBoolean();
+  }
+
   private static String jaasQuoted(String text) {
     return text.replace("\\", "\\\\").replace("\"", "\\\"");
   }
 
   private static KafkaProducer<byte[], byte[]> producer(JsonObject plan, JsonObject testCase, boolean expectError) {
     Properties config = common(plan);
-    // Off explicitly: kafluss does not serve InitProducerId yet (issue 13 turns the default on).
-    config.put("enable.idempotence", "false");
+    if (!idempotent(plan)) {
+      config.put("enable.idempotence", "false");
+    }
     config.put("linger.ms", "5");
     int deliveryMs = expectError ? EXPECTED_FAILURE_TIMEOUT_MS : DELIVERY_TIMEOUT_MS;
     // delivery.timeout.ms must be at least linger.ms + request.timeout.ms.
