@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive one Python-reachable Kafka client through a plan of cases written by the Rust suite.
 
-Usage: produce.py CLIENT PLAN.json
+Usage: produce.py CLIENT PLAN.json, or produce.py exactly-once BOOTSTRAP TOPIC PARTITIONS COUNT
 CLIENT is one of: confluent-kafka, kafka-python, aiokafka, kcat (the `kcat` binary found on PATH or
 in $KAFLUSS_KCAT; which librdkafka it loads is decided by the caller's LD_LIBRARY_PATH).
 
@@ -427,7 +427,42 @@ def run_case(client, plan, case):
     return result
 
 
+def exactly_once(bootstrap, topic, partitions, count):
+    """The exactly-once tests' librdkafka producer (tests/tests/exactly_once.rs): confluent-kafka
+    with enable.idempotence=true (acks=all, retries without limit within a 120 s
+    message.timeout.ms), one record per id 0..count-1, its value the id in decimal, to partition
+    id % partitions, paced at 10 records every 10 ms so the test's faults fall mid-run. Prints
+    {"acked": [...], "failed": N, "errors": [...]} as the Java producer's --exactly-once does."""
+    from confluent_kafka import Producer
+
+    acked, errors, failed = [], [], [0]
+
+    def delivered(err, msg):
+        if err is None:
+            acked.append(int(msg.value()))
+        else:
+            failed[0] += 1
+            if len(errors) < 5:
+                errors.append(str(err)[:300])
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "message.timeout.ms": 120000}
+    )
+    for record in range(count):
+        producer.produce(topic, str(record).encode(), partition=record % partitions, on_delivery=delivered)
+        producer.poll(0)
+        if record % 10 == 9:
+            time.sleep(0.01)
+    left = producer.flush(180)
+    if left:
+        errors.append(f"{left} records still queued after the flush")
+    print(json.dumps({"acked": acked, "failed": failed[0] + left, "errors": errors}), flush=True)
+
+
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "exactly-once":
+        exactly_once(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        return
     if len(sys.argv) != 3 or sys.argv[1] not in CLIENTS:
         sys.exit(f"usage: produce.py {{{'|'.join(CLIENTS)}}} PLAN.json")
     client, plan_path = sys.argv[1], sys.argv[2]

@@ -6,6 +6,7 @@
 #   kafka.sh setup                 copy the runtime jars into tests/kafka/target/lib (Maven offline
 #                                  first, then from Maven Central); nothing is done when they are
 #                                  there and pom.xml has not changed since
+#   kafka.sh check                 exits 0 when installed, else 1 saying what is missing
 #   kafka.sh start DIR             a single-node KRaft broker (broker and controller in one JVM) on
 #                                  free loopback ports, data and log in DIR (made empty first),
 #                                  started in the background; waits until it says it started (at
@@ -136,9 +137,10 @@ topic() {
 
 case ${1:-} in
     setup) setup ;;
+    check) need_installed ;;
     start) [[ $# -eq 2 ]] || die "usage: kafka.sh start DIR"; start "$2" ;;
     stop) [[ $# -eq 2 ]] || die "usage: kafka.sh stop DIR"; stop "$2" ;;
     topic) [[ $# -eq 4 ]] || die "usage: kafka.sh topic BOOTSTRAP NAME PARTITIONS"; topic "$2" "$3" "$4" ;;
     run) [[ $# -ge 2 ]] || die "usage: kafka.sh run CLASS ARGS..."; shift; java_run "$@" ;;
-    *) die "usage: kafka.sh setup | start DIR | stop DIR | topic BOOTSTRAP NAME PARTITIONS | run CLASS ARGS..." ;;
+    *) die "usage: kafka.sh setup | check | start DIR | stop DIR | topic BOOTSTRAP NAME PARTITIONS | run CLASS ARGS..." ;;
 esac

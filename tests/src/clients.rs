@@ -415,6 +415,40 @@ fn driver_command(client: Client, plan_file: &Path) -> Result<Command, ClientErr
     Ok(command)
 }
 
+/// The exactly-once tests' producer for `client` (the Java client, 3.9 or 4, and librdkafka
+/// through confluent-kafka; `None` for the others): idempotent, acks=all, retrying, `count`
+/// records with the ids 0..count-1 as values to partition id % `partitions`, paced; it prints one
+/// JSON line, `{"acked": [...], "failed": N, "errors": [...]}`.
+pub fn exactly_once_command(
+    client: Client,
+    bootstrap: &str,
+    topic: &str,
+    partitions: u32,
+    count: u32,
+) -> Option<Result<Command, ClientError>> {
+    let args = [
+        bootstrap.to_owned(),
+        topic.to_owned(),
+        partitions.to_string(),
+        count.to_string(),
+    ];
+    match client {
+        Client::Java39 | Client::Java4 => Some(java_command(client).map(|mut command| {
+            command.arg("--exactly-once").args(args);
+            command
+        })),
+        Client::ConfluentKafka => {
+            let mut command = Command::new(python());
+            command
+                .arg(clients_dir().join("produce.py"))
+                .arg("exactly-once")
+                .args(args);
+            Some(Ok(command))
+        }
+        _ => None,
+    }
+}
+
 /// Checks that the client can run here; `Ok` carries its version text for the report.
 pub fn check_available(client: Client) -> Result<String, ClientError> {
     match client {

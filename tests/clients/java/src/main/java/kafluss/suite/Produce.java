@@ -55,13 +55,18 @@ public final class Produce {
           "kafka-clients " + clientVersion() + ", Java " + System.getProperty("java.version"));
       return;
     }
+    if (args.length == 5 && args[0].equals("--exactly-once")) {
+      exactlyOnce(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+      return;
+    }
     if (args.length == 4 && args[0].equals("--bench")) {
       bench(args[1], args[2], Path.of(args[3]));
       return;
     }
     if (args.length != 1) {
       System.err.println(
-          "usage: java -jar kafluss-java-producer.jar PLAN.json | --version | --bench BOOTSTRAP TOPIC VALUES");
+          "usage: java -jar kafluss-java-producer.jar PLAN.json | --version | --bench BOOTSTRAP TOPIC VALUES"
+              + " | --exactly-once BOOTSTRAP TOPIC PARTITIONS COUNT");
       System.exit(2);
     }
     JsonObject plan =
@@ -111,6 +116,53 @@ public final class Produce {
       System.exit(1);
     }
     System.out.println("{\"records\": " + records + "}");
+  }
+
+  /**
+   * The exactly-once tests' producer (tests/tests/exactly_once.rs): the client's default settings
+   * (idempotent, acks=all, retries without limit within the default 120 s delivery timeout), one
+   * record per id 0..count-1, its value the id in decimal, to partition id % partitions, paced at
+   * 10 records every 10 ms so that the test's faults fall in the middle of the run. Prints one
+   * JSON line: {"acked": [ids acknowledged, in acknowledgement order], "failed": N, "errors":
+   * [the first few failures]}.
+   */
+  private static void exactlyOnce(String bootstrap, String topic, int partitions, int count)
+      throws Exception {
+    Properties config = new Properties();
+    config.put("bootstrap.servers", bootstrap);
+    List<Long> acked = java.util.Collections.synchronizedList(new ArrayList<>());
+    List<String> errors = java.util.Collections.synchronizedList(new ArrayList<>());
+    java.util.concurrent.atomic.AtomicLong failed = new java.util.concurrent.atomic.AtomicLong();
+    try (KafkaProducer<byte[], byte[]> producer =
+        new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer())) {
+      for (int id = 0; id < count; id++) {
+        final long record = id;
+        producer.send(
+            new ProducerRecord<>(
+                topic, id % partitions, null, String.valueOf(id).getBytes(StandardCharsets.UTF_8)),
+            (metadata, error) -> {
+              if (error == null) {
+                acked.add(record);
+              } else {
+                failed.incrementAndGet();
+                if (errors.size() < 5) {
+                  errors.add(last(describe(error), 300));
+                }
+              }
+            });
+        if (id % 10 == 9) {
+          Thread.sleep(10);
+        }
+      }
+      producer.flush();
+    }
+    Map<String, Object> result = new LinkedHashMap<>();
+    synchronized (acked) {
+      result.put("acked", new ArrayList<>(acked));
+    }
+    result.put("failed", failed.get());
+    result.put("errors", new ArrayList<>(errors));
+    System.out.println(new Gson().toJson(result));
   }
 
   /** The version kafka-clients reports about itself (its jar's kafka/kafka-version.properties). */
