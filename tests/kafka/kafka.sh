@@ -8,7 +8,8 @@
 #                                  there and pom.xml has not changed since
 #   kafka.sh check                 exits 0 when installed, else 1 saying what is missing
 #   kafka.sh start DIR             a single-node KRaft broker (broker and controller in one JVM) on
-#                                  free loopback ports, data and log in DIR (made empty first),
+#                                  free loopback ports, data and log in DIR (absent, empty, or a
+#                                  previous broker's DIR, which is emptied),
 #                                  started in the background; waits until it says it started (at
 #                                  most KAFKA_START_TIMEOUT seconds, default 120), then prints
 #                                  `kafka ready: bootstrap=127.0.0.1:PORT pid=PID` and exits
@@ -65,6 +66,10 @@ free_port() {
 start() {
     local dir=$1 port controller cluster pid i
     need_installed
+    # A previous broker's directory is emptied; anything else that is not empty is refused.
+    if [[ -d $dir && -n "$(ls -A "$dir")" && ! -f $dir/server.properties ]]; then
+        die "$dir is not empty and not a broker directory of this script: refusing to empty it"
+    fi
     rm -rf "$dir"
     mkdir -p "$dir/data"
     dir=$(cd "$dir" && pwd)
