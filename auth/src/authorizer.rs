@@ -139,6 +139,23 @@ impl Authorizer {
         !denied && applicable().any(|e| e.permission == Permission::Allow && e.operation.allows(operation))
     }
 
+    /// May `principal`, connected from `host`, perform `operation` on at least one resource
+    /// (some table, database or the cluster)? InitProducerId asks it for WRITE: Kafka ≥ 2.8
+    /// lets a principal with WRITE on any topic produce idempotently. Checking the resources
+    /// of the applicable ALLOW entries is enough: a resource that is allowed has such an entry
+    /// on itself or on an ancestor, and that ancestor is then allowed too.
+    pub fn authorize_any(&self, principal: &Principal, host: IpAddr, operation: Operation) -> bool {
+        if !self.enabled || self.is_super_user(principal) {
+            return true;
+        }
+        let canonical = host.to_canonical();
+        self.entries
+            .iter()
+            .filter(|entry| entry.permission == Permission::Allow && entry.operation.allows(operation))
+            .filter(|entry| CompiledEntry::from(*entry).applies_to(principal, canonical))
+            .any(|entry| self.authorize(principal, host, operation, &entry.resource))
+    }
+
     /// The entry lists of `resource` and of its ancestors.
     fn lists_covering(&self, resource: &Resource) -> [Option<&EntryList>; 3] {
         let database = |name: &str| self.databases.get(name);
@@ -229,6 +246,38 @@ mod tests {
 
     fn alice() -> Principal {
         Principal::user("alice")
+    }
+
+    #[test]
+    fn write_anywhere_is_an_allowed_write_on_some_resource() {
+        let bob = Principal::user("bob");
+        let auth = enabled(vec![
+            acl("sales.orders", "ALLOW", "User:alice", "WRITE", "*"),
+            acl("sales", "DENY", "User:carol", "WRITE", "*"),
+            acl("sales.orders", "ALLOW", "User:carol", "WRITE", "*"),
+            acl("CLUSTER", "ALLOW", "User:dave", "ALL", "*"),
+            acl("ops", "ALLOW", "User:erin", "WRITE", "10.1.2.3"),
+            acl("sales.orders", "ALLOW", "User:bob", "READ", "*"),
+        ]);
+        assert!(auth.authorize_any(&alice(), LOCAL, Operation::Write));
+        assert!(
+            !auth.authorize_any(&bob, LOCAL, Operation::Write),
+            "READ is not WRITE"
+        );
+        let carol = Principal::user("carol");
+        assert!(
+            !auth.authorize_any(&carol, LOCAL, Operation::Write),
+            "DENY on the database wins"
+        );
+        assert!(auth.authorize_any(&Principal::user("dave"), LOCAL, Operation::Write));
+        let erin = Principal::user("erin");
+        assert!(auth.authorize_any(&erin, OTHER, Operation::Write));
+        assert!(
+            !auth.authorize_any(&erin, LOCAL, Operation::Write),
+            "host must match"
+        );
+        assert!(auth.authorize_any(&Principal::user("admin"), LOCAL, Operation::Write));
+        assert!(Authorizer::disabled().authorize_any(&bob, LOCAL, Operation::Write));
     }
 
     #[test]

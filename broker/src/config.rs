@@ -48,6 +48,8 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("kafka.max-connections", Some("10000")),
     ("kafka.connection.max-inflight-requests", Some("32")),
     ("kafka.max-request-memory", Some("256mb")),
+    ("kafka.producer.id.expiration", Some("1d")),
+    ("kafka.producer.max-per-bucket", Some("1000")),
     ("server.cores", None),
     ("log.flush.policy", Some("ack")),
     ("log.segment.size", Some("256mb")),
@@ -146,6 +148,11 @@ pub struct ServerConfig {
     pub max_inflight_requests: usize,
     /// Bytes of Kafka requests one core holds at once (being read or being answered).
     pub max_request_memory: usize,
+    /// `kafka.producer.id.expiration`: an idempotent producer's state in a bucket is dropped
+    /// this long after its last append there.
+    pub producer_id_expiration: Duration,
+    /// `kafka.producer.max-per-bucket`: idempotent producers whose state a bucket keeps.
+    pub producer_max_per_bucket: usize,
     pub cores: usize,
     pub flush_policy: FlushPolicy,
     pub segment_size: u64,
@@ -376,6 +383,8 @@ impl ServerConfig {
             max_connections: parse_number("kafka.max-connections", req("kafka.max-connections"))? as usize,
             max_inflight_requests: max_inflight as usize,
             max_request_memory: max_request_memory as usize,
+            producer_id_expiration: positive_duration("kafka.producer.id.expiration")?,
+            producer_max_per_bucket: count("kafka.producer.max-per-bucket", 1 << 20)?,
             cores,
             flush_policy,
             segment_size: positive_size("log.segment.size")?,
@@ -578,6 +587,34 @@ mod tests {
         assert!(error.to_string().contains("kafka.max-request-size"), "{error}");
         let config = load(&["kafka.max-request-memory=8mb", "kafka.max-request-size=4mb"]).unwrap();
         assert_eq!(config.max_request_memory, 8 << 20);
+    }
+
+    #[test]
+    fn producer_state_keys_default_as_kafka_and_refuse_nonsense() {
+        let load = |pairs: &[&str]| {
+            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+            ServerConfig::load(None, &pairs)
+        };
+        let config = load(&[]).unwrap();
+        assert_eq!(config.producer_id_expiration, Duration::from_secs(86_400));
+        assert_eq!(config.producer_max_per_bucket, 1000);
+        let config = load(&[
+            "kafka.producer.id.expiration=15 min",
+            "kafka.producer.max-per-bucket=7",
+        ])
+        .unwrap();
+        assert_eq!(config.producer_id_expiration, Duration::from_secs(900));
+        assert_eq!(config.producer_max_per_bucket, 7);
+        for bad in [
+            "kafka.producer.id.expiration=0s",
+            "kafka.producer.id.expiration=soon",
+            "kafka.producer.max-per-bucket=0",
+            "kafka.producer.max-per-bucket=2000000",
+        ] {
+            let error = load(&[bad]).unwrap_err();
+            let key = bad.split('=').next().unwrap();
+            assert!(error.to_string().contains(key), "{error}");
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! `runtime/` (start-up, cores, mesh, routing) → `kafka/` (connections, one handler per API,
 //! the one place Kafka error codes are chosen) → `append/` (jobs, bucket actors, the append
 //! pipeline) → `log/` (durable Arrow bucket logs), `kafluss-convert`, `kafluss-protocol`.
-//! Beside them: `catalog/` (databases, tables, SQL), `scan/` (reading rows back), `admin/`
+//! Beside them: `producer/` (idempotent producers' ids and per-bucket sequence state),
+//! `catalog/` (databases, tables, SQL), `scan/` (reading rows back), `admin/`
 //! (HTTP on the Fluss listener). The `sql` and `scan` client commands are the binary's own
 //! (`src/cli/`), not the library's.
 
@@ -15,6 +16,7 @@ pub mod config;
 pub mod kafka;
 pub mod log;
 pub mod metrics;
+pub mod producer;
 pub mod repeat_log;
 pub mod runtime;
 pub mod scan;

@@ -34,7 +34,7 @@ pub const FSYNC_BUCKETS_SECONDS: [f64; 14] = [
 
 /// The codes a produce partition is refused with (behaviour.md "Produce"); any other code
 /// counts under `OTHER`. Fixed, so the `code` label has at most this many values + 1.
-pub const REFUSAL_CODES: [ErrorCode; 11] = [
+pub const REFUSAL_CODES: [ErrorCode; 13] = [
     ErrorCode::UnknownTopicOrPartition,
     ErrorCode::InvalidTopicException,
     ErrorCode::TopicAuthorizationFailed,
@@ -46,6 +46,8 @@ pub const REFUSAL_CODES: [ErrorCode; 11] = [
     ErrorCode::UnsupportedForMessageFormat,
     ErrorCode::KafkaStorageError,
     ErrorCode::InvalidTimestamp,
+    ErrorCode::OutOfOrderSequenceNumber,
+    ErrorCode::InvalidProducerEpoch,
 ];
 const REFUSAL_SLOTS: usize = REFUSAL_CODES.len() + 1;
 

@@ -87,8 +87,10 @@ fn per_partition_errors_are_isolated_and_append_nothing() {
     let mut corrupt = batch(&[r#"{"id":1}"#]).to_vec();
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0xff; // CRC32C covers the records
-    let idempotent = {
-        let mut builder = RecordBatchBuilder::new(Compression::None).producer(7, 0, 0);
+    let transactional_producer = {
+        let mut builder = RecordBatchBuilder::new(Compression::None)
+            .producer(7, 0, 0)
+            .flags(true, false);
         builder.append(1, None, Some(br#"{"id":1}"#), &[]);
         builder.build().unwrap()
     };
@@ -122,7 +124,7 @@ fn per_partition_errors_are_isolated_and_append_nothing() {
                     "strict",
                     vec![
                         (0, Some(batch(&[r#"{"id":1}"#, r#"{"id":"x"}"#, r#"{"id":3}"#]))),
-                        (1, Some(idempotent)),
+                        (1, Some(transactional_producer)),
                     ],
                 ),
                 ("fluss.strict", vec![(1, None)]),
@@ -158,7 +160,11 @@ fn per_partition_errors_are_isolated_and_append_nothing() {
         "{}",
         strict.4
     );
-    assert!(got[9].4.contains("enable.idempotence=false"), "{}", got[9].4);
+    assert!(
+        got[9].4.contains("transactional batches are not supported"),
+        "{}",
+        got[9].4
+    );
     for outcome in &got {
         assert!(outcome.4.len() <= 1024);
     }
@@ -324,6 +330,7 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
             (10, 0, 0),
             (17, 0, 1),
             (18, 0, 4),
+            (22, 0, 5),
             (36, 0, 2)
         ]
     );

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use kafluss_protocol::{ErrorCode, MetadataRequest, MetadataResponse};
 use serde_json::{json, Value};
-use support::{binary, http_as, kcat, kcat_produce, python_ok, run_with_timeout, Raw, Server};
+use support::{
+    binary, http_as, kcat, kcat_produce, python_ok, run_with_timeout, sasl_plain_login, Raw, Server,
+};
 
 const SASL: [&str; 3] = [
     "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
@@ -43,23 +45,7 @@ fn produce_as(server: &Server, user: &str, password: &str, topic: &str) -> Value
 /// SaslHandshake v0, then the raw PLAIN token: whether the broker answers the empty frame that
 /// means authenticated (a refused login closes the connection).
 fn raw_plain_login(server: &Server, user: &str, password: &str) -> bool {
-    let mut stream = TcpStream::connect(server.kafka).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut handshake = vec![0, 17, 0, 0, 0, 0, 0, 7, 0, 3, b'r', b'a', b'w', 0, 5];
-    handshake.extend_from_slice(b"PLAIN");
-    let mut framed = (handshake.len() as i32).to_be_bytes().to_vec();
-    framed.extend_from_slice(&handshake);
-    stream.write_all(&framed).unwrap();
-    let mut prefix = [0u8; 4];
-    stream.read_exact(&mut prefix).unwrap();
-    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
-    stream.read_exact(&mut body).unwrap();
-    assert_eq!(&body[..6], &[0, 0, 0, 7, 0, 0], "correlation 7, error NONE");
-    let token = format!("\0{user}\0{password}");
-    let mut framed = (token.len() as i32).to_be_bytes().to_vec();
-    framed.extend_from_slice(token.as_bytes());
-    stream.write_all(&framed).unwrap();
-    stream.read_exact(&mut prefix).is_ok() && i32::from_be_bytes(prefix) == 0
+    sasl_plain_login(server.kafka, user, password).1
 }
 
 #[test]

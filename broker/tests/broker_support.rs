@@ -183,6 +183,29 @@ pub fn produce_request(
     }
 }
 
+/// SaslHandshake v0 (PLAIN), then the raw PLAIN token: the connection, and whether the broker
+/// answered the empty frame that means authenticated (a refused login closes the connection).
+pub fn sasl_plain_login(kafka: SocketAddr, user: &str, password: &str) -> (TcpStream, bool) {
+    let mut stream = TcpStream::connect(kafka).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut handshake = vec![0, 17, 0, 0, 0, 0, 0, 7, 0, 3, b'r', b'a', b'w', 0, 5];
+    handshake.extend_from_slice(b"PLAIN");
+    let mut framed = (handshake.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&handshake);
+    stream.write_all(&framed).unwrap();
+    let mut prefix = [0u8; 4];
+    stream.read_exact(&mut prefix).unwrap();
+    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
+    stream.read_exact(&mut body).unwrap();
+    assert_eq!(&body[..6], &[0, 0, 0, 7, 0, 0], "correlation 7, error NONE");
+    let token = format!("\0{user}\0{password}");
+    let mut framed = (token.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(token.as_bytes());
+    stream.write_all(&framed).unwrap();
+    let authenticated = stream.read_exact(&mut prefix).is_ok() && i32::from_be_bytes(prefix) == 0;
+    (stream, authenticated)
+}
+
 /// A blocking Kafka connection speaking whatever we encode.
 pub struct Raw {
     pub stream: TcpStream,

@@ -1,5 +1,6 @@
 //! pyarrow reads segment files directly: `pyarrow.ipc.open_stream(path).read_all()`, both a
-//! closed segment (with the end-of-stream marker) and the active one (still open, no marker).
+//! closed segment (with the end-of-stream marker) and the active one (still open, no marker),
+//! with batches that carry an idempotent producer's tag in their message metadata and without.
 //!
 //! Needs Python with pyarrow: `$KAFLUSS_PYTHON` (set by ./test.sh) or the workspace `.venv`
 //! that `./test.sh --setup-only` creates. Without it this test FAILS (it never skips).
@@ -88,7 +89,12 @@ fn pyarrow_reads_closed_and_active_segments() {
         let mut bases = vec![0];
         let mut segments = 1;
         for first in (0..50).step_by(10) {
-            log.append(&batch(first, 10)).await.unwrap();
+            // Every other batch carries an idempotent producer's tag beside its checksum, as
+            // the append pipeline writes it: pyarrow ignores both.
+            let tag = format!("1764770000000;7,0,{first},{},10", first + 9);
+            let tags = [("kafluss.producers", tag.as_str())];
+            let tags: &[(&str, &str)] = if first % 20 == 0 { &tags } else { &[] };
+            log.append_tagged(&batch(first, 10), tags).await.unwrap();
             if log.segment_count() > segments {
                 segments = log.segment_count();
                 bases.push(first as u64);

@@ -27,6 +27,7 @@ use kafluss_protocol::RecordBatchError;
 
 use crate::catalog::model::TableInfo;
 use crate::log::LogError;
+use crate::producer::state::SequenceError;
 
 pub use plan_cache::PlanError;
 
@@ -42,7 +43,8 @@ pub struct AppendJob {
     pub acks: i16,
 }
 
-/// Rows that reached the log.
+/// Rows that reached the log (or, for a retried idempotent batch, the rows it stored before:
+/// `rows` is then 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Appended {
     pub base_offset: u64,
@@ -61,9 +63,9 @@ pub enum BatchRejection {
     /// The wire batch itself: framing, CRC, magic, counts, varints, decompression.
     #[error("{0}")]
     Wire(#[source] RecordBatchError),
-    #[error("idempotent or transactional producers are not supported: set enable.idempotence=false (and do not use transactions)")]
-    Idempotent,
-    #[error("control batches are not supported: set enable.idempotence=false (and do not use transactions)")]
+    #[error("transactional batches are not supported: kafluss takes idempotent producers but not transactions (do not set transactional.id)")]
+    Transactional,
+    #[error("control batches are not supported: they belong to transactions, which kafluss does not support (do not set transactional.id)")]
     Control,
     #[error("record of {size} bytes is larger than kafka.max-record-size ({limit} bytes)")]
     RecordTooLarge { size: usize, limit: usize },
@@ -81,6 +83,9 @@ pub enum AppendError {
     Plan(#[source] PlanError),
     #[error("{0}")]
     Batch(#[source] BatchRejection),
+    /// An idempotent batch out of sequence or of an old producer epoch.
+    #[error("{0}")]
+    Sequence(#[source] SequenceError),
     /// A record does not convert; its index and JSON path are in the error.
     #[error("{0}")]
     Convert(#[source] Box<ConvertError>),

@@ -1,8 +1,11 @@
 //! One job into rows of a bucket log, on the bucket's owner core: parse the batches
-//! ([`decode_batches`]: CRC, magic, idempotence and control bits, decompression under one
-//! budget, record size), convert with the table's cached plan, append to the bucket log, and
-//! answer after the write (acks=0/1) or after group commit (acks=-1, or every append with
-//! `log.flush.policy: always`). A failing partition appends nothing.
+//! ([`decode_batches`]: CRC, magic, transactional and control bits, decompression under one
+//! budget, record size), check idempotent producers' epochs and sequences against the
+//! bucket's [`ProducerStates`] (a retried batch is answered with its stored offset and appends
+//! nothing), convert with the table's cached plan, append to the bucket log (with the
+//! producers' tag, from which the state is rebuilt when the bucket is opened), and answer after
+//! the write (acks=0/1) or after group commit (acks=-1, or every append with
+//! `log.flush.policy: always`). A failing partition appends nothing and changes no state.
 //!
 //! [`Appender`] holds exactly what this takes: the configuration, the log registry, the plan
 //! cache and JSON scratch space, and the core's telemetry. It needs a glommio executor (the
@@ -23,12 +26,33 @@ use super::plan_cache::{PlanCache, PlanError};
 use super::{AppendError, AppendJob, AppendOutcome, Appended, BatchRejection};
 use crate::catalog::model::TableInfo;
 use crate::config::ServerConfig;
-use crate::log::{BucketLog, FlushPolicy, LogConfig, LogError, LogRegistry};
+use crate::log::checksum::custom_value;
+use crate::log::segment::VisitedBatch;
+use crate::log::{BucketLog, FlushPolicy, GlommioStore, LogConfig, LogError, LogRegistry};
+use crate::producer::state::{
+    decode_tag, encode_tag, BatchMeta, ProducerBatch, ProducerLimits, ProducerStates, StoredTag, Verdict,
+    PRODUCERS_KEY,
+};
 use crate::telemetry::CoreTelemetry;
 
-/// A bucket's state on its owner core: the open log.
+/// A bucket's state on its owner core: the open log and its idempotent producers' state.
 pub struct BucketState {
     log: Rc<BucketLog>,
+    producers: ProducerStates,
+}
+
+impl BucketState {
+    /// The idempotent producers' state (tests and diagnostics).
+    pub fn producers(&self) -> &ProducerStates {
+        &self.producers
+    }
+}
+
+/// Wall-clock milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// What the bucket actor does with a job's result.
@@ -71,7 +95,8 @@ impl Appender {
         self.plans.borrow_mut().get(table)
     }
 
-    /// Opens (recovering) the log of `table`'s `bucket`.
+    /// Opens (recovering) the log of `table`'s `bucket`, rebuilding its producers' state from
+    /// the tags of the batches recovery keeps.
     pub async fn open_bucket(&self, table: &TableInfo, bucket: u32) -> Result<BucketState, LogError> {
         let config = &self.config;
         let table_dir = config.data_dir.join(table.relative_dir());
@@ -88,17 +113,37 @@ impl Appender {
             retention: Some(retention),
         };
         let telemetry = self.telemetry.clone();
-        let log = Rc::new(
-            BucketLog::open(&dir, log_config, stats)
-                .await?
-                .with_sync_observer(Box::new(move |took| telemetry.metrics().record_fsync(took))),
-        );
+        let mut producers = ProducerStates::new(ProducerLimits {
+            expiration: config.producer_id_expiration,
+            max_producers: config.producer_max_per_bucket,
+        });
+        let now = now_ms();
+        let mut unreadable = 0u64;
+        let mut restore = |offset: u64, batch: &VisitedBatch<'_>| {
+            let Some(text) = custom_value(batch.message, PRODUCERS_KEY) else {
+                return;
+            };
+            match decode_tag(text) {
+                Ok(tag) => producers.restore(offset, &tag, now),
+                Err(_) => unreadable += 1,
+            }
+        };
+        let log = BucketLog::open_visiting(GlommioStore, &dir, log_config, stats, &mut restore).await?;
+        if unreadable > 0 {
+            tracing::warn!(
+                dir = %dir.display(),
+                unreadable,
+                "ignored unreadable producer tags: retries of those batches are not recognised as duplicates"
+            );
+        }
+        let log =
+            Rc::new(log.with_sync_observer(Box::new(move |took| telemetry.metrics().record_fsync(took))));
         glommio::spawn_local(crate::log::run_retention(
             Rc::downgrade(&log),
             config.retention_check_interval,
         ))
         .detach();
-        Ok(BucketState { log })
+        Ok(BucketState { log, producers })
     }
 
     /// Parses, converts and appends one partition batch; opens the bucket first if it is not
@@ -116,7 +161,7 @@ impl Appender {
                 }
             }
         }
-        let Some(bucket) = state.as_ref() else {
+        let Some(bucket) = state.as_mut() else {
             return OwnerResult::Done(Err(AppendError::NotOpen));
         };
         let plan = match self.plan_for(&job.table) {
@@ -124,9 +169,7 @@ impl Appender {
             Err(e) => return OwnerResult::Done(Err(AppendError::Plan(e))),
         };
         let config = &self.config;
-        let append_time_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let append_time_ms = now_ms();
         let batches = match decode_batches(
             job.records.as_ref(),
             config.max_request_size,
@@ -143,6 +186,14 @@ impl Appender {
                 return OwnerResult::Done(Err(AppendError::Batch(rejection)));
             }
         };
+        let idempotent: Vec<ProducerBatch> = batches.iter().filter_map(|b| b.producer).collect();
+        if !idempotent.is_empty() {
+            match bucket.producers.check(&idempotent, append_time_ms) {
+                Ok(Verdict::Append) => {}
+                Ok(Verdict::Duplicate(stored)) => return self.duplicate(bucket, job, stored),
+                Err(e) => return OwnerResult::Done(Err(AppendError::Sequence(e))),
+            }
+        }
         // Decompression and conversion run without awaiting; let other tasks of this core (reads
         // of other connections, group commits) run between the two CPU-heavy steps.
         glommio::yield_if_needed().await;
@@ -151,13 +202,36 @@ impl Appender {
             Err(e) => return OwnerResult::Done(Err(AppendError::Convert(Box::new(e)))),
         };
         let rows = arrow_batch.num_rows() as u64;
-        let appended = match bucket.log.append(&arrow_batch).await {
+        let tag = (!idempotent.is_empty()).then(|| {
+            encode_tag(&StoredTag {
+                append_ms: append_time_ms,
+                batches: batches
+                    .iter()
+                    .map(|b| (b.producer, b.records.len() as u64))
+                    .collect(),
+            })
+        });
+        let tags: Vec<(&str, &str)> = tag.iter().map(|t| (PRODUCERS_KEY, t.as_str())).collect();
+        let appended = match bucket.log.append_tagged(&arrow_batch, &tags).await {
             Ok(appended) => appended,
             Err(e) => {
                 self.log_storage_error(&job.table, format_args!("append failed: {e}"));
                 return OwnerResult::Done(Err(AppendError::Storage(e)));
             }
         };
+        if !idempotent.is_empty() {
+            // The rows are in the log: from now on a retry of these batches is a duplicate.
+            let mut offset = appended.base_offset;
+            let mut stored = Vec::with_capacity(idempotent.len());
+            for batch in &batches {
+                let rows = batch.records.len() as u64;
+                if let (Some(producer), Some(last)) = (batch.producer, rows.checked_sub(1)) {
+                    stored.push((producer, offset, offset + last));
+                }
+                offset += rows;
+            }
+            bucket.producers.record(&stored, append_time_ms);
+        }
         // Counted here, on the owner, once the rows are in the log: refused batches count nothing.
         let telemetry = &self.telemetry;
         telemetry.metrics().record_appended(rows);
@@ -169,7 +243,38 @@ impl Appender {
             log_start_offset: bucket.log.log_start_offset(),
             rows,
         };
-        let must_sync = match config.flush_policy {
+        self.answer(bucket, job, outcome, appended.next_offset)
+    }
+
+    /// A retry of a stored batch: nothing is appended; the answer is the stored batch's base
+    /// offset, and for acks=-1 it waits until that batch is durable (its first append may still
+    /// wait for its group commit).
+    fn duplicate(self: &Rc<Self>, bucket: &BucketState, job: AppendJob, stored: BatchMeta) -> OwnerResult {
+        tracing::debug!(
+            table = %job.table.path(),
+            bucket = job.bucket,
+            base_offset = stored.first_offset,
+            "duplicate idempotent batch (sequences {}..={}) answered with its stored offset",
+            stored.first_seq,
+            stored.last_seq
+        );
+        let outcome = Appended {
+            base_offset: stored.first_offset,
+            log_start_offset: bucket.log.log_start_offset(),
+            rows: 0,
+        };
+        self.answer(bucket, job, outcome, stored.last_offset.saturating_add(1))
+    }
+
+    /// Answers now (acks=0/1) or once rows `[0, durable_end)` are durable.
+    fn answer(
+        self: &Rc<Self>,
+        bucket: &BucketState,
+        job: AppendJob,
+        outcome: Appended,
+        durable_end: u64,
+    ) -> OwnerResult {
+        let must_sync = match self.config.flush_policy {
             FlushPolicy::Always => true,
             FlushPolicy::Ack => job.acks == -1,
             FlushPolicy::Never => false,
@@ -180,7 +285,7 @@ impl Appender {
         let log = bucket.log.clone();
         let (appender, table) = (self.clone(), job.table);
         OwnerResult::AfterSync(Box::pin(async move {
-            match log.sync_to(appended.next_offset).await {
+            match log.sync_to(durable_end).await {
                 Ok(()) => Ok(outcome),
                 Err(e) => {
                     appender.log_storage_error(&table, format_args!("fsync failed: {e}"));
@@ -255,9 +360,11 @@ pub async fn close_bucket(state: BucketState) {
     }
 }
 
-/// One decoded Kafka batch: its timestamp facts and records.
+/// One decoded Kafka batch: its producer fields, timestamp facts and records.
 #[derive(Debug)]
 pub struct DecodedBatch {
+    /// The idempotent producer's id, epoch and sequence range; None without a producer id.
+    pub producer: Option<ProducerBatch>,
     pub timestamp_type: TimestampType,
     pub base_timestamp: i64,
     pub records: Vec<kafluss_protocol::Record>,
@@ -278,12 +385,20 @@ pub fn decode_batches(
     let mut decompress_budget = max_decompressed;
     for batch in RecordBatches::new(bytes) {
         let batch = batch.map_err(BatchRejection::Wire)?;
-        if batch.has_producer_id() || batch.attributes.is_transactional() {
-            return Err(BatchRejection::Idempotent);
+        if batch.attributes.is_transactional() {
+            return Err(BatchRejection::Transactional);
         }
         if batch.attributes.is_control() {
             return Err(BatchRejection::Control);
         }
+        let producer = batch.has_producer_id().then(|| {
+            ProducerBatch::new(
+                batch.producer_id,
+                batch.producer_epoch,
+                batch.base_sequence,
+                batch.last_offset_delta,
+            )
+        });
         let timestamp_type = match batch.attributes.timestamp_type() {
             WireTimestampType::LogAppendTime => TimestampType::LogAppendTime,
             WireTimestampType::CreateTime => TimestampType::CreateTime,
@@ -312,6 +427,7 @@ pub fn decode_batches(
         }
         total_records += records.len();
         decoded.push(DecodedBatch {
+            producer,
             timestamp_type,
             base_timestamp: batch.base_timestamp,
             records,

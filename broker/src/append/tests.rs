@@ -19,6 +19,7 @@ use crate::catalog::model::TableInfo;
 use crate::config::ServerConfig;
 use crate::log::LogRegistry;
 use crate::metrics::Metrics;
+use crate::producer::state::{ProducerBatch, SequenceError};
 use crate::telemetry::CoreTelemetry;
 
 fn run_local<T: 'static>(future: impl std::future::Future<Output = T> + 'static) -> T {
@@ -103,14 +104,16 @@ fn the_pipeline_appends_rows_and_refuses_without_appending() {
             Err(AppendError::Convert(e)) => assert_eq!(e.record_index, 1),
             other => panic!("expected a conversion failure, got {other:?}"),
         }
-        let mut idempotent = RecordBatchBuilder::new(Compression::None).producer(1, 0, 0);
-        idempotent.append(0, None, Some(br#"{"id": 4}"#), &[]);
+        let mut transactional = RecordBatchBuilder::new(Compression::None)
+            .producer(1, 0, 0)
+            .flags(true, false);
+        transactional.append(0, None, Some(br#"{"id": 4}"#), &[]);
         let refused = appender
-            .append(&mut state, job(&table, 1, idempotent.build().unwrap(), 1))
+            .append(&mut state, job(&table, 1, transactional.build().unwrap(), 1))
             .await;
         assert!(matches!(
             outcome_of(refused).await,
-            Err(AppendError::Batch(BatchRejection::Idempotent))
+            Err(AppendError::Batch(BatchRejection::Transactional))
         ));
 
         // acks=-1 answers after group commit, at the next offset: the refusals took none.
@@ -235,11 +238,19 @@ fn decodes_several_batches_and_refuses_what_behaviour_md_refuses() {
         decode_batches(Some(&Bytes::new()), 1 << 20, 1 << 10).unwrap_err(),
         BatchRejection::Empty
     );
-    let mut idempotent = RecordBatchBuilder::new(Compression::None).producer(1, 0, 0);
+    let mut idempotent = RecordBatchBuilder::new(Compression::None).producer(1, 2, 3);
     idempotent.append(0, None, Some(b"x"), &[]);
+    idempotent.append(0, None, Some(b"y"), &[]);
+    let decoded = decode_batches(Some(&idempotent.build().unwrap()), 1 << 20, 1 << 10).unwrap();
+    assert_eq!(decoded[0].producer, Some(ProducerBatch::new(1, 2, 3, 1)));
+    assert_eq!(decoded[0].producer.unwrap().last_seq, 4);
+    let mut transactional = RecordBatchBuilder::new(Compression::None)
+        .producer(1, 0, 0)
+        .flags(true, false);
+    transactional.append(0, None, Some(b"x"), &[]);
     assert_eq!(
-        decode_batches(Some(&idempotent.build().unwrap()), 1 << 20, 1 << 10).unwrap_err(),
-        BatchRejection::Idempotent
+        decode_batches(Some(&transactional.build().unwrap()), 1 << 20, 1 << 10).unwrap_err(),
+        BatchRejection::Transactional
     );
     let mut control = RecordBatchBuilder::new(Compression::None).flags(false, true);
     control.append(0, None, Some(b"x"), &[]);
@@ -269,4 +280,182 @@ fn the_decompression_budget_covers_all_batches_of_a_partition() {
         matches!(err, BatchRejection::Wire(ref e) if e.error_code() == kafluss_protocol::ErrorCode::MessageTooLarge),
         "{err:?}"
     );
+}
+
+fn idempotent(producer_id: i64, epoch: i16, first_seq: i32, ids: &[i64]) -> Bytes {
+    let mut builder = RecordBatchBuilder::new(Compression::Lz4).producer(producer_id, epoch, first_seq);
+    for id in ids {
+        let value = format!(r#"{{"id": {id}, "name": "p"}}"#);
+        builder.append(5, None, Some(value.as_bytes()), &[]);
+    }
+    builder.build().unwrap()
+}
+
+/// The `id` column of every row of `bucket_dir`, in offset order (pyarrow-free: the scan
+/// reader the HTTP scans use).
+fn stored_ids(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<i64> {
+    let table_dir = config.data_dir.join(table.relative_dir());
+    let dir = crate::log::bucket_dir(&table_dir, bucket);
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
+        .collect();
+    names.sort();
+    let mut ids = Vec::new();
+    for path in names {
+        let file = std::fs::File::open(&path).unwrap();
+        let reader = arrow_ipc::reader::StreamReader::try_new(file, None).unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let column = batch
+                .column_by_name("id")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<arrow_array::Int64Array>()
+                .unwrap()
+                .clone();
+            ids.extend(column.iter().map(|v| v.unwrap()));
+        }
+    }
+    ids
+}
+
+#[test]
+fn idempotent_retries_are_answered_with_their_offsets_and_survive_a_reopen() {
+    let (dir, config, table) = fixture();
+    let registry = Arc::new(LogRegistry::new());
+    let _dir = dir;
+    let check = config.clone();
+    let check_table = table.clone();
+    run_local(async move {
+        let appender = appender(&config, &registry);
+        let mut state = None;
+        let plain = batch(&[r#"{"id": 100}"#], Compression::None);
+        assert_eq!(
+            outcome_of(appender.append(&mut state, job(&table, 0, plain, 1)).await)
+                .await
+                .unwrap()
+                .base_offset,
+            0
+        );
+        let first = idempotent(42, 0, 0, &[1, 2]);
+        let stored = outcome_of(
+            appender
+                .append(&mut state, job(&table, 0, first.clone(), -1))
+                .await,
+        )
+        .await
+        .unwrap();
+        assert_eq!((stored.base_offset, stored.rows), (1, 2));
+        let second = idempotent(42, 0, 2, &[3]);
+        let stored2 = outcome_of(
+            appender
+                .append(&mut state, job(&table, 0, second.clone(), 1))
+                .await,
+        )
+        .await
+        .unwrap();
+        assert_eq!(stored2.base_offset, 3);
+
+        // The same batches again: their original offsets, nothing appended (acks=-1 still
+        // answers through group commit).
+        let retried = appender
+            .append(&mut state, job(&table, 0, first.clone(), -1))
+            .await;
+        assert!(matches!(retried, OwnerResult::AfterSync(_)));
+        let retried = outcome_of(retried).await.unwrap();
+        assert_eq!((retried.base_offset, retried.rows), (1, 0));
+        let retried2 = outcome_of(
+            appender
+                .append(&mut state, job(&table, 0, second.clone(), 1))
+                .await,
+        )
+        .await
+        .unwrap();
+        assert_eq!((retried2.base_offset, retried2.rows), (3, 0));
+
+        // A gap, an old epoch and a new epoch not at 0 are refused and append nothing.
+        let gap = appender
+            .append(&mut state, job(&table, 0, idempotent(42, 0, 5, &[9]), 1))
+            .await;
+        assert!(matches!(
+            outcome_of(gap).await,
+            Err(AppendError::Sequence(SequenceError::OutOfOrder {
+                expected: 3,
+                ..
+            }))
+        ));
+        let bumped = appender
+            .append(&mut state, job(&table, 0, idempotent(42, 1, 3, &[9]), 1))
+            .await;
+        assert!(matches!(
+            outcome_of(bumped).await,
+            Err(AppendError::Sequence(SequenceError::NewEpochNotAtZero { .. }))
+        ));
+        // A batch that fails conversion does not advance the sequence.
+        let mut bad = RecordBatchBuilder::new(Compression::None).producer(42, 0, 3);
+        bad.append(5, None, Some(br#"{"id": "not a number"}"#), &[]);
+        let bad = appender
+            .append(&mut state, job(&table, 0, bad.build().unwrap(), 1))
+            .await;
+        assert!(matches!(outcome_of(bad).await, Err(AppendError::Convert(_))));
+        let next = outcome_of(
+            appender
+                .append(&mut state, job(&table, 0, idempotent(42, 0, 3, &[4]), 1))
+                .await,
+        )
+        .await
+        .unwrap();
+        assert_eq!(next.base_offset, 4);
+        // Another bucket knows nothing of producer 42: it starts anywhere there.
+        let mut other_state = None;
+        let other = appender
+            .append(&mut other_state, job(&table, 1, idempotent(42, 0, 7, &[5]), 1))
+            .await;
+        assert_eq!(outcome_of(other).await.unwrap().base_offset, 0);
+        super::pipeline::close_bucket(other_state.take().unwrap()).await;
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+
+        // Reopened by a fresh pipeline (as after a restart), the state comes back from the log.
+        let reopened = self::appender(&config, &Arc::new(LogRegistry::new()));
+        let mut state = None;
+        let retried = outcome_of(reopened.append(&mut state, job(&table, 0, first, -1)).await)
+            .await
+            .unwrap();
+        assert_eq!((retried.base_offset, retried.rows), (1, 0));
+        let producers = state.as_ref().unwrap().producers();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let (epoch, cached) = producers.batches(42, now).expect("rebuilt");
+        let ranges: Vec<_> = cached
+            .iter()
+            .map(|b| (b.first_seq, b.last_seq, b.first_offset))
+            .collect();
+        assert_eq!((epoch, ranges), (0, vec![(0, 1, 1), (2, 2, 3), (3, 3, 4)]));
+        let retried = outcome_of(reopened.append(&mut state, job(&table, 0, second, 1)).await)
+            .await
+            .unwrap();
+        assert_eq!((retried.base_offset, retried.rows), (3, 0));
+        let stale = reopened
+            .append(&mut state, job(&table, 0, idempotent(42, 1, 0, &[6]), 1))
+            .await;
+        let stale = outcome_of(stale).await.unwrap();
+        assert_eq!(
+            (stale.base_offset, stale.rows),
+            (5, 1),
+            "a new epoch at 0 is taken"
+        );
+        let stale = reopened
+            .append(&mut state, job(&table, 0, idempotent(42, 0, 4, &[7]), 1))
+            .await;
+        assert!(matches!(
+            outcome_of(stale).await,
+            Err(AppendError::Sequence(SequenceError::StaleEpoch { .. }))
+        ));
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+    });
+    assert_eq!(stored_ids(&check, &check_table, 0), vec![100, 1, 2, 3, 4, 6]);
 }

@@ -162,7 +162,11 @@ fn temp_path(path: &Path) -> PathBuf {
 }
 
 /// Write temp, fsync, rename, fsync the directory. `crash_at` stops early (tests).
-fn write_atomically(path: &Path, bytes: &[u8], crash_at: Option<WriteStage>) -> Result<(), StoreError> {
+pub(crate) fn write_atomically(
+    path: &Path,
+    bytes: &[u8],
+    crash_at: Option<WriteStage>,
+) -> Result<(), StoreError> {
     let temp = temp_path(path);
     let io_error = |action, path: &Path| {
         let path = path.to_path_buf();

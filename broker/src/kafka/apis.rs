@@ -9,8 +9,9 @@
 //! - zstd needs Fetch v10 (with Produce v7), lz4 needs FindCoordinator v0: without them it
 //!   silently sends lz4/zstd-configured batches uncompressed.
 //!
-//! A Fetch or FindCoordinator request closes the connection with a log line: producers with
-//! `enable.idempotence=false` send neither.
+//! A Fetch or FindCoordinator request closes the connection with a log line: producers send
+//! neither (idempotent ones ask InitProducerId, which is served; only transactional producers
+//! look up a coordinator, and transactions are not supported).
 
 use kafluss_protocol::ApiKey;
 
@@ -24,6 +25,8 @@ pub enum Handler {
     ApiVersions,
     SaslHandshake,
     SaslAuthenticate,
+    /// `init_producer_id.rs`: producer ids for idempotent producers.
+    InitProducerId,
     /// Advertised for librdkafka's feature detection, never served: closes the connection.
     NotServed,
     /// Not advertised; answered by `unsupported.rs` with its own response.
@@ -64,7 +67,7 @@ const fn api(
 
 /// Every API this server answers or advertises. The counted ones come first, in the order
 /// their series are rendered.
-pub const APIS: [Api; 9] = [
+pub const APIS: [Api; 10] = [
     api(ApiKey::PRODUCE, "produce", Some((0, 12)), Handler::Produce, true),
     api(
         ApiKey::METADATA,
@@ -92,6 +95,13 @@ pub const APIS: [Api; 9] = [
         "sasl_authenticate",
         Some((0, 2)),
         Handler::SaslAuthenticate,
+        true,
+    ),
+    api(
+        ApiKey::INIT_PRODUCER_ID,
+        "init_producer_id",
+        Some((0, 5)),
+        Handler::InitProducerId,
         true,
     ),
     api(
@@ -193,6 +203,7 @@ mod tests {
                 (10, 0, 0),
                 (17, 0, 1),
                 (18, 0, 4),
+                (22, 0, 5),
                 (36, 0, 2)
             ]
         );
@@ -211,6 +222,7 @@ mod tests {
                 "api_versions",
                 "sasl_handshake",
                 "sasl_authenticate",
+                "init_producer_id",
                 "create_topics",
                 "delete_topics",
                 "other"

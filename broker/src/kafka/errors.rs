@@ -3,6 +3,7 @@
 //! Everything else refuses with a typed rejection (a `thiserror` type keeping its cause):
 //! [`AppendError`] and [`BatchRejection`] from the append pipeline, [`TopicError`] from the
 //! catalog, [`RequestRejection`] and [`PartitionRejection`] from the Produce checks,
+//! [`SequenceError`] from the idempotent-producer state, [`InitProducerIdRejection`],
 //! [`TopicLookupRejection`] from Metadata, [`SaslErrorCode`] from the SASL state machine. Each
 //! implements [`KafkaCode`] here, so the mapping of behaviour.md's tables lives in one file.
 
@@ -11,6 +12,8 @@ use kafluss_protocol::ErrorCode;
 
 use crate::append::{AppendError, BatchRejection};
 use crate::catalog::resolve::TopicError;
+use crate::producer::ids::ProducerIdError;
+use crate::producer::state::SequenceError;
 
 /// Longest error message a response carries (behaviour.md: ≤ 1 KiB each).
 pub const MAX_ERROR_MESSAGE: usize = 1024;
@@ -69,8 +72,25 @@ impl KafkaCode for BatchRejection {
         match self {
             BatchRejection::Empty => ErrorCode::InvalidRecord,
             BatchRejection::Wire(error) => error.error_code(),
-            BatchRejection::Idempotent | BatchRejection::Control => ErrorCode::InvalidRequest,
+            BatchRejection::Transactional | BatchRejection::Control => ErrorCode::InvalidRequest,
             BatchRejection::RecordTooLarge { .. } => ErrorCode::MessageTooLarge,
+        }
+    }
+}
+
+/// behaviour.md "Idempotent producers", as Kafka's broker answers (`ProducerAppendInfo`): an
+/// older epoch is INVALID_PRODUCER_EPOCH (not the fatal PRODUCER_FENCED, since Kafka 2.7), a
+/// gap or a new epoch not starting at 0 is OUT_OF_ORDER_SEQUENCE_NUMBER, a negative epoch or
+/// base sequence is INVALID_RECORD (Kafka's `LogValidator`). An unknown producer is never
+/// refused (no UNKNOWN_PRODUCER_ID: Kafka ≥ 2.5 accepts it at any sequence, KIP-360).
+impl KafkaCode for SequenceError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            SequenceError::StaleEpoch { .. } => ErrorCode::InvalidProducerEpoch,
+            SequenceError::OutOfOrder { .. } | SequenceError::NewEpochNotAtZero { .. } => {
+                ErrorCode::OutOfOrderSequenceNumber
+            }
+            SequenceError::Invalid { .. } => ErrorCode::InvalidRecord,
         }
     }
 }
@@ -81,6 +101,7 @@ impl KafkaCode for AppendError {
     fn code(&self) -> ErrorCode {
         match self {
             AppendError::Batch(rejection) => rejection.code(),
+            AppendError::Sequence(error) => error.code(),
             // A record that does not convert: INVALID_RECORD with its `record_errors` entry.
             AppendError::Convert(_) => ErrorCode::InvalidRecord,
             AppendError::Plan(_) => ErrorCode::InvalidTopicException,
@@ -101,9 +122,7 @@ impl KafkaCode for AppendError {
 pub enum RequestRejection {
     #[error("Produce v0-2 (message sets of magic 0/1) is not supported: record batches (magic 2, Produce v3+) are")]
     LegacyVersion,
-    #[error(
-        "transactions are not supported: set enable.idempotence=false and do not use a transactional.id"
-    )]
+    #[error("transactions are not supported: do not set transactional.id (idempotent producers need none)")]
     Transactional,
     #[error("acks must be -1 (all), 0 or 1")]
     InvalidAcks,
@@ -151,6 +170,49 @@ impl KafkaCode for PartitionRejection {
             PartitionRejection::NegativePartition(_) => ErrorCode::InvalidRequest,
             PartitionRejection::NoSuchPartition { .. } => ErrorCode::UnknownTopicOrPartition,
             PartitionRejection::NotAuthorized { .. } => ErrorCode::TopicAuthorizationFailed,
+        }
+    }
+}
+
+/// An InitProducerId request that gets no producer id.
+#[derive(Debug, thiserror::Error)]
+pub enum InitProducerIdRejection {
+    #[error(
+        "transactions are not supported: only idempotent producers (no transactional.id) get a producer id"
+    )]
+    Transactional,
+    #[error("{principal} may not WRITE to any table, database or the cluster")]
+    NotAuthorized { principal: String },
+    #[error("{0}")]
+    Ids(#[source] ProducerIdError),
+}
+
+impl InitProducerIdRejection {
+    /// The key the refusal's log line is rate-limited under.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            InitProducerIdRejection::Transactional => "transactional",
+            InitProducerIdRejection::NotAuthorized { .. } => "not authorized",
+            InitProducerIdRejection::Ids(_) => "producer ids",
+        }
+    }
+}
+
+/// behaviour.md "Idempotent producers". A transactional id gets INVALID_TRANSACTION_TIMEOUT:
+/// the InitProducerId response has no message field, so the code alone must stop the client,
+/// and it is one that all three reference clients treat as fatal for InitProducerId (Java
+/// kafka-clients `TransactionManager.InitProducerIdHandler`: any non-retriable code it does not
+/// list is fatal, while since 3.3 it retries TRANSACTIONAL_ID_AUTHORIZATION_FAILED and
+/// CLUSTER_AUTHORIZATION_FAILED; librdkafka `rd_kafka_idemp_check_error`: fatal; franz-go
+/// `doInitProducerID`: non-retriable, kept as the producer's error). The server logs that
+/// transactions are not supported. Ids that cannot be reserved (the data dir cannot be
+/// written) are KAFKA_STORAGE_ERROR, which clients retry.
+impl KafkaCode for InitProducerIdRejection {
+    fn code(&self) -> ErrorCode {
+        match self {
+            InitProducerIdRejection::Transactional => ErrorCode::InvalidTransactionTimeout,
+            InitProducerIdRejection::NotAuthorized { .. } => ErrorCode::ClusterAuthorizationFailed,
+            InitProducerIdRejection::Ids(_) => ErrorCode::KafkaStorageError,
         }
     }
 }
@@ -244,10 +306,11 @@ mod tests {
             BatchRejection::Wire(RecordBatchError::LegacyMagic(1)).code(),
             ErrorCode::UnsupportedForMessageFormat
         );
-        assert_eq!(BatchRejection::Idempotent.code(), ErrorCode::InvalidRequest);
-        assert!(BatchRejection::Idempotent
+        assert_eq!(BatchRejection::Transactional.code(), ErrorCode::InvalidRequest);
+        assert!(BatchRejection::Transactional
             .to_string()
-            .contains("enable.idempotence=false"));
+            .contains("transactional batches are not supported"));
+        assert!(!BatchRejection::Control.to_string().contains("idempotence"));
         assert_eq!(
             BatchRejection::RecordTooLarge { size: 2, limit: 1 }.code(),
             ErrorCode::MessageTooLarge

@@ -4,14 +4,15 @@
 //!
 //! [`dispatch`] takes a frame from the connection: raw SASL token or request header → SASL
 //! gate → the registry's handler for the API. Handlers answer synchronously when they can
-//! (ApiVersions, Metadata, SASL); Produce hands its partitions to their owner cores before
-//! `dispatch` returns (so request order is append order) and answers later.
+//! (ApiVersions, Metadata, SASL, InitProducerId); Produce hands its partitions to their owner
+//! cores before `dispatch` returns (so request order is append order) and answers later.
 
 pub mod api_versions;
 pub mod apis;
 pub mod connection;
 pub mod context;
 pub mod errors;
+pub mod init_producer_id;
 pub mod metadata;
 pub mod produce;
 pub mod sasl;
@@ -192,6 +193,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, frame: Bytes) -> Dispatch
         Handler::ApiVersions => api_versions::handle(&header, body),
         Handler::Metadata => metadata::handle(context, &header, body),
         Handler::SaslHandshake => sasl::handshake(context, &header, body),
+        Handler::InitProducerId => init_producer_id::handle(context, &header, body),
         Handler::Unsupported => unsupported::handle(&header, body),
     };
     match result {

@@ -25,7 +25,7 @@ use super::error::LogError;
 use super::file::{GlommioStore, SegmentFile, SegmentStore};
 use super::group_commit::CommitState;
 use super::recovery::{recover, Recovered};
-use super::segment::{segment_path, END_OF_STREAM};
+use super::segment::{segment_path, VisitedBatch, END_OF_STREAM};
 use super::{AppendOutcome, BucketStats, FlushPolicy, LogConfig};
 
 /// A segment that is no longer appended to (or the active one, for its bookkeeping).
@@ -98,13 +98,26 @@ impl<S: SegmentStore> BucketLog<S> {
         config: LogConfig,
         stats: Arc<BucketStats>,
     ) -> Result<Self, LogError> {
+        Self::open_visiting(store, dir, config, stats, &mut |_, _| {}).await
+    }
+
+    /// [`BucketLog::open_with_store`], showing `visit` every batch recovery keeps, oldest
+    /// first, with the offset of its first row: how the layer above rebuilds what it stored
+    /// in the batches' tags ([`BucketLog::append_tagged`]).
+    pub async fn open_visiting(
+        store: S,
+        dir: &Path,
+        config: LogConfig,
+        stats: Arc<BucketStats>,
+        visit: &mut dyn FnMut(u64, &VisitedBatch<'_>),
+    ) -> Result<Self, LogError> {
         let Recovered {
             closed,
             active,
             active_last_append,
             next_offset,
             log_start_offset,
-        } = recover(&store, dir).await?;
+        } = recover(&store, dir, visit).await?;
         stats.log_start_offset.store(log_start_offset, Ordering::Release);
         stats.next_offset.store(next_offset, Ordering::Release);
         stats.opened.store(true, Ordering::Release);
@@ -227,9 +240,20 @@ impl<S: SegmentStore> BucketLog<S> {
     /// the segment file (page cache): what acks=1 waits for. With `log.flush.policy=always` it
     /// is also fsync'd. On error nothing of the batch is visible.
     pub async fn append(&self, batch: &RecordBatch) -> Result<AppendOutcome, LogError> {
+        self.append_tagged(batch, &[]).await
+    }
+
+    /// [`BucketLog::append`], storing `tags` as custom-metadata pairs of the batch's IPC
+    /// message (beside its checksum); recovery shows them to [`BucketLog::open_visiting`]'s
+    /// visitor. Readers that do not know them (pyarrow, arrow-rs) ignore them.
+    pub async fn append_tagged(
+        &self,
+        batch: &RecordBatch,
+        tags: &[(&str, &str)],
+    ) -> Result<AppendOutcome, LogError> {
         let outcome = {
             let _permit = self.exclusive().await?;
-            self.append_locked(batch).await?
+            self.append_locked(batch, tags).await?
         };
         if self.config.flush_policy == FlushPolicy::Always {
             self.sync_to(outcome.next_offset).await?;
@@ -237,7 +261,11 @@ impl<S: SegmentStore> BucketLog<S> {
         Ok(outcome)
     }
 
-    async fn append_locked(&self, batch: &RecordBatch) -> Result<AppendOutcome, LogError> {
+    async fn append_locked(
+        &self,
+        batch: &RecordBatch,
+        tags: &[(&str, &str)],
+    ) -> Result<AppendOutcome, LogError> {
         self.check_not_failed()?;
         let base_offset = self.state.borrow().next_offset;
         let rows = batch.num_rows() as u64;
@@ -284,7 +312,7 @@ impl<S: SegmentStore> BucketLog<S> {
             let bytes = std::mem::replace(active.encoder.get_mut(), Vec::with_capacity(capacity));
             // The encoder writes into its own Vec only; dropping those bytes undoes a failure.
             encoded?;
-            let bytes = super::checksum::seal(&bytes)?;
+            let bytes = super::checksum::seal_with(&bytes, tags)?;
             (active.file.clone(), active.len, bytes)
         };
         let written = bytes.len() as u64;

@@ -33,6 +33,12 @@ pub struct SealError(&'static str);
 /// Re-frames one encoded record-batch message (`0xFFFFFFFF`, metadata length, metadata, body)
 /// with the CRC32C of its body in its metadata. The body bytes are unchanged.
 pub fn seal(message: &[u8]) -> Result<Vec<u8>, SealError> {
+    seal_with(message, &[])
+}
+
+/// [`seal`], with `tags` as further custom-metadata pairs of the message (after the checksum):
+/// what the log's writer stores about a batch besides its rows (`BucketLog::append_tagged`).
+pub fn seal_with(message: &[u8], tags: &[(&str, &str)]) -> Result<Vec<u8>, SealError> {
     if message.len() < 8 || message[..4] != CONTINUATION {
         return Err(SealError("no continuation marker"));
     }
@@ -90,7 +96,19 @@ pub fn seal(message: &[u8]) -> Result<Vec<u8>, SealError> {
             value: Some(value),
         },
     );
-    let custom_metadata = fbb.create_vector(&[pair]);
+    let mut pairs = vec![pair];
+    for (key, value) in tags {
+        let key = fbb.create_string(key);
+        let value = fbb.create_string(value);
+        pairs.push(KeyValue::create(
+            &mut fbb,
+            &KeyValueArgs {
+                key: Some(key),
+                value: Some(value),
+            },
+        ));
+    }
+    let custom_metadata = fbb.create_vector(&pairs);
     let root = Message::create(
         &mut fbb,
         &MessageArgs {
@@ -116,17 +134,24 @@ pub fn seal(message: &[u8]) -> Result<Vec<u8>, SealError> {
 /// The body checksum a message's metadata declares: None when it has none (written before
 /// checksums), `Err` when the value is not 8 hex digits.
 pub fn body_checksum(message: &Message<'_>) -> Option<Result<u32, String>> {
-    let pairs = message.custom_metadata()?;
-    let value = pairs
-        .iter()
-        .find(|pair| pair.key() == Some(CHECKSUM_KEY))?
-        .value()
-        .unwrap_or_default();
+    let value = custom_value(message, CHECKSUM_KEY)?;
     Some(if value.len() == 8 {
         u32::from_str_radix(value, 16).map_err(|_| format!("unreadable checksum {value:?}"))
     } else {
         Err(format!("unreadable checksum {value:?}"))
     })
+}
+
+/// The value of custom-metadata `key` of a message (`""` when the pair has no value).
+pub fn custom_value<'a>(message: &Message<'a>, key: &str) -> Option<&'a str> {
+    let pairs = message.custom_metadata()?;
+    Some(
+        pairs
+            .iter()
+            .find(|pair| pair.key() == Some(key))?
+            .value()
+            .unwrap_or_default(),
+    )
 }
 
 /// A batch that fails its checksum, as the source of the `InvalidData` error a

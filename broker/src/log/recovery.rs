@@ -19,7 +19,9 @@ use std::time::SystemTime;
 use super::appender::{encoder_for, ActiveSegment, SegmentInfo};
 use super::error::LogError;
 use super::file::{SegmentFile, SegmentStore};
-use super::segment::{parse_segment_file_name, scan_segment, segment_path, SEGMENT_SUFFIX};
+use super::segment::{
+    parse_segment_file_name, scan_segment_visiting, segment_path, VisitedBatch, SEGMENT_SUFFIX,
+};
 
 /// What recovery found.
 pub(super) struct Recovered<F> {
@@ -30,7 +32,14 @@ pub(super) struct Recovered<F> {
     pub log_start_offset: u64,
 }
 
-pub(super) async fn recover<S: SegmentStore>(store: &S, dir: &Path) -> Result<Recovered<S::File>, LogError> {
+/// Recovers `dir`; `visit` sees every complete batch that stays in the log, with the bucket
+/// offset of its first row (batches of a torn tail that is cut are not visited; when recovery
+/// fails, what was visited means nothing).
+pub(super) async fn recover<S: SegmentStore>(
+    store: &S,
+    dir: &Path,
+    visit: &mut dyn FnMut(u64, &VisitedBatch<'_>),
+) -> Result<Recovered<S::File>, LogError> {
     store
         .create_dir_all(dir)
         .await
@@ -54,9 +63,11 @@ pub(super) async fn recover<S: SegmentStore>(store: &S, dir: &Path) -> Result<Re
             .open(&path)
             .await
             .map_err(|e| LogError::io(&path, "open", e))?;
-        let scan = scan_segment(&file, true)
-            .await
-            .map_err(|e| LogError::io(&path, "read", e))?;
+        let scan = scan_segment_visiting(&file, true, &mut |batch| {
+            visit(base_offset.saturating_add(batch.first_row), batch)
+        })
+        .await
+        .map_err(|e| LogError::io(&path, "read", e))?;
         let last_append = store
             .modified(&path)
             .await

@@ -107,6 +107,26 @@ async fn check_body<F: SegmentFile>(
 /// tail like any other (it may be the unsynced end of a crash), one with complete messages
 /// after it is `damaged`. Without `verify` bodies are skipped unread.
 pub async fn scan_segment<F: SegmentFile>(file: &F, verify: bool) -> std::io::Result<SegmentScan> {
+    scan_segment_visiting(file, verify, &mut |_| {}).await
+}
+
+/// What the framing walk shows a visitor of one complete record-batch message.
+pub struct VisitedBatch<'a> {
+    /// Rows of the segment before this batch (its first row's index in the segment).
+    pub first_row: u64,
+    pub rows: u64,
+    /// The message's metadata, custom metadata included.
+    pub message: &'a arrow_ipc::Message<'a>,
+}
+
+/// [`scan_segment`], calling `visit` with every complete record-batch message that passed its
+/// checks (in file order; a torn or damaged message is not visited). Recovery reads the tags the
+/// writer stored with each batch this way, without reading a body twice.
+pub async fn scan_segment_visiting<F: SegmentFile>(
+    file: &F,
+    verify: bool,
+    visit: &mut dyn FnMut(&VisitedBatch<'_>),
+) -> std::io::Result<SegmentScan> {
     let file_len = file.size().await?;
     let mut scan = SegmentScan {
         schema: None,
@@ -191,7 +211,14 @@ pub async fn scan_segment<F: SegmentFile>(file: &F, verify: bool) -> std::io::Re
                 }
                 let rows = message.header_as_record_batch().map(|batch| batch.length());
                 match rows.and_then(|rows| u64::try_from(rows).ok()) {
-                    Some(rows) => scan.rows += rows,
+                    Some(rows) => {
+                        visit(&VisitedBatch {
+                            first_row: scan.rows,
+                            rows,
+                            message: &message,
+                        });
+                        scan.rows += rows;
+                    }
                     None => return Ok(scan.torn(format!("invalid record batch length at byte {pos}"))),
                 }
             }

@@ -21,6 +21,7 @@ use crate::catalog::ddl::Catalog;
 use crate::config::ServerConfig;
 use crate::log::LogRegistry;
 use crate::metrics::Metrics;
+use crate::producer::ids::ProducerIds;
 
 /// Capacity of each mesh channel between two cores, in jobs.
 pub const MESH_CAPACITY: usize = 256;
@@ -46,6 +47,8 @@ pub struct Runtime {
     pub log_stats: Arc<LogRegistry>,
     /// Failed logins slow the next attempts of their address and user (SASL and HTTP Basic).
     pub login_throttle: Arc<kafluss_auth::LoginThrottle>,
+    /// Idempotent producers' ids, node-wide (InitProducerId on any core).
+    pub producer_ids: Arc<ProducerIds>,
 }
 
 impl Runtime {

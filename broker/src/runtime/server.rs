@@ -26,6 +26,7 @@ use crate::catalog::model::TableInfo;
 use crate::config::ServerConfig;
 use crate::log::LogRegistry;
 use crate::metrics::Metrics;
+use crate::producer::ids::ProducerIds;
 
 /// A start-up failure, printed by `main` before exiting non-zero.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +50,8 @@ pub enum ServerError {
     },
     #[error("catalog: {0}")]
     Catalog(#[source] CatalogError),
+    #[error("producer ids: {0}")]
+    ProducerIds(#[source] crate::producer::ids::ProducerIdError),
     #[error("admin server: listener {listener}: {source}")]
     Admin {
         listener: String,
@@ -253,6 +256,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         security,
         log_stats: log_stats.clone(),
         login_throttle: Arc::new(kafluss_auth::LoginThrottle::new(config.login_throttle)),
+        producer_ids: Arc::new(ProducerIds::open(&config.data_dir).map_err(ServerError::ProducerIds)?),
     };
 
     // Kafka listeners: concrete addresses, reserved by probes until the cores have bound.

@@ -1,0 +1,682 @@
+//! The idempotent-producer state of one bucket, on its owner core: for every producer id its
+//! epoch and the last [`BATCHES_TO_RETAIN`] batches' sequence ranges and offsets (Kafka's
+//! `ProducerStateEntry`). [`ProducerStates::check`] decides, before anything is appended,
+//! whether a job's batches are new, a duplicate of a cached batch, or refused
+//! (`ProducerAppendInfo.checkSequence`); [`ProducerStates::record`] updates the state once the
+//! rows are in the log. Nothing changes for a job that is refused or fails to convert.
+//!
+//! Rules, as Kafka's broker (3.x/4.x) applies them to client appends:
+//! - a batch whose epoch and exact (first, last) sequence match a cached batch is a duplicate:
+//!   not appended again, answered with the cached batch's base offset and no error;
+//! - an epoch older than the producer's current one: [`SequenceError::StaleEpoch`];
+//! - a newer epoch must start at sequence 0 ([`SequenceError::NewEpochNotAtZero`]) and clears
+//!   the cached batches;
+//! - the same epoch must continue at last sequence + 1 (0 after `i32::MAX`), else
+//!   [`SequenceError::OutOfOrder`];
+//! - an unknown producer (never seen, expired or evicted) is accepted at any sequence: Kafka
+//!   ≥ 2.5 no longer answers UNKNOWN_PRODUCER_ID for it either (KIP-360).
+//!
+//! Memory is bounded: an entry expires `kafka.producer.id.expiration` after its last append
+//! (checked lazily, when the producer is looked up or a new one must make room), and at most
+//! `kafka.producer.max-per-bucket` producers are kept; a new one evicts the expired ones, then
+//! the one idle longest. There is no timer.
+//!
+//! Durability: each stored batch carries a tag ([`encode_tag`], custom metadata key
+//! [`PRODUCERS_KEY`] of its Arrow IPC message) with the append time and, per Kafka batch of
+//! the job, (producer id, epoch, first seq, last seq, rows). Recovery hands every tag to
+//! [`ProducerStates::restore`], which replays the ones younger than the expiration.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+/// Batches remembered per producer (Kafka's `NUM_BATCHES_TO_RETAIN`; clients keep at most 5
+/// requests in flight per connection when idempotent).
+pub const BATCHES_TO_RETAIN: usize = 5;
+
+/// The custom-metadata key of a stored batch's producer tag.
+pub const PRODUCERS_KEY: &str = "kafluss.producers";
+
+/// `kafka.producer.id.expiration` default: 1 day, as Kafka's `producer.id.expiration.ms`.
+pub const DEFAULT_EXPIRATION: Duration = Duration::from_secs(24 * 3600);
+
+/// `kafka.producer.max-per-bucket` default.
+pub const DEFAULT_MAX_PER_BUCKET: usize = 1000;
+
+/// The epoch of a producer with no state.
+const NO_EPOCH: i16 = -1;
+
+/// `sequence + by`, wrapping from `i32::MAX` to 0 (Kafka's `DefaultRecordBatch.incrementSequence`).
+pub fn increment_sequence(sequence: i32, by: i32) -> i32 {
+    if sequence > i32::MAX - by {
+        by - (i32::MAX - sequence) - 1
+    } else {
+        sequence + by
+    }
+}
+
+/// The producer fields of one Kafka record batch with a producer id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerBatch {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub first_seq: i32,
+    pub last_seq: i32,
+}
+
+impl ProducerBatch {
+    /// From the wire fields; `last_offset_delta` is the batch's record count - 1.
+    pub fn new(producer_id: i64, epoch: i16, base_sequence: i32, last_offset_delta: i32) -> Self {
+        let last_seq = if base_sequence < 0 || last_offset_delta < 0 {
+            base_sequence
+        } else {
+            increment_sequence(base_sequence, last_offset_delta)
+        };
+        Self {
+            producer_id,
+            epoch,
+            first_seq: base_sequence,
+            last_seq,
+        }
+    }
+}
+
+/// A stored batch of a producer: its sequence range and the offsets its rows got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchMeta {
+    pub first_seq: i32,
+    pub last_seq: i32,
+    pub first_offset: u64,
+    pub last_offset: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    epoch: i16,
+    /// Oldest first, at most [`BATCHES_TO_RETAIN`].
+    batches: VecDeque<BatchMeta>,
+    /// Wall-clock milliseconds of the producer's last append to this bucket.
+    last_append_ms: i64,
+}
+
+/// What to do with a job whose batches passed [`ProducerStates::check`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// New batches: append them, then [`ProducerStates::record`].
+    Append,
+    /// A retry of this stored batch: answer with its base offset, append nothing.
+    Duplicate(BatchMeta),
+}
+
+/// Why an idempotent batch is refused (the Kafka code is chosen in `kafka::errors`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SequenceError {
+    #[error("producer {producer_id}: epoch {epoch} is older than the current epoch {current}")]
+    StaleEpoch {
+        producer_id: i64,
+        epoch: i16,
+        current: i16,
+    },
+    #[error("producer {producer_id}: out of order sequence number {first_seq} (epoch {epoch}); the next expected is {expected}")]
+    OutOfOrder {
+        producer_id: i64,
+        epoch: i16,
+        first_seq: i32,
+        expected: i32,
+    },
+    #[error("producer {producer_id}: the new epoch {epoch} (current {current}) must start at sequence 0, not {first_seq}")]
+    NewEpochNotAtZero {
+        producer_id: i64,
+        epoch: i16,
+        current: i16,
+        first_seq: i32,
+    },
+    #[error("producer {producer_id}: invalid epoch {epoch} or base sequence {first_seq}")]
+    Invalid {
+        producer_id: i64,
+        epoch: i16,
+        first_seq: i32,
+    },
+}
+
+/// The limits of [`ProducerStates`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerLimits {
+    /// `kafka.producer.id.expiration`.
+    pub expiration: Duration,
+    /// `kafka.producer.max-per-bucket`.
+    pub max_producers: usize,
+}
+
+impl Default for ProducerLimits {
+    fn default() -> Self {
+        Self {
+            expiration: DEFAULT_EXPIRATION,
+            max_producers: DEFAULT_MAX_PER_BUCKET,
+        }
+    }
+}
+
+/// The producer state of one bucket.
+#[derive(Debug)]
+pub struct ProducerStates {
+    entries: HashMap<i64, Entry>,
+    limits: ProducerLimits,
+}
+
+impl ProducerStates {
+    pub fn new(limits: ProducerLimits) -> Self {
+        Self {
+            entries: HashMap::new(),
+            limits,
+        }
+    }
+
+    /// Producers with state (expired ones not yet dropped included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn expired(&self, entry: &Entry, now_ms: i64) -> bool {
+        let expiration = i64::try_from(self.limits.expiration.as_millis()).unwrap_or(i64::MAX);
+        now_ms.saturating_sub(entry.last_append_ms) >= expiration
+    }
+
+    /// The state of `producer_id` unless it expired.
+    fn live(&self, producer_id: i64, now_ms: i64) -> Option<&Entry> {
+        self.entries
+            .get(&producer_id)
+            .filter(|entry| !self.expired(entry, now_ms))
+    }
+
+    /// The epoch and cached batches of `producer_id` (tests and diagnostics).
+    pub fn batches(&self, producer_id: i64, now_ms: i64) -> Option<(i16, Vec<BatchMeta>)> {
+        self.live(producer_id, now_ms)
+            .map(|entry| (entry.epoch, entry.batches.iter().copied().collect()))
+    }
+
+    /// Checks a job's idempotent batches, in order, against the state; changes nothing. The
+    /// first batch that duplicates a cached one makes the whole job a duplicate (as Kafka).
+    pub fn check(&self, batches: &[ProducerBatch], now_ms: i64) -> Result<Verdict, SequenceError> {
+        // (producer id, epoch, last seq) of the job's earlier batches.
+        let mut pending: Vec<(i64, i16, i32)> = Vec::new();
+        for batch in batches {
+            if batch.epoch < 0 || batch.first_seq < 0 {
+                return Err(SequenceError::Invalid {
+                    producer_id: batch.producer_id,
+                    epoch: batch.epoch,
+                    first_seq: batch.first_seq,
+                });
+            }
+            let entry = self.live(batch.producer_id, now_ms);
+            if let Some(entry) = entry.filter(|entry| entry.epoch == batch.epoch) {
+                let duplicate = entry
+                    .batches
+                    .iter()
+                    .find(|m| m.first_seq == batch.first_seq && m.last_seq == batch.last_seq);
+                if let Some(meta) = duplicate {
+                    return Ok(Verdict::Duplicate(*meta));
+                }
+            }
+            let stored_epoch = entry.map_or(NO_EPOCH, |entry| entry.epoch);
+            let (epoch, last_seq) = match pending.iter().rev().find(|p| p.0 == batch.producer_id) {
+                Some(&(_, epoch, last_seq)) => (epoch, Some(last_seq)),
+                None => (
+                    stored_epoch,
+                    entry.and_then(|entry| entry.batches.back()).map(|m| m.last_seq),
+                ),
+            };
+            if batch.epoch < epoch {
+                return Err(SequenceError::StaleEpoch {
+                    producer_id: batch.producer_id,
+                    epoch: batch.epoch,
+                    current: epoch,
+                });
+            }
+            if batch.epoch != epoch {
+                if batch.first_seq != 0 && epoch != NO_EPOCH {
+                    return Err(SequenceError::NewEpochNotAtZero {
+                        producer_id: batch.producer_id,
+                        epoch: batch.epoch,
+                        current: epoch,
+                        first_seq: batch.first_seq,
+                    });
+                }
+            } else if stored_epoch != NO_EPOCH {
+                // Without stored state (a producer new to this bucket) any sequence is taken.
+                let expected = last_seq.map_or(0, |last| increment_sequence(last, 1));
+                if batch.first_seq != expected {
+                    return Err(SequenceError::OutOfOrder {
+                        producer_id: batch.producer_id,
+                        epoch: batch.epoch,
+                        first_seq: batch.first_seq,
+                        expected,
+                    });
+                }
+            }
+            pending.push((batch.producer_id, batch.epoch, batch.last_seq));
+        }
+        Ok(Verdict::Append)
+    }
+
+    /// Remembers appended batches: each with the offsets of its first and last row.
+    pub fn record(&mut self, batches: &[(ProducerBatch, u64, u64)], now_ms: i64) {
+        for &(batch, first_offset, last_offset) in batches {
+            let fresh = self.live(batch.producer_id, now_ms).is_none();
+            if fresh {
+                self.entries.remove(&batch.producer_id);
+                self.make_room(now_ms);
+            }
+            let entry = self.entries.entry(batch.producer_id).or_insert_with(|| Entry {
+                epoch: batch.epoch,
+                batches: VecDeque::with_capacity(BATCHES_TO_RETAIN),
+                last_append_ms: now_ms,
+            });
+            if entry.epoch != batch.epoch {
+                entry.batches.clear();
+                entry.epoch = batch.epoch;
+            }
+            if entry.batches.len() == BATCHES_TO_RETAIN {
+                entry.batches.pop_front();
+            }
+            entry.batches.push_back(BatchMeta {
+                first_seq: batch.first_seq,
+                last_seq: batch.last_seq,
+                first_offset,
+                last_offset,
+            });
+            entry.last_append_ms = entry.last_append_ms.max(now_ms);
+        }
+    }
+
+    /// Before a new producer is added: drop the expired ones, then, while still full, the one
+    /// whose last append is oldest. O(producers), only when a new producer arrives at a full
+    /// table.
+    fn make_room(&mut self, now_ms: i64) {
+        if self.entries.len() < self.limits.max_producers {
+            return;
+        }
+        let expiration = i64::try_from(self.limits.expiration.as_millis()).unwrap_or(i64::MAX);
+        self.entries
+            .retain(|_, entry| now_ms.saturating_sub(entry.last_append_ms) < expiration);
+        while self.entries.len() >= self.limits.max_producers.max(1) {
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(id, entry)| (entry.last_append_ms, **id))
+                .map(|(id, _)| *id);
+            match oldest {
+                Some(id) => {
+                    self.entries.remove(&id);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Replays one stored batch's tag (recovery, in log order): `base_offset` is the offset of
+    /// its first row. Tags older than the expiration (against `now_ms`) are skipped.
+    pub fn restore(&mut self, base_offset: u64, tag: &StoredTag, now_ms: i64) {
+        let expiration = i64::try_from(self.limits.expiration.as_millis()).unwrap_or(i64::MAX);
+        if now_ms.saturating_sub(tag.append_ms) >= expiration {
+            return;
+        }
+        let mut offset = base_offset;
+        let mut appended = Vec::with_capacity(tag.batches.len());
+        for &(batch, rows) in &tag.batches {
+            if rows == 0 {
+                continue;
+            }
+            let last = offset.saturating_add(rows - 1);
+            if let Some(batch) = batch {
+                appended.push((batch, offset, last));
+            }
+            offset = last.saturating_add(1);
+        }
+        self.record(&appended, tag.append_ms);
+    }
+}
+
+/// A stored batch's producer tag: when it was appended and, per Kafka batch of the job in
+/// order, its producer fields (None for a batch without a producer id) and row count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTag {
+    pub append_ms: i64,
+    pub batches: Vec<(Option<ProducerBatch>, u64)>,
+}
+
+/// A tag that does not parse (recovery logs it and ignores the tag).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unreadable producer tag {0:?}")]
+pub struct TagError(pub String);
+
+/// `<append ms>;<producer id>,<epoch>,<first seq>,<last seq>,<rows>;…`, one group per Kafka
+/// batch (`-1,-1,-1,-1,<rows>` for a batch without a producer id).
+pub fn encode_tag(tag: &StoredTag) -> String {
+    use std::fmt::Write;
+    let mut out = tag.append_ms.to_string();
+    for (batch, rows) in &tag.batches {
+        let b = batch.unwrap_or(ProducerBatch {
+            producer_id: -1,
+            epoch: -1,
+            first_seq: -1,
+            last_seq: -1,
+        });
+        let _ = write!(
+            out,
+            ";{},{},{},{},{rows}",
+            b.producer_id, b.epoch, b.first_seq, b.last_seq
+        );
+    }
+    out
+}
+
+/// The inverse of [`encode_tag`].
+pub fn decode_tag(text: &str) -> Result<StoredTag, TagError> {
+    let bad = || TagError(text.chars().take(64).collect());
+    let mut parts = text.split(';');
+    let append_ms = parts.next().and_then(|t| t.parse().ok()).ok_or_else(bad)?;
+    let mut batches = Vec::new();
+    for part in parts {
+        let fields: Vec<&str> = part.split(',').collect();
+        let [pid, epoch, first, last, rows] = fields[..] else {
+            return Err(bad());
+        };
+        let producer_id: i64 = pid.parse().map_err(|_| bad())?;
+        let epoch: i16 = epoch.parse().map_err(|_| bad())?;
+        let first_seq: i32 = first.parse().map_err(|_| bad())?;
+        let last_seq: i32 = last.parse().map_err(|_| bad())?;
+        let rows: u64 = rows.parse().map_err(|_| bad())?;
+        let batch = (producer_id >= 0).then_some(ProducerBatch {
+            producer_id,
+            epoch,
+            first_seq,
+            last_seq,
+        });
+        batches.push((batch, rows));
+    }
+    Ok(StoredTag { append_ms, batches })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PID: i64 = 7;
+    const NOW: i64 = 1_000_000;
+
+    fn batch(epoch: i16, first_seq: i32, records: i32) -> ProducerBatch {
+        ProducerBatch::new(PID, epoch, first_seq, records - 1)
+    }
+
+    fn states() -> ProducerStates {
+        ProducerStates::new(ProducerLimits::default())
+    }
+
+    /// Appends batches of `records` rows each at contiguous offsets from `offset`.
+    fn append(states: &mut ProducerStates, batches: &[ProducerBatch], offset: &mut u64, now: i64) {
+        assert_eq!(states.check(batches, now), Ok(Verdict::Append), "{batches:?}");
+        let mut recorded = Vec::new();
+        for b in batches {
+            let rows = (b.last_seq.wrapping_sub(b.first_seq) as u32 as u64) + 1;
+            recorded.push((*b, *offset, *offset + rows - 1));
+            *offset += rows;
+        }
+        states.record(&recorded, now);
+    }
+
+    #[test]
+    fn sequences_wrap_like_kafka() {
+        assert_eq!(increment_sequence(5, 1), 6);
+        assert_eq!(increment_sequence(i32::MAX, 1), 0);
+        assert_eq!(increment_sequence(i32::MAX - 1, 3), 1);
+        assert_eq!(ProducerBatch::new(1, 0, i32::MAX - 1, 2).last_seq, 0);
+    }
+
+    #[test]
+    fn each_of_the_last_five_batches_is_a_duplicate_with_its_offsets() {
+        let mut s = states();
+        let mut offset = 100;
+        for i in 0..7 {
+            append(&mut s, &[batch(0, i * 2, 2)], &mut offset, NOW);
+        }
+        // Batches 2..=6 are cached (first seqs 4, 6, 8, 10, 12), at offsets 104.. two by two.
+        for i in 2..7 {
+            let verdict = s.check(&[batch(0, i * 2, 2)], NOW).unwrap();
+            let first_offset = 100 + 2 * i as u64;
+            assert_eq!(
+                verdict,
+                Verdict::Duplicate(BatchMeta {
+                    first_seq: i * 2,
+                    last_seq: i * 2 + 1,
+                    first_offset,
+                    last_offset: first_offset + 1,
+                })
+            );
+        }
+        // The sixth-newest is forgotten: an old sequence that is no duplicate is out of order.
+        assert!(matches!(
+            s.check(&[batch(0, 2, 2)], NOW),
+            Err(SequenceError::OutOfOrder { expected: 14, .. })
+        ));
+        // Same start, different length: not a duplicate, out of order.
+        assert!(matches!(
+            s.check(&[batch(0, 12, 1)], NOW),
+            Err(SequenceError::OutOfOrder { .. })
+        ));
+        assert_eq!(s.check(&[batch(0, 14, 3)], NOW), Ok(Verdict::Append));
+    }
+
+    #[test]
+    fn gaps_and_old_epochs_are_refused_and_change_nothing() {
+        let mut s = states();
+        let mut offset = 0;
+        append(&mut s, &[batch(3, 0, 5)], &mut offset, NOW);
+        assert_eq!(
+            s.check(&[batch(3, 6, 1)], NOW),
+            Err(SequenceError::OutOfOrder {
+                producer_id: PID,
+                epoch: 3,
+                first_seq: 6,
+                expected: 5
+            })
+        );
+        assert_eq!(
+            s.check(&[batch(2, 5, 1)], NOW),
+            Err(SequenceError::StaleEpoch {
+                producer_id: PID,
+                epoch: 2,
+                current: 3
+            })
+        );
+        // A duplicate under an older epoch is refused too, not answered as a duplicate.
+        assert!(matches!(
+            s.check(&[batch(2, 0, 5)], NOW),
+            Err(SequenceError::StaleEpoch { .. })
+        ));
+        assert_eq!(s.batches(PID, NOW).unwrap().1.len(), 1);
+        append(&mut s, &[batch(3, 5, 1)], &mut offset, NOW);
+    }
+
+    #[test]
+    fn a_new_epoch_restarts_at_zero_and_forgets_the_old_batches() {
+        let mut s = states();
+        let mut offset = 0;
+        append(&mut s, &[batch(0, 0, 3)], &mut offset, NOW);
+        assert_eq!(
+            s.check(&[batch(1, 3, 1)], NOW),
+            Err(SequenceError::NewEpochNotAtZero {
+                producer_id: PID,
+                epoch: 1,
+                current: 0,
+                first_seq: 3
+            })
+        );
+        append(&mut s, &[batch(1, 0, 2)], &mut offset, NOW);
+        let (epoch, batches) = s.batches(PID, NOW).unwrap();
+        assert_eq!((epoch, batches.len()), (1, 1));
+        // The old epoch's batch is no duplicate any more: its epoch is stale.
+        assert!(matches!(
+            s.check(&[batch(0, 0, 3)], NOW),
+            Err(SequenceError::StaleEpoch { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_producers_start_anywhere_as_kafka_accepts() {
+        let s = states();
+        assert_eq!(s.check(&[batch(4, 1234, 1)], NOW), Ok(Verdict::Append));
+        assert!(matches!(
+            s.check(&[batch(0, -1, 1)], NOW),
+            Err(SequenceError::Invalid { .. })
+        ));
+        assert!(matches!(
+            s.check(&[ProducerBatch::new(PID, -1, 0, 0)], NOW),
+            Err(SequenceError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn the_sequence_continues_at_zero_after_i32_max() {
+        let mut s = states();
+        let mut offset = 0;
+        append(&mut s, &[batch(0, i32::MAX - 1, 2)], &mut offset, NOW);
+        assert!(matches!(
+            s.check(&[batch(0, i32::MAX, 1)], NOW),
+            Err(SequenceError::OutOfOrder { expected: 0, .. })
+        ));
+        append(&mut s, &[batch(0, 0, 1)], &mut offset, NOW);
+        assert!(matches!(
+            s.check(&[batch(0, i32::MAX - 1, 2)], NOW),
+            Ok(Verdict::Duplicate(_))
+        ));
+        // A batch that itself wraps: MAX-1, MAX, 0.
+        let mut s = states();
+        append(&mut s, &[batch(0, 5, 1)], &mut offset, NOW);
+        assert_eq!(s.check(&[batch(0, 6, 3)], NOW), Ok(Verdict::Append));
+        let wrapping = ProducerBatch::new(PID, 1, 0, 0);
+        append(&mut s, &[wrapping], &mut offset, NOW);
+        let across = ProducerBatch::new(PID + 1, 0, i32::MAX - 1, 2);
+        s.record(&[(across, 0, 2)], NOW);
+        assert_eq!(across.last_seq, 0, "MAX-1, MAX, 0");
+        assert_eq!(
+            s.check(&[ProducerBatch::new(PID + 1, 0, 1, 0)], NOW),
+            Ok(Verdict::Append)
+        );
+        assert!(matches!(
+            s.check(&[ProducerBatch::new(PID + 1, 0, 2, 0)], NOW),
+            Err(SequenceError::OutOfOrder { expected: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn several_batches_of_one_job_are_checked_in_order() {
+        let mut s = states();
+        let mut offset = 0;
+        append(&mut s, &[batch(0, 0, 2)], &mut offset, NOW);
+        assert_eq!(
+            s.check(&[batch(0, 2, 2), batch(0, 4, 1)], NOW),
+            Ok(Verdict::Append)
+        );
+        assert!(matches!(
+            s.check(&[batch(0, 2, 2), batch(0, 5, 1)], NOW),
+            Err(SequenceError::OutOfOrder { expected: 4, .. })
+        ));
+        // A duplicate anywhere in the job makes it a duplicate.
+        assert!(matches!(
+            s.check(&[batch(0, 0, 2), batch(0, 2, 1)], NOW),
+            Ok(Verdict::Duplicate(_))
+        ));
+    }
+
+    #[test]
+    fn state_expires_lazily() {
+        let limits = ProducerLimits {
+            expiration: Duration::from_secs(10),
+            max_producers: 10,
+        };
+        let mut s = ProducerStates::new(limits);
+        let mut offset = 0;
+        append(&mut s, &[batch(0, 0, 1)], &mut offset, NOW);
+        let later = NOW + 9_999;
+        assert!(matches!(
+            s.check(&[batch(0, 0, 1)], later),
+            Ok(Verdict::Duplicate(_))
+        ));
+        let expired = NOW + 10_000;
+        assert!(s.batches(PID, expired).is_none());
+        // Expired: unknown again, so a retry is accepted (as Kafka after expiry) and the state
+        // starts over.
+        assert_eq!(s.check(&[batch(0, 0, 1)], expired), Ok(Verdict::Append));
+        append(&mut s, &[batch(0, 0, 1)], &mut offset, expired);
+        assert_eq!(s.batches(PID, expired).unwrap().1.len(), 1);
+    }
+
+    #[test]
+    fn a_full_table_evicts_expired_then_the_longest_idle() {
+        let limits = ProducerLimits {
+            expiration: Duration::from_secs(100),
+            max_producers: 3,
+        };
+        let mut s = ProducerStates::new(limits);
+        let one = |pid: i64| ProducerBatch::new(pid, 0, 0, 0);
+        s.record(&[(one(1), 0, 0)], NOW);
+        s.record(&[(one(2), 1, 1)], NOW + 10);
+        s.record(&[(one(3), 2, 2)], NOW + 20);
+        // Producer 1 appends again: producer 2 is now the one idle longest.
+        s.record(&[(ProducerBatch::new(1, 0, 1, 0), 3, 3)], NOW + 30);
+        s.record(&[(one(4), 4, 4)], NOW + 40);
+        assert_eq!(s.len(), 3);
+        assert!(s.batches(2, NOW + 40).is_none());
+        for pid in [1, 3, 4] {
+            assert!(s.batches(pid, NOW + 40).is_some(), "{pid}");
+        }
+        // Later, 1, 3 and 4 have expired except 4: a new producer drops every expired one.
+        let later = NOW + 40 + 100_000 - 5;
+        s.record(&[(one(5), 5, 5)], later);
+        assert_eq!(s.len(), 2);
+        assert!(s.batches(4, later).is_some() && s.batches(5, later).is_some());
+    }
+
+    #[test]
+    fn tags_round_trip_and_restore_the_state() {
+        let tag = StoredTag {
+            append_ms: NOW,
+            batches: vec![(Some(batch(2, 10, 3)), 3), (None, 4), (Some(batch(2, 13, 2)), 2)],
+        };
+        let text = encode_tag(&tag);
+        assert_eq!(text, "1000000;7,2,10,12,3;-1,-1,-1,-1,4;7,2,13,14,2");
+        assert_eq!(decode_tag(&text), Ok(tag.clone()));
+        for bad in ["", "x", "1;1,2,3", "1;a,2,3,4,5", "1;1,2,3,4,5,6"] {
+            assert!(decode_tag(bad).is_err(), "{bad:?}");
+        }
+        let mut s = states();
+        s.restore(50, &tag, NOW + 1);
+        let (epoch, batches) = s.batches(PID, NOW + 1).unwrap();
+        assert_eq!(epoch, 2);
+        assert_eq!(
+            batches,
+            vec![
+                BatchMeta {
+                    first_seq: 10,
+                    last_seq: 12,
+                    first_offset: 50,
+                    last_offset: 52
+                },
+                BatchMeta {
+                    first_seq: 13,
+                    last_seq: 14,
+                    first_offset: 57,
+                    last_offset: 58
+                },
+            ]
+        );
+        // Tags older than the expiration are not replayed.
+        let mut s = states();
+        s.restore(0, &tag, NOW + DEFAULT_EXPIRATION.as_millis() as i64);
+        assert!(s.is_empty());
+    }
+}
