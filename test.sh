@@ -3,7 +3,8 @@
 #
 #   ./test.sh              set up, then fmt, build, clippy, cargo test, the real-client suite
 #   ./test.sh --setup-only set up only (kcat, .venv with the Python clients, npm kafkajs, the
-#                          Java producer built with Maven, the Go producer built with go)
+#                          Java producer built with Maven, the Go producer built with go, Apache
+#                          Kafka's broker and tools from Maven Central)
 #
 # Set-up works on a fresh Debian machine as root (or with sudo) reaching only the package
 # registries. Every step runs even when an earlier one failed (except what a failed build makes
@@ -140,6 +141,12 @@ setup_go() {
     echo "$digest" > "$stamp"
 }
 
+setup_kafka() {
+    # The broker and tools (kafka-producer-perf-test) of Apache Kafka, jars from Maven Central:
+    # tests/kafka/kafka.sh installs them only when its pom changed.
+    "$ROOT/tests/kafka/kafka.sh" setup || die "installing Apache Kafka (tests/kafka) failed"
+}
+
 setup() {
     log "set-up"
     setup_kcat
@@ -147,6 +154,7 @@ setup() {
     setup_node
     setup_java
     setup_go
+    setup_kafka
 }
 
 setup

@@ -11,8 +11,10 @@
 # Environment:
 #   DURATION   seconds per endpoint per round (default 10)
 #   ROUNDS     rounds, each running every endpoint (default 2)
-#   PEERS      references to start (default "sink mock tansu"); one that cannot be found is left
-#              out with a message saying how to provide it
+#   PEERS      references to start (default "sink mock tansu kafka"); one that cannot be found is
+#              left out with a message saying how to provide it
+#   KAFKA_SH   the script that installs and runs Apache Kafka (default <repository>/tests/kafka/kafka.sh;
+#              the `kafka` peer needs its jars: tests/kafka/kafka.sh setup, or ./test.sh --setup-only)
 #   NO_BUILD=1 use the binaries as they are
 #   CARGO_TARGET_DIR  where cargo builds (default <repository>/target); BENCH and KAFLUSS name
 #              the binaries directly
@@ -39,13 +41,18 @@ fi
 TANSU=${TANSU:-$(command -v tansu || true)}
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-2}
-PEERS=${PEERS:-sink mock tansu}
+PEERS=${PEERS:-sink mock tansu kafka}
+KAFKA_SH=${KAFKA_SH:-$ROOT/tests/kafka/kafka.sh}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kafluss-bench.XXXXXX")
 STARTED_PIDS=()
 mkdir -p "$RESULTS"
 
 cleanup() {
     local pid
+    # Kafka runs detached from this shell: its own script stops it (bounded, SIGKILL after 30 s).
+    if [[ -n ${KAFKA_DIR:-} ]]; then
+        "$KAFKA_SH" stop "$KAFKA_DIR" || true
+    fi
     for pid in "${STARTED_PIDS[@]}"; do
         kill "$pid" 2>/dev/null || true
     done
@@ -172,6 +179,28 @@ tansu_topic() {
     fi
 }
 
+# start_kafka: Apache Kafka 4.4 (single node, KRaft, tests/kafka/kafka.sh) with its data in $WORK;
+# sets KAFKA_PID, KAFKA_ADDR, or leaves it out when its jars are not installed.
+start_kafka() {
+    local line
+    if ! line=$("$KAFKA_SH" start "$WORK/kafka"); then
+        log "Apache Kafka did not start (install it with '$KAFKA_SH setup' or ./test.sh --setup-only): left out"
+        return 0
+    fi
+    KAFKA_DIR=$WORK/kafka
+    KAFKA_ADDR=$(sed -E 's/.*bootstrap=([^ ]+).*/\1/' <<<"$line")
+    KAFKA_PID=$(sed -E 's/.*pid=([0-9]+).*/\1/' <<<"$line")
+    log "apache kafka pid $KAFKA_PID at $KAFKA_ADDR"
+}
+
+# kafka_topic NAME PARTITIONS: creates the topic on Kafka (auto-creation is off there).
+kafka_topic() {
+    if [[ -n ${KAFKA_ADDR:-} ]]; then
+        "$KAFKA_SH" topic "$KAFKA_ADDR" "$1" "$2" >>"$WORK/kafka-topics.log" 2>&1 ||
+            log "kafka topic create $1 failed (see $WORK/kafka-topics.log)"
+    fi
+}
+
 # start_peers PARTITIONS TOPIC: the references named in $PEERS.
 start_peers() {
     local partitions=$1 topic=$2 peer
@@ -180,6 +209,7 @@ start_peers() {
             sink) start_sink "$partitions" ;;
             mock) start_mock ;;
             tansu) start_tansu && tansu_topic "$topic" "$partitions" ;;
+            kafka) start_kafka && kafka_topic "$topic" "$partitions" ;;
             *) echo "unknown peer $peer" >&2; return 1 ;;
         esac
     done
@@ -196,6 +226,9 @@ vs_args() {
     fi
     if [[ -n ${TANSU_ADDR:-} ]]; then
         VS_ARGS+=(--vs "$TANSU_ADDR" --vs-name tansu --vs-server-pid "$TANSU_PID")
+    fi
+    if [[ -n ${KAFKA_ADDR:-} ]]; then
+        VS_ARGS+=(--vs "$KAFKA_ADDR" --vs-name kafka --vs-server-pid "$KAFKA_PID")
     fi
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Cross-check of the harness with stock clients: the same RECORDS flat JSON 100 B records
-# (acks=1, 5 ms linger, batches of 500) sent by kcat and by confluent-kafka, then by
-# kafluss-bench, to kafluss and to each reference in alternation. kafluss must then hold exactly
-# every record sent (scan row count). Target (docs/benchmarks.md): kcat to kafluss >= 0.9 x kcat
+# (acks=1, 5 ms linger, batches of 500) sent by kcat, by confluent-kafka, by the Java client
+# (kafka-clients 4, tests/clients/java) and by franz-go (tests/clients/go) when those are built
+# (./test.sh --setup-only), then by kafluss-bench, to kafluss and to each reference in
+# alternation. kafluss must then hold exactly every record sent (scan row count). Target (docs/benchmarks.md): kcat to kafluss >= 0.9 x kcat
 # to tansu.
 # shellcheck source-path=SCRIPTDIR disable=SC2119 # start_kafluss takes optional -D settings
 source "$(dirname "$0")/lib.sh"
@@ -19,12 +20,27 @@ fi
 build
 start_kafluss
 kafluss_sql "$("$BENCH" table-sql --table fluss.stock100 --value json-flat --partitions 1)"
-PEERS=${PEERS_STOCK:-sink tansu} start_peers 1 stock100
+PEERS=${PEERS_STOCK:-sink tansu kafka} start_peers 1 stock100
 "$BENCH" values --value json-flat --message-size 100 --count "$RECORDS" >"$WORK/values.jsonl"
 endpoints=(--endpoint "kafluss=$KAFLUSS_KAFKA=$KAFLUSS_PID")
 [[ -n ${SINK_ADDR:-} ]] && endpoints+=(--endpoint "sink=$SINK_ADDR=$SINK_PID")
 [[ -n ${MOCK_ADDR:-} ]] && endpoints+=(--endpoint "rdkafka-mock=$MOCK_ADDR=$MOCK_PID")
 [[ -n ${TANSU_ADDR:-} ]] && endpoints+=(--endpoint "tansu=$TANSU_ADDR=$TANSU_PID")
+[[ -n ${KAFKA_ADDR:-} ]] && endpoints+=(--endpoint "kafka=$KAFKA_ADDR=$KAFKA_PID")
+# The suite's Java and Go producers, in their --bench mode, when built.
+drivers=()
+java_jar=$ROOT/tests/clients/java/target/kafka-4/kafluss-java-producer.jar
+go_producer=$ROOT/tests/clients/go/bin/kafluss-go-producer
+if [[ -f $java_jar ]] && command -v java >/dev/null; then
+    drivers+=(--java "java -jar $java_jar")
+else
+    log "no Java producer at $java_jar (./test.sh --setup-only builds it): the Java client is left out"
+fi
+if [[ -x $go_producer ]]; then
+    drivers+=(--franz-go "$go_producer")
+else
+    log "no Go producer at $go_producer (./test.sh --setup-only builds it): franz-go is left out"
+fi
 # Debian's kcat 1.7.1 comes with librdkafka 2.0.2, which cannot parse tansu 0.6's ApiVersions v3
 # answer ("read underflow"); every endpoint gets kcat on the confluent-kafka wheel's librdkafka.
 wheel_librdkafka=$("$PYTHON" -c 'import confluent_kafka, glob, os
@@ -33,12 +49,14 @@ print((glob.glob(os.path.join(d, "librdkafka*.so*")) or [""])[0])')
 kcat_lib=()
 [[ -n $wheel_librdkafka ]] && kcat_lib=(--kcat-librdkafka "$wheel_librdkafka")
 "$PYTHON" "$(dirname "$0")/stock_client.py" --topic stock100 --file "$WORK/values.jsonl" \
-    --rounds "$ROUNDS" --out "$RESULTS/stock-client-clients.json" "${kcat_lib[@]}" "${endpoints[@]}" |
+    --rounds "$ROUNDS" --out "$RESULTS/stock-client-clients.json" "${kcat_lib[@]}" "${drivers[@]}" "${endpoints[@]}" |
     tee "$RESULTS/stock-client-clients.txt"
 compare stock-client-harness --topic stock100 --value json-flat --message-size 100 --acks 1 \
     --connections 1 --inflight 5 --batch-records 500 --records "$RECORDS"
-expected=$((RECORDS * ROUNDS * 3))
+clients_sent=$(json_field "$RESULTS/stock-client-clients.json" "sum(r['records'] for r in d['runs'] if r['endpoint'] == 'kafluss')")
+clients=$(json_field "$RESULTS/stock-client-clients.json" "' + '.join(d['clients'])")
+expected=$((clients_sent + RECORDS * ROUNDS))
 stored=$(kafluss_rows fluss.stock100)
-echo "kafluss rows stored: $stored, records sent (kcat + confluent-kafka + kafluss-bench): $expected" |
+echo "kafluss rows stored: $stored, records sent ($clients + kafluss-bench): $expected" |
     tee -a "$RESULTS/stock-client-clients.txt"
 [[ $stored -eq $expected ]]

@@ -1,13 +1,16 @@
-"""Sends the same records with stock clients (kcat, confluent-kafka) to several endpoints in
-alternation and reports records/s and server CPU per million records, plus the first endpoint's
-ratios to the others. Used by stock-client.sh; prints a table and writes JSON.
+"""Sends the same records with stock clients (kcat, confluent-kafka, and with --java / --franz-go
+the Java client and franz-go of tests/clients) to several endpoints in alternation and reports
+records/s and server CPU per million records, plus the first endpoint's ratios to the others.
+Used by stock-client.sh; prints a table and writes JSON.
 
   stock_client.py --topic T --file values.jsonl --rounds 2 --out r.json \
+      [--java "java -jar .../kafluss-java-producer.jar"] [--franz-go .../kafluss-go-producer] \
       --endpoint kafluss=127.0.0.1:9092=1234 --endpoint tansu=127.0.0.1:9093=5678
 """
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -67,6 +70,18 @@ def run_confluent(addr, topic, path, count):
     return count
 
 
+def run_driver(command, name, addr, topic, path, count):
+    """The Java or Go producer of tests/clients in its --bench mode: the same records and settings
+    (acks=1, 5 ms linger, batches of up to 500, idempotence off); it prints {"records": N}."""
+    done = subprocess.run(command + [addr, topic, path], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} to {addr} failed ({done.returncode}): {done.stderr[-2000:]}")
+    sent = json.loads(done.stdout.strip().splitlines()[-1])["records"]
+    if sent != count:
+        raise RuntimeError(f"{name} to {addr} sent {sent} of {count} records")
+    return count
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--topic", required=True)
@@ -75,7 +90,16 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--endpoint", action="append", required=True, help="name=host:port=pid")
     ap.add_argument("--kcat-librdkafka", help="run kcat on this librdkafka.so.1 instead of the system's")
+    ap.add_argument("--java", help="command that starts the Java producer (java -jar ...jar)")
+    ap.add_argument("--franz-go", help="the Go producer binary (kafluss-go-producer)")
     a = ap.parse_args()
+    clients = [("kcat", run_kcat), ("confluent-kafka", run_confluent)]
+    if a.java:
+        command = shlex.split(a.java) + ["--bench"]
+        clients.append(("java", lambda *args, c=command: run_driver(c, "java", *args)))
+    if a.franz_go:
+        command = [a.franz_go, "-client", "franz-go", "-bench"]
+        clients.append(("franz-go", lambda *args, c=command: run_driver(c, "franz-go", *args)))
     if a.kcat_librdkafka:
         # kcat links librdkafka.so.1 dynamically; a directory holding that name overrides it.
         libdir = os.path.join(os.path.dirname(a.out), "kcat-librdkafka")
@@ -96,7 +120,7 @@ def main():
     runs = []
     for round_ in range(a.rounds):
         order = endpoints if round_ % 2 == 0 else list(reversed(endpoints))
-        for client, fn in (("kcat", run_kcat), ("confluent-kafka", run_confluent)):
+        for client, fn in clients:
             for name, addr, pid in order:
                 before = cpu_seconds(pid)
                 start = time.perf_counter()
@@ -118,7 +142,7 @@ def main():
         totals[key] = (records + run["records"], seconds + run["seconds"])
     subject = endpoints[0][0]
     ratios = []
-    for client in ("kcat", "confluent-kafka"):
+    for client, _ in clients:
         mine = totals[(client, subject)]
         for name, _, _ in endpoints[1:]:
             theirs = totals[(client, name)]
@@ -126,7 +150,8 @@ def main():
             ratios.append({"client": client, "subject": subject, "reference": name, "records_per_s": round(r, 3)})
             print(f"overall ratio {client} {subject}/{name}: throughput {r:.3f}")
     with open(a.out, "w") as f:
-        json.dump({"kcat": version.strip(), "runs": runs, "ratios": ratios}, f, indent=2)
+        json.dump({"kcat": version.strip(), "clients": [c for c, _ in clients], "runs": runs, "ratios": ratios},
+                  f, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 //! bench/scenarios/lib.sh as the scenarios use it, started from a directory outside the
 //! repository: it starts the real kafluss and the references it can find (the null sink and
-//! librdkafka's mock cluster, both shipped here; tansu named by a path that does not exist, so it
-//! must be left out with a message), runs one tiny `compare` against all of them, writes the
-//! result files, and on exit stops every process it started and removes its data directory.
+//! librdkafka's mock cluster, both shipped here; Apache Kafka, installed by
+//! `tests/kafka/kafka.sh setup`; tansu named by a path that does not exist, so it must be left
+//! out with a message), runs one tiny `compare` against all of them, writes the result files,
+//! and on exit stops every process it started and removes its data directory.
 
 use std::path::Path;
 use std::process::Command;
@@ -26,7 +27,7 @@ start_peers 1 lib_check
 compare lib-check --topic lib_check --records 200 --batch-records 50 --quiet
 echo "ROWS $(kafluss_rows fluss.lib_check)"
 echo "WORK $WORK"
-echo "PIDS ${STARTED_PIDS[*]}"
+echo "PIDS ${STARTED_PIDS[*]} ${KAFKA_PID:-}"
 "#;
 
 /// The value after `prefix ` on the line that starts with it.
@@ -43,6 +44,8 @@ fn alive(pid: &str) -> bool {
 #[test]
 fn lib_sh_starts_the_references_it_ships_and_cleans_up() {
     let kafluss = kafluss_binary().expect("kafluss binary");
+    // Apache Kafka is a peer when its jars are installed (a failure when clients are required).
+    let with_kafka = kafluss_tests::kafka::available();
     let outside = tempfile::tempdir().expect("a directory outside the repository");
     let results = outside.path().join("results");
     let lib = workspace_root().join("bench").join("scenarios").join("lib.sh");
@@ -56,7 +59,7 @@ fn lib_sh_starts_the_references_it_ships_and_cleans_up() {
             .env("BENCH", BENCH)
             .env("RESULTS", &results)
             .env("ROUNDS", "1")
-            .env("PEERS", "sink mock tansu")
+            .env("PEERS", "sink mock tansu kafka")
             .env("TANSU", outside.path().join("no-tansu-here"))
             .env("TMPDIR", outside.path()),
         b"",
@@ -80,7 +83,11 @@ fn lib_sh_starts_the_references_it_ships_and_cleans_up() {
     .expect("results are JSON");
     let runs = json["runs"].as_array().expect("runs");
     let names: Vec<&str> = runs.iter().filter_map(|run| run["name"].as_str()).collect();
-    assert_eq!(names, ["kafluss", "sink", "rdkafka-mock"], "{json}");
+    let mut expected = vec!["kafluss", "sink", "rdkafka-mock"];
+    if with_kafka {
+        expected.push("kafka");
+    }
+    assert_eq!(names, expected, "{json}");
     for run in runs {
         assert_eq!(run["records_acked"].as_u64(), Some(RECORDS), "{run}");
     }
@@ -104,7 +111,11 @@ fn lib_sh_starts_the_references_it_ships_and_cleans_up() {
         .split_whitespace()
         .map(str::to_owned)
         .collect();
-    assert_eq!(pids.len(), 3, "kafluss, sink and mock were started: {pids:?}");
+    assert_eq!(
+        pids.len(),
+        3 + usize::from(with_kafka),
+        "kafluss, sink, mock (and Kafka) were started: {pids:?}"
+    );
     let started = Instant::now();
     while pids.iter().any(|pid| alive(pid)) && started.elapsed() < EXIT_TIMEOUT {
         thread::sleep(Duration::from_millis(50));

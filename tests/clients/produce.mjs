@@ -3,7 +3,11 @@
 // produce.py: one JSON line per case on stdout). Usage: node produce.mjs PLAN.json
 //
 // kafkajs ships gzip only; snappy, lz4 and zstd come from pure-JS/WASM codecs registered below,
-// as a kafkajs user would register them. Every wait is bounded; idempotence stays off.
+// as a kafkajs user would register them. Every wait is bounded. A plan with "idempotent": true
+// asks for an idempotent producer (`idempotent: true`, one request in flight, and the 5 retries a
+// non-idempotent kafkajs producer has by default instead of the idempotent default of
+// Number.MAX_SAFE_INTEGER, so a case that must fail ends); otherwise idempotence stays off
+// (`idempotent: false`, kafkajs's default).
 
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -119,7 +123,9 @@ function toMessage(record) {
 }
 
 async function produce(plan, testCase) {
-  const producer = kafkaFor(plan).producer({ idempotent: false, allowAutoTopicCreation: false });
+  const options = { idempotent: Boolean(plan.idempotent), allowAutoTopicCreation: false };
+  if (options.idempotent) Object.assign(options, { maxInFlightRequests: 1, retry: { retries: 5 } });
+  const producer = kafkaFor(plan).producer(options);
   await withTimeout(producer.connect(), DELIVERY_TIMEOUT_MS, 'producer connect');
   try {
     const answer = await withTimeout(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive one Python-reachable Kafka client through a plan of cases written by the Rust suite.
 
-Usage: produce.py CLIENT PLAN.json
+Usage: produce.py CLIENT PLAN.json, or produce.py exactly-once BOOTSTRAP TOPIC PARTITIONS COUNT
 CLIENT is one of: confluent-kafka, kafka-python, aiokafka, kcat (the `kcat` binary found on PATH or
 in $KAFLUSS_KCAT; which librdkafka it loads is decided by the caller's LD_LIBRARY_PATH).
 
@@ -17,7 +17,10 @@ For every case one JSON line goes to stdout:
   {"case", "ok", "detail", "started_ms", "finished_ms", "offsets": [...]}
 "ok" means the client did what the case expects (delivered every record, or failed when
 "expect_error" is set). Whether the rows landed correctly is the Rust side's job (it scans them).
-Every wait here is bounded; every producer sets enable.idempotence=false (kafluss requires it).
+Every wait here is bounded. A plan with "idempotent": false turns idempotence off explicitly in
+every producer; with "idempotent": true kafka-python runs with its default (idempotent, no
+enable_idempotence line, no retries line) and the others are asked for it: librdkafka (kcat,
+confluent-kafka) with enable.idempotence=true, aiokafka with enable_idempotence=True.
 """
 
 import asyncio
@@ -71,10 +74,14 @@ class CaseFailed(Exception):
 # ---------------------------------------------------------------- confluent-kafka (librdkafka)
 
 
+def idempotent(plan):
+    return bool(plan.get("idempotent"))
+
+
 def confluent_config(plan, case):
     config = {
         "bootstrap.servers": plan["bootstrap"],
-        "enable.idempotence": False,
+        "enable.idempotence": idempotent(plan),
         "message.timeout.ms": message_timeout_ms(case),
         "socket.timeout.ms": DELIVERY_TIMEOUT_S * 1000 // 2,
         "linger.ms": 5,
@@ -149,14 +156,15 @@ def kafka_python_producer(plan, case):
 
     config = {
         "bootstrap_servers": plan["bootstrap"],
-        "enable_idempotence": False,
         "linger_ms": 5,
         "max_block_ms": min(METADATA_TIMEOUT_S * 1000, message_timeout_ms(case)),
         "bootstrap_timeout_ms": min(METADATA_TIMEOUT_S * 1000, message_timeout_ms(case)),
         "request_timeout_ms": message_timeout_ms(case),
-        "retries": 0,
         "allow_auto_create_topics": False,
     }
+    if not idempotent(plan):
+        # Off explicitly; retries=0 would also turn kafka-python's default idempotence off.
+        config.update({"enable_idempotence": False, "retries": 0})
     if case is not None:
         config["acks"] = "all" if case["acks"] == -1 else case["acks"]
         config["compression_type"] = None if case["compression"] == "none" else case["compression"]
@@ -208,7 +216,7 @@ def aiokafka_producer(plan, case):
 
     config = {
         "bootstrap_servers": plan["bootstrap"],
-        "enable_idempotence": False,
+        "enable_idempotence": idempotent(plan),
         "linger_ms": 5,
         "request_timeout_ms": message_timeout_ms(case),
     }
@@ -336,7 +344,7 @@ def kcat_produce(plan, case):
         args = kcat_common_args(plan) + [
             "-P", "-t", case["topic"],
             "-K", "\\x1f", "-D", "\\x1e", "-Z",
-            "-X", "enable.idempotence=false",
+            "-X", f"enable.idempotence={'true' if idempotent(plan) else 'false'}",
             "-X", f"acks={case['acks']}",
             "-X", f"compression.codec={case['compression']}",
             "-X", f"message.timeout.ms={message_timeout_ms(case)}",
@@ -419,7 +427,42 @@ def run_case(client, plan, case):
     return result
 
 
+def exactly_once(bootstrap, topic, partitions, count):
+    """The exactly-once tests' librdkafka producer (tests/tests/exactly_once.rs): confluent-kafka
+    with enable.idempotence=true (acks=all, retries without limit within a 120 s
+    message.timeout.ms), one record per id 0..count-1, its value the id in decimal, to partition
+    id % partitions, paced at 10 records every 10 ms so the test's faults fall mid-run. Prints
+    {"acked": [...], "failed": N, "errors": [...]} as the Java producer's --exactly-once does."""
+    from confluent_kafka import Producer
+
+    acked, errors, failed = [], [], [0]
+
+    def delivered(err, msg):
+        if err is None:
+            acked.append(int(msg.value()))
+        else:
+            failed[0] += 1
+            if len(errors) < 5:
+                errors.append(str(err)[:300])
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "message.timeout.ms": 120000}
+    )
+    for record in range(count):
+        producer.produce(topic, str(record).encode(), partition=record % partitions, on_delivery=delivered)
+        producer.poll(0)
+        if record % 10 == 9:
+            time.sleep(0.01)
+    left = producer.flush(180)
+    if left:
+        errors.append(f"{left} records still queued after the flush")
+    print(json.dumps({"acked": acked, "failed": failed[0] + left, "errors": errors}), flush=True)
+
+
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "exactly-once":
+        exactly_once(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        return
     if len(sys.argv) != 3 or sys.argv[1] not in CLIENTS:
         sys.exit(f"usage: produce.py {{{'|'.join(CLIENTS)}}} PLAN.json")
     client, plan_path = sys.argv[1], sys.argv[2]

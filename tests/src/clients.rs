@@ -103,6 +103,31 @@ impl Client {
     }
 }
 
+/// How the suite configures a client's producer: the two variants of every client in the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Settings {
+    /// Idempotence turned off explicitly (`enable.idempotence=false` or the client's equivalent).
+    IdempotenceOff,
+    /// Idempotent: the client's default settings where idempotence is its default (Java
+    /// kafka-clients, kafka-python, franz-go: no idempotence line at all), else asked for
+    /// (librdkafka `enable.idempotence=true`, aiokafka `enable_idempotence=True`, kafkajs
+    /// `idempotent: true`, sarama `Producer.Idempotent = true`). Every produce case uses acks=-1,
+    /// which idempotence requires.
+    Idempotent,
+}
+
+impl Settings {
+    pub const ALL: [Settings; 2] = [Settings::IdempotenceOff, Settings::Idempotent];
+
+    /// A client's identifier under these settings: results file name and database name.
+    pub fn slug(self, client: Client) -> String {
+        match self {
+            Settings::IdempotenceOff => client.slug().to_owned(),
+            Settings::Idempotent => format!("{}_idempotent", client.slug()),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error("{client:?} is not available: {reason} (run ./test.sh --setup-only)")]
@@ -151,11 +176,13 @@ pub enum CaseSpec {
     },
 }
 
-/// What a driver run gets: where to connect, how to authenticate, which cases.
+/// What a driver run gets: where to connect, how to authenticate, whether the producer is
+/// idempotent ([`Settings`]), which cases.
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     pub bootstrap: String,
     pub sasl: Option<SaslUser>,
+    pub idempotent: bool,
     pub cases: Vec<CaseSpec>,
 }
 
@@ -386,6 +413,40 @@ fn driver_command(client: Client, plan_file: &Path) -> Result<Command, ClientErr
         }
     };
     Ok(command)
+}
+
+/// The exactly-once tests' producer for `client` (the Java client, 3.9 or 4, and librdkafka
+/// through confluent-kafka; `None` for the others): idempotent, acks=all, retrying, `count`
+/// records with the ids 0..count-1 as values to partition id % `partitions`, paced; it prints one
+/// JSON line, `{"acked": [...], "failed": N, "errors": [...]}`.
+pub fn exactly_once_command(
+    client: Client,
+    bootstrap: &str,
+    topic: &str,
+    partitions: u32,
+    count: u32,
+) -> Option<Result<Command, ClientError>> {
+    let args = [
+        bootstrap.to_owned(),
+        topic.to_owned(),
+        partitions.to_string(),
+        count.to_string(),
+    ];
+    match client {
+        Client::Java39 | Client::Java4 => Some(java_command(client).map(|mut command| {
+            command.arg("--exactly-once").args(args);
+            command
+        })),
+        Client::ConfluentKafka => {
+            let mut command = Command::new(python());
+            command
+                .arg(clients_dir().join("produce.py"))
+                .arg("exactly-once")
+                .args(args);
+            Some(Ok(command))
+        }
+        _ => None,
+    }
 }
 
 /// Checks that the client can run here; `Ok` carries its version text for the report.

@@ -6,12 +6,14 @@
 //! client tools and runs plans through the driver scripts in `tests/clients/`; `tables` makes
 //! the records and the rows they must become; `expect` compares; `suite` strings it together per
 //! client; `report` gathers results into the summary line and the compatibility matrix;
-//! `wire_tap` is a loopback proxy that notes what each client really put on the wire.
+//! `wire_tap` is a loopback proxy that notes what each client really put on the wire (and cuts
+//! connections for the exactly-once tests); `kafka` runs Apache Kafka's broker and tools.
 
 pub mod clients;
 pub mod docs;
 pub mod expect;
 pub mod http;
+pub mod kafka;
 pub mod process;
 pub mod report;
 pub mod seed_sql;

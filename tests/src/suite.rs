@@ -1,8 +1,9 @@
 //! One client through every case of the matrix against real servers: plan, produce, scan,
 //! compare, and the same rows read from the segment files with pyarrow.
 //!
-//! Each client gets its own servers (plaintext, then SASL) and its own database named after it,
-//! one table per case, so clients and cases never see each other's rows.
+//! Each client, under each [`Settings`] (idempotence off; idempotent), gets its own servers
+//! (plaintext, then SASL) and its own database named after it, one table per case, so clients
+//! and cases never see each other's rows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::clients::{check_available, run_plan, CaseOutcome, CaseSpec, Client, Plan, SaslUser};
+use crate::clients::{check_available, run_plan, CaseOutcome, CaseSpec, Client, Plan, SaslUser, Settings};
 use crate::expect::compare_rows;
 use crate::process::{run_with_timeout, tail};
 use crate::report::{CaseResult, ClientReport, SENT_UNCOMPRESSED};
@@ -63,15 +64,15 @@ impl ProduceCase {
     }
 }
 
-/// Runs every case for `client` and returns what happened (the caller asserts and writes it).
-/// `Err` only when the client itself is not available.
-pub fn run_client(client: Client) -> Result<ClientReport, crate::clients::ClientError> {
+/// Runs every case for `client` under `settings` and returns what happened (the caller asserts
+/// and writes it). `Err` only when the client itself is not available.
+pub fn run_client(client: Client, settings: Settings) -> Result<ClientReport, crate::clients::ClientError> {
     let version = check_available(client)?;
     let mut cases = Vec::new();
-    cases.extend(plaintext_cases(client));
-    cases.extend(sasl_cases(client));
+    cases.extend(plaintext_cases(client, settings));
+    cases.extend(sasl_cases(client, settings));
     Ok(ClientReport {
-        client: client.slug().to_owned(),
+        client: settings.slug(client),
         version,
         cases,
     })
@@ -108,8 +109,11 @@ fn all_failed(names: &[&str], detail: &str) -> Vec<CaseResult> {
         .collect()
 }
 
-fn plaintext_produce_cases(client: Client) -> Vec<ProduceCase> {
-    let db = client.slug();
+/// The cases of the matrix. Idempotent producers send acks=-1 only (idempotence requires it):
+/// every case uses it, and the acks=0 and acks=1 cases are left out.
+fn plaintext_produce_cases(client: Client, settings: Settings) -> Vec<ProduceCase> {
+    let db = &settings.slug(client);
+    let idempotent = settings == Settings::Idempotent;
     let caps = client.capabilities();
     let mut cases = Vec::new();
     let multi = format!("{db}.multi");
@@ -141,12 +145,15 @@ fn plaintext_produce_cases(client: Client) -> Vec<ProduceCase> {
             create_sql: Some(ValueMode::String.create_table_sql(&table, 1)),
             expect_error: false,
             table,
-            acks: 1,
+            acks: if idempotent { -1 } else { 1 },
             compression: codec,
             samples: compressible_samples(caps, CODEC_RECORDS, codec),
         });
     }
     for (seed, (name, acks)) in (20..).zip([("acks_0", 0), ("acks_1", 1), ("acks_all", -1)]) {
+        if idempotent && acks != -1 {
+            continue;
+        }
         let table = format!("{db}.{name}");
         cases.push(ProduceCase {
             name: name.into(),
@@ -182,8 +189,8 @@ fn plaintext_produce_cases(client: Client) -> Vec<ProduceCase> {
     cases
 }
 
-fn plaintext_cases(client: Client) -> Vec<CaseResult> {
-    let produce_cases = plaintext_produce_cases(client);
+fn plaintext_cases(client: Client, settings: Settings) -> Vec<CaseResult> {
+    let produce_cases = plaintext_produce_cases(client, settings);
     let mut names: Vec<&str> = vec!["metadata", "segment_files"];
     names.extend(produce_cases.iter().map(|case| case.name.as_str()));
 
@@ -198,7 +205,7 @@ fn plaintext_cases(client: Client) -> Vec<CaseResult> {
         Err(error) => return all_failed(&names, &format!("plaintext server did not start: {error}")),
     };
     tap.set_upstream(server.kafka_addr());
-    let db = client.slug();
+    let db = &settings.slug(client);
     let mut setup = vec![format!("CREATE DATABASE {db}")];
     setup.extend(produce_cases.iter().filter_map(|case| case.create_sql.clone()));
     for sql in &setup {
@@ -216,6 +223,7 @@ fn plaintext_cases(client: Client) -> Vec<CaseResult> {
     let plan = Plan {
         bootstrap: tap.addr().to_string(),
         sasl: None,
+        idempotent: settings == Settings::Idempotent,
         cases: specs,
     };
     let outcomes = match run_plan(client, &plan) {
@@ -232,7 +240,7 @@ fn plaintext_cases(client: Client) -> Vec<CaseResult> {
     for (case, outcome) in produce_cases.iter().zip(&outcomes[1..]) {
         let mut result = check_produce(&server, case, outcome);
         if result.passed && !case.expect_error {
-            result = check_wire(&tap, case, result);
+            result = check_wire(&tap, case, result, settings);
         }
         let mode_table = ValueMode::ALL.iter().any(|mode| mode.name() == case.name);
         if mode_table && result.passed {
@@ -283,9 +291,9 @@ fn check_produce(server: &KaflussServer, case: &ProduceCase, outcome: &CaseOutco
     compare_result(&case.name, &case.samples, outcome, &rows, "scan")
 }
 
-/// What the tap saw for the case's topic: its acks, its codec, no producer id (idempotence off)
-/// and v2 batches only.
-fn check_wire(tap: &WireTap, case: &ProduceCase, result: CaseResult) -> CaseResult {
+/// What the tap saw for the case's topic: its acks, its codec, v2 batches only, and a producer id
+/// on every batch when idempotent, none (-1) when not.
+fn check_wire(tap: &WireTap, case: &ProduceCase, result: CaseResult, settings: Settings) -> CaseResult {
     let seen = tap.produce_for(&case.table);
     if seen.is_empty() {
         return failed(
@@ -321,7 +329,11 @@ fn check_wire(tap: &WireTap, case: &ProduceCase, result: CaseResult) -> CaseResu
             ),
         );
     }
-    if let Some(batch) = batches.iter().find(|b| b.magic != 2 || b.producer_id != -1) {
+    let idempotent = settings == Settings::Idempotent;
+    if let Some(batch) = batches
+        .iter()
+        .find(|b| b.magic != 2 || (b.producer_id >= 0) != idempotent)
+    {
         return failed(
             &case.name,
             format!(
@@ -434,13 +446,13 @@ pub fn read_segments(data_dir: &Path, table: &str) -> Result<Vec<ScanRow>, Strin
     parse_jsonl_rows(&done.stdout_text())
 }
 
-fn sasl_cases(client: Client) -> Vec<CaseResult> {
+fn sasl_cases(client: Client, settings: Settings) -> Vec<CaseResult> {
     let names = ["sasl_plain", "sasl_wrong_password"];
     let server = match KaflussServer::start(ServerConfig::sasl_plain(&[(SASL_USER, SASL_PASSWORD)])) {
         Ok(server) => server,
         Err(error) => return all_failed(&names, &format!("SASL server did not start: {error}")),
     };
-    let db = client.slug();
+    let db = &settings.slug(client);
     let table = format!("{db}.secured");
     let case = ProduceCase {
         name: "sasl_plain".into(),
@@ -463,9 +475,11 @@ fn sasl_cases(client: Client) -> Vec<CaseResult> {
         username: SASL_USER.into(),
         password: password.into(),
     };
+    let idempotent = settings == Settings::Idempotent;
     let good = Plan {
         bootstrap: server.kafka_bootstrap(),
         sasl: Some(user(SASL_PASSWORD)),
+        idempotent,
         cases: vec![
             CaseSpec::Metadata {
                 name: "sasl_metadata".into(),
@@ -491,6 +505,7 @@ fn sasl_cases(client: Client) -> Vec<CaseResult> {
     let bad = Plan {
         bootstrap: server.kafka_bootstrap(),
         sasl: Some(user("not-the-password")),
+        idempotent,
         cases: vec![wrong_case],
     };
     let rows_before = match server.scan(&table) {

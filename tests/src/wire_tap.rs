@@ -2,7 +2,13 @@
 //! sent: the API versions it used, and for every Produce request the acks, the topics and each
 //! record batch's codec and producer id. The suite advertises the tap as the Kafka listener, so
 //! every connection of the client goes through it, and then checks that a "zstd" case really sent
-//! zstd batches, an "acks=0" case really asked for acks 0, and no batch was idempotent.
+//! zstd batches, an "acks=0" case really asked for acks 0, and each batch's producer id says
+//! whether the client was idempotent.
+//!
+//! It also injects faults for the exactly-once tests ([`WireTap::cut_produce_every`]): it drops a
+//! connection after forwarding a Produce request (the server appends, the client never hears) or
+//! half-way through one. The upstream can change ([`WireTap::set_upstream`] again) when the
+//! server restarts on new ports.
 //!
 //! The parsing here is written from the Kafka protocol guide on purpose, apart from the
 //! `kafluss-protocol` crate under test.
@@ -10,8 +16,8 @@
 use std::collections::BTreeSet;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -49,11 +55,25 @@ struct Observations {
     unparsed: Vec<String>,
 }
 
+/// Faults to inject: every `every`-th Produce request (0: never) drops its connection.
+#[derive(Debug, Default)]
+struct Faults {
+    every: AtomicU64,
+    produce_seen: AtomicU64,
+    cuts: AtomicU64,
+}
+
+/// Where connections go, and what they share.
+struct Shared {
+    upstream: RwLock<Option<SocketAddr>>,
+    observations: Mutex<Observations>,
+    faults: Faults,
+}
+
 /// The running proxy; stops accepting when dropped.
 pub struct WireTap {
     addr: SocketAddr,
-    upstream: Arc<OnceLock<SocketAddr>>,
-    observations: Arc<Mutex<Observations>>,
+    shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
 }
 
@@ -64,18 +84,20 @@ impl WireTap {
         listener.set_nonblocking(true)?;
         let tap = Self {
             addr: listener.local_addr()?,
-            upstream: Arc::new(OnceLock::new()),
-            observations: Arc::new(Mutex::new(Observations::default())),
+            shared: Arc::new(Shared {
+                upstream: RwLock::new(None),
+                observations: Mutex::new(Observations::default()),
+                faults: Faults::default(),
+            }),
             stop: Arc::new(AtomicBool::new(false)),
         };
-        let (upstream, observations, stop) =
-            (tap.upstream.clone(), tap.observations.clone(), tap.stop.clone());
+        let (shared, stop) = (tap.shared.clone(), tap.stop.clone());
         thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((client, _)) => {
-                        let (upstream, observations) = (upstream.clone(), observations.clone());
-                        thread::spawn(move || relay(client, &upstream, &observations));
+                        let shared = shared.clone();
+                        thread::spawn(move || relay(client, &shared));
                     }
                     Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                         thread::sleep(Duration::from_millis(5))
@@ -92,14 +114,36 @@ impl WireTap {
         self.addr
     }
 
-    /// Where connections are forwarded (the server's real Kafka listener).
+    /// Where new connections are forwarded (the server's real Kafka listener); connections
+    /// already open keep theirs.
     pub fn set_upstream(&self, addr: SocketAddr) {
-        let _ = self.upstream.set(addr);
+        *self.shared.upstream.write().unwrap_or_else(|p| p.into_inner()) = Some(addr);
+    }
+
+    /// From now on every `n`-th Produce request (counted over all connections; 0: none) drops
+    /// its connection: alternately right after the whole request was forwarded (the server
+    /// handles it, its answer never reaches the client) and after only half of it.
+    pub fn cut_produce_every(&self, n: u64) {
+        self.shared.faults.every.store(n, Ordering::Relaxed);
+    }
+
+    /// Produce requests that went through so far (over all connections, cut or not).
+    pub fn produce_requests(&self) -> u64 {
+        self.shared.faults.produce_seen.load(Ordering::Relaxed)
+    }
+
+    /// Connections dropped by [`WireTap::cut_produce_every`] so far.
+    pub fn cuts(&self) -> u64 {
+        self.shared.faults.cuts.load(Ordering::Relaxed)
+    }
+
+    fn observations(&self) -> std::sync::MutexGuard<'_, Observations> {
+        self.shared.observations.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Produce requests seen for `topic`, in arrival order.
     pub fn produce_for(&self, topic: &str) -> Vec<ProduceSeen> {
-        let observations = self.observations.lock().unwrap_or_else(|p| p.into_inner());
+        let observations = self.observations();
         observations
             .produce
             .iter()
@@ -110,7 +154,7 @@ impl WireTap {
 
     /// `ApiVersions v3, Metadata v12, Produce v9` — every API and version seen so far.
     pub fn versions_used(&self) -> String {
-        let observations = self.observations.lock().unwrap_or_else(|p| p.into_inner());
+        let observations = self.observations();
         let mut by_api: Vec<(i16, Vec<i16>)> = Vec::new();
         for (key, version) in &observations.requests {
             match by_api.last_mut() {
@@ -130,11 +174,7 @@ impl WireTap {
 
     /// Frames that could not be read, with the reason.
     pub fn unparsed(&self) -> Vec<String> {
-        self.observations
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .unparsed
-            .clone()
+        self.observations().unparsed.clone()
     }
 }
 
@@ -150,16 +190,17 @@ fn api_name(key: i16) -> String {
         3 => "Metadata".into(),
         17 => "SaslHandshake".into(),
         18 => "ApiVersions".into(),
+        22 => "InitProducerId".into(),
         36 => "SaslAuthenticate".into(),
         other => format!("api{other}"),
     }
 }
 
-fn relay(client: TcpStream, upstream: &OnceLock<SocketAddr>, observations: &Mutex<Observations>) {
+fn relay(client: TcpStream, shared: &Shared) {
     let started = Instant::now();
     let target = loop {
-        if let Some(addr) = upstream.get() {
-            break *addr;
+        if let Some(addr) = *shared.upstream.read().unwrap_or_else(|p| p.into_inner()) {
+            break addr;
         }
         if started.elapsed() > UPSTREAM_WAIT {
             return;
@@ -180,14 +221,37 @@ fn relay(client: TcpStream, upstream: &OnceLock<SocketAddr>, observations: &Mute
         let _ = io::copy(&mut from, &mut to);
         let _ = to.shutdown(Shutdown::Write);
     });
-    forward_requests(client_reader, server_writer, observations);
+    forward_requests(client_reader, server_writer, shared);
     let _ = back.join();
+}
+
+/// What to do with a Produce request under the tap's faults.
+#[derive(Debug, PartialEq)]
+enum Cut {
+    No,
+    /// Forward it whole, then drop the connection.
+    AfterRequest,
+    /// Forward half of it, then drop the connection.
+    MidRequest,
+}
+
+fn produce_cut(faults: &Faults) -> Cut {
+    let seen = faults.produce_seen.fetch_add(1, Ordering::Relaxed) + 1;
+    let every = faults.every.load(Ordering::Relaxed);
+    if every == 0 || !seen.is_multiple_of(every) {
+        return Cut::No;
+    }
+    if faults.cuts.fetch_add(1, Ordering::Relaxed).is_multiple_of(2) {
+        Cut::AfterRequest
+    } else {
+        Cut::MidRequest
+    }
 }
 
 /// Copies client bytes upstream frame by frame, noting each frame. After the connection's SASL
 /// handshake v0 the frames are raw tokens, not requests; they fail to parse as requests of a
 /// known API and are simply forwarded.
-fn forward_requests(mut from: TcpStream, mut to: TcpStream, observations: &Mutex<Observations>) {
+fn forward_requests(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
     let mut prefix = [0u8; 4];
     loop {
         if from.read_exact(&mut prefix).is_err() {
@@ -201,12 +265,32 @@ fn forward_requests(mut from: TcpStream, mut to: TcpStream, observations: &Mutex
             break;
         }
         let mut frame = vec![0u8; size as usize];
-        if from.read_exact(&mut frame).is_err()
-            || to.write_all(&prefix).and_then(|()| to.write_all(&frame)).is_err()
+        if from.read_exact(&mut frame).is_err() {
+            break;
+        }
+        let cut = match frame.get(..2) {
+            Some([0, 0]) => produce_cut(&shared.faults),
+            _ => Cut::No,
+        };
+        let sent = if cut == Cut::MidRequest {
+            frame.len() / 2
+        } else {
+            frame.len()
+        };
+        if to
+            .write_all(&prefix)
+            .and_then(|()| to.write_all(&frame[..sent]))
+            .is_err()
         {
             break;
         }
-        note_request(&frame, observations);
+        if cut != Cut::No {
+            // Both ways at once: an answer already on its way back is lost too.
+            let _ = from.shutdown(Shutdown::Both);
+            let _ = to.shutdown(Shutdown::Both);
+            return;
+        }
+        note_request(&frame, &shared.observations);
     }
     let _ = to.shutdown(Shutdown::Write);
 }
@@ -220,7 +304,7 @@ fn note_request(frame: &[u8], observations: &Mutex<Observations>) {
     let (Ok(key), Ok(version)) = (reader.i16(), reader.i16()) else {
         return;
     };
-    if !matches!(key, 0 | 3 | 17 | 18 | 36) {
+    if !matches!(key, 0 | 3 | 17 | 18 | 22 | 36) {
         return; // a raw SASL token, or an API kafluss does not serve
     }
     observations.requests.insert((key, version));

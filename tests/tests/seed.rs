@@ -51,6 +51,7 @@ fn produce(
     let plan = Plan {
         bootstrap: server.kafka_bootstrap(),
         sasl: None,
+        idempotent: false,
         cases: vec![CaseSpec::Produce {
             name: name.into(),
             topic: topic.into(),

@@ -2,15 +2,18 @@
 // suite: the same plan and output format as tests/clients/produce.py (one JSON line per case on
 // stdout).
 //
-// Usage: kafluss-go-producer -client franz-go|sarama PLAN.json, or -version.
+// Usage: kafluss-go-producer -client franz-go|sarama PLAN.json, or -version; or
+// kafluss-go-producer -client franz-go -bench BOOTSTRAP TOPIC VALUES (the bench's stock-client mode).
 //
-// Every wait is bounded. Idempotence is off explicitly (kgo.DisableIdempotentWrite(), franz-go's
-// default is on; sarama's Producer.Idempotent=false, its default): kafluss does not serve
-// InitProducerId yet. Issue 13's follow-up drops those lines so the clients run with their
-// defaults.
+// Every wait is bounded. A plan with "idempotent": false turns idempotence off explicitly
+// (kgo.DisableIdempotentWrite(), franz-go's default is on; sarama's Producer.Idempotent=false, its
+// default). With "idempotent": true franz-go runs with its default (idempotent) and sarama is asked
+// for it (Producer.Idempotent=true with the settings sarama requires for it: acks=all, one request
+// in flight per connection).
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -65,9 +68,10 @@ type testCase struct {
 }
 
 type plan struct {
-	Bootstrap string     `json:"bootstrap"`
-	Sasl      *saslUser  `json:"sasl"`
-	Cases     []testCase `json:"cases"`
+	Bootstrap  string     `json:"bootstrap"`
+	Idempotent bool       `json:"idempotent"`
+	Sasl       *saslUser  `json:"sasl"`
+	Cases      []testCase `json:"cases"`
 }
 
 type outcome struct {
@@ -192,12 +196,13 @@ func offsetOrNil(offset int64) *int64 {
 func franzOptions(p plan, c *testCase) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(p.Bootstrap),
-		// Off explicitly: kafluss does not serve InitProducerId yet (issue 13 turns it on).
-		kgo.DisableIdempotentWrite(),
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.DialTimeout(5 * time.Second),
 		kgo.RequestTimeoutOverhead(5 * time.Second),
 		kgo.WithLogger(kgo.BasicLogger(clientLog, kgo.LogLevelWarn, nil)),
+	}
+	if !p.Idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
 	if p.Sasl != nil {
 		opts = append(opts, kgo.SASL(plain.Auth{User: p.Sasl.Username, Pass: p.Sasl.Password}.AsMechanism()))
@@ -347,8 +352,12 @@ func saramaConfig(p plan, c *testCase) (*sarama.Config, error) {
 	config.Net.DialTimeout = 5 * time.Second
 	config.Net.ReadTimeout = deliveryTimeout / 2
 	config.Net.WriteTimeout = deliveryTimeout / 2
-	// Off explicitly (sarama's default too): kafluss does not serve InitProducerId yet (issue 13).
-	config.Producer.Idempotent = false
+	// Off explicitly (sarama's default too), or asked for with what sarama requires for it.
+	config.Producer.Idempotent = p.Idempotent
+	if p.Idempotent {
+		config.Net.MaxOpenRequests = 1
+		config.Producer.RequiredAcks = sarama.WaitForAll
+	}
 	config.Producer.Return.Successes = true
 	config.Producer.Return.Errors = true
 	config.Producer.Flush.Frequency = 5 * time.Millisecond
@@ -497,6 +506,60 @@ func saramaProduce(p plan, c testCase) ([]*int64, error) {
 	}
 }
 
+// ---------------------------------------------------------------- bench mode
+
+// benchFranz is the bench's stock-client mode (bench/scenarios/stock_client.py): every line of
+// the values file as one record value to topic, with the scenario's settings for every client
+// (acks=1, 5 ms linger, batches of up to 500 records of 100 B, idempotence off); prints
+// {"records": N} once every record is acknowledged, fails if any was not.
+func benchFranz(bootstrap, topic, values string) error {
+	file, err := os.Open(values)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	client, err := kgo.NewClient(
+		kgo.SeedBrokers(bootstrap),
+		kgo.DisableIdempotentWrite(),
+		kgo.RequiredAcks(kgo.LeaderAck()),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(500*100),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MaxBufferedRecords(1_000_000),
+		kgo.RecordDeliveryTimeout(2*time.Minute),
+		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, nil)),
+	)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	var failed sync.Map
+	var wg sync.WaitGroup
+	records := 0
+	lines := bufio.NewScanner(file)
+	lines.Buffer(make([]byte, 1<<20), 1<<20)
+	for lines.Scan() {
+		value := append([]byte(nil), lines.Bytes()...)
+		wg.Add(1)
+		client.Produce(context.Background(), &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.LoadOrStore("first", err)
+			}
+			wg.Done()
+		})
+		records++
+	}
+	if err := lines.Err(); err != nil {
+		return err
+	}
+	wg.Wait()
+	if first, any := failed.Load("first"); any {
+		return fmt.Errorf("records failed, first: %w", first.(error))
+	}
+	fmt.Printf("{\"records\": %d}\n", records)
+	return nil
+}
+
 // ---------------------------------------------------------------- plan runner
 
 func runCase(d driver, p plan, c testCase) outcome {
@@ -572,7 +635,18 @@ func decodeBase64(text string) ([]byte, error) {
 func main() {
 	client := flag.String("client", "", "franz-go or sarama")
 	showVersion := flag.Bool("version", false, "print the client's version and exit")
+	bench := flag.Bool("bench", false, "send every line of VALUES to TOPIC at BOOTSTRAP (franz-go only)")
 	flag.Parse()
+	if *bench {
+		if *client != "franz-go" || flag.NArg() != 3 {
+			fmt.Fprintln(os.Stderr, "usage: kafluss-go-producer -client franz-go -bench BOOTSTRAP TOPIC VALUES")
+			os.Exit(2)
+		}
+		if err := benchFranz(flag.Arg(0), flag.Arg(1), flag.Arg(2)); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	d, known := drivers[*client]
 	if !known || (!*showVersion && flag.NArg() != 1) {
 		fmt.Fprintln(os.Stderr, "usage: kafluss-go-producer -client franz-go|sarama (PLAN.json | -version)")

@@ -32,9 +32,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * same plan and output format as tests/clients/produce.py (one JSON line per case on stdout).
  *
  * <p>Usage: {@code java -jar kafluss-java-producer.jar PLAN.json}, or {@code --version}. Every wait
- * is bounded. Idempotence is off explicitly ({@code enable.idempotence=false}, not the client's
- * default since 3.0): kafluss does not serve InitProducerId yet. Issue 13's follow-up drops that
- * line so the client runs with its defaults.
+ * is bounded. A plan with {@code "idempotent": false} turns idempotence off explicitly ({@code
+ * enable.idempotence=false}); with {@code "idempotent": true} the producer has no such line and
+ * runs with the client's default (idempotent since 3.0, with acks=all).
  */
 public final class Produce {
   /** Bounds for one case, in milliseconds (as produce.py). */
@@ -55,8 +55,18 @@ public final class Produce {
           "kafka-clients " + clientVersion() + ", Java " + System.getProperty("java.version"));
       return;
     }
+    if (args.length == 5 && args[0].equals("--exactly-once")) {
+      exactlyOnce(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+      return;
+    }
+    if (args.length == 4 && args[0].equals("--bench")) {
+      bench(args[1], args[2], Path.of(args[3]));
+      return;
+    }
     if (args.length != 1) {
-      System.err.println("usage: java -jar kafluss-java-producer.jar PLAN.json | --version");
+      System.err.println(
+          "usage: java -jar kafluss-java-producer.jar PLAN.json | --version | --bench BOOTSTRAP TOPIC VALUES"
+              + " | --exactly-once BOOTSTRAP TOPIC PARTITIONS COUNT");
       System.exit(2);
     }
     JsonObject plan =
@@ -66,6 +76,93 @@ public final class Produce {
       System.out.println(gson.toJson(runCase(plan, element.getAsJsonObject())));
       System.out.flush();
     }
+  }
+
+  /**
+   * The bench's stock-client mode (bench/scenarios/stock_client.py): every line of {@code values}
+   * as one record value to {@code topic}, with the scenario's settings for every client (acks=1,
+   * 5 ms linger, batches of up to 500 records of 100 B, idempotence off); prints {@code {"records":
+   * N}} once every record is acknowledged, exits 1 if any failed.
+   */
+  private static void bench(String bootstrap, String topic, Path values) throws Exception {
+    Properties config = new Properties();
+    config.put("bootstrap.servers", bootstrap);
+    config.put("acks", "1");
+    config.put("linger.ms", "5");
+    config.put("batch.size", String.valueOf(500 * 100));
+    config.put("enable.idempotence", "false");
+    config.put("buffer.memory", String.valueOf(256L << 20));
+    java.util.concurrent.atomic.AtomicLong failed = new java.util.concurrent.atomic.AtomicLong();
+    java.util.concurrent.atomic.AtomicReference<Exception> first = new java.util.concurrent.atomic.AtomicReference<>();
+    long records = 0;
+    try (KafkaProducer<byte[], byte[]> producer =
+            new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer());
+        java.io.BufferedReader in = Files.newBufferedReader(values, StandardCharsets.UTF_8)) {
+      for (String line = in.readLine(); line != null; line = in.readLine()) {
+        producer.send(
+            new ProducerRecord<>(topic, line.getBytes(StandardCharsets.UTF_8)),
+            (metadata, error) -> {
+              if (error != null) {
+                failed.incrementAndGet();
+                first.compareAndSet(null, error);
+              }
+            });
+        records++;
+      }
+      producer.flush();
+    }
+    if (failed.get() > 0) {
+      System.err.println(failed.get() + " of " + records + " records failed, first: " + describe(first.get()));
+      System.exit(1);
+    }
+    System.out.println("{\"records\": " + records + "}");
+  }
+
+  /**
+   * The exactly-once tests' producer (tests/tests/exactly_once.rs): the client's default settings
+   * (idempotent, acks=all, retries without limit within the default 120 s delivery timeout), one
+   * record per id 0..count-1, its value the id in decimal, to partition id % partitions, paced at
+   * 10 records every 10 ms so that the test's faults fall in the middle of the run. Prints one
+   * JSON line: {"acked": [ids acknowledged, in acknowledgement order], "failed": N, "errors":
+   * [the first few failures]}.
+   */
+  private static void exactlyOnce(String bootstrap, String topic, int partitions, int count)
+      throws Exception {
+    Properties config = new Properties();
+    config.put("bootstrap.servers", bootstrap);
+    List<Long> acked = java.util.Collections.synchronizedList(new ArrayList<>());
+    List<String> errors = java.util.Collections.synchronizedList(new ArrayList<>());
+    java.util.concurrent.atomic.AtomicLong failed = new java.util.concurrent.atomic.AtomicLong();
+    try (KafkaProducer<byte[], byte[]> producer =
+        new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer())) {
+      for (int id = 0; id < count; id++) {
+        final long record = id;
+        producer.send(
+            new ProducerRecord<>(
+                topic, id % partitions, null, String.valueOf(id).getBytes(StandardCharsets.UTF_8)),
+            (metadata, error) -> {
+              if (error == null) {
+                acked.add(record);
+              } else {
+                failed.incrementAndGet();
+                if (errors.size() < 5) {
+                  errors.add(last(describe(error), 300));
+                }
+              }
+            });
+        if (id % 10 == 9) {
+          Thread.sleep(10);
+        }
+      }
+      producer.flush();
+    }
+    Map<String, Object> result = new LinkedHashMap<>();
+    synchronized (acked) {
+      result.put("acked", new ArrayList<>(acked));
+    }
+    result.put("failed", failed.get());
+    result.put("errors", new ArrayList<>(errors));
+    System.out.println(new Gson().toJson(result));
   }
 
   /** The version kafka-clients reports about itself (its jar's kafka/kafka-version.properties). */
@@ -156,14 +253,21 @@ public final class Produce {
     return config;
   }
 
+  /** The plan's {@code idempotent}: false (or missing) turns idempotence off explicitly. */
+  private static boolean idempotent(JsonObject plan) {
+    JsonElement idempotent = plan.get("idempotent");
+    return idempotent != null && !idempotent.isJsonNull() && idempotent.getAsBoolean();
+  }
+
   private static String jaasQuoted(String text) {
     return text.replace("\\", "\\\\").replace("\"", "\\\"");
   }
 
   private static KafkaProducer<byte[], byte[]> producer(JsonObject plan, JsonObject testCase, boolean expectError) {
     Properties config = common(plan);
-    // Off explicitly: kafluss does not serve InitProducerId yet (issue 13 turns the default on).
-    config.put("enable.idempotence", "false");
+    if (!idempotent(plan)) {
+      config.put("enable.idempotence", "false");
+    }
     config.put("linger.ms", "5");
     int deliveryMs = expectError ? EXPECTED_FAILURE_TIMEOUT_MS : DELIVERY_TIMEOUT_MS;
     // delivery.timeout.ms must be at least linger.ms + request.timeout.ms.

@@ -1,0 +1,194 @@
+//! Exactly-once under faults: an idempotent acks=all producer that retries (the Java client with
+//! its default settings; librdkafka through confluent-kafka with `enable.idempotence=true`)
+//! sends numbered records to a 3-bucket table through the wire tap, which drops every 7th
+//! Produce request's connection (alternately after forwarding the request whole, so kafluss
+//! appends a batch whose answer the client never gets and must retry, and half-way through
+//! it); mid-run the server is SIGKILLed and started again on the same data directory. Then
+//! every acknowledged record must be stored exactly once, each bucket holding its ids in the
+//! order they were sent. The test counts duplicates and asserts there are none.
+
+use std::collections::BTreeMap;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use kafluss_tests::clients::{self, exactly_once_command, Client};
+use kafluss_tests::process::{run_with_timeout, tail};
+use kafluss_tests::server::{KaflussServer, ServerConfig};
+use kafluss_tests::tables::ValueMode;
+use kafluss_tests::wire_tap::WireTap;
+
+const PARTITIONS: u32 = 3;
+/// Records sent; the producer paces them at 1,000/s, so the run lasts a few seconds.
+const RECORDS: u32 = 4_000;
+/// Every n-th Produce request loses its connection.
+const CUT_EVERY: u64 = 7;
+/// The server is killed once this many Produce requests went through the tap.
+const KILL_AFTER_REQUESTS: u64 = 40;
+/// Bounds: the whole producer run, and waiting for the run to reach the kill point.
+const PRODUCER_TIMEOUT: Duration = Duration::from_secs(300);
+const MID_RUN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the producer printed.
+#[derive(Debug, Deserialize)]
+struct Outcome {
+    acked: Vec<u64>,
+    failed: u64,
+    errors: Vec<String>,
+}
+
+fn exactly_once_under_faults(client: Client) {
+    if !clients::available(client) {
+        return;
+    }
+    let tap = WireTap::start().unwrap_or_else(|error| panic!("wire tap: {error}"));
+    let data = tempfile::tempdir().unwrap_or_else(|error| panic!("{error}"));
+    // Every connection of the producer goes through the tap: it is the advertised listener.
+    let config = ServerConfig::plaintext().with("advertised.listeners", &format!("KAFKA://{}", tap.addr()));
+    let mut server = KaflussServer::start_in(data.path(), config.clone()).unwrap_or_else(|e| panic!("{e}"));
+    tap.set_upstream(server.kafka_addr());
+    let table = format!("eos.{}", client.slug());
+    for sql in [
+        "CREATE DATABASE eos".to_owned(),
+        ValueMode::String.create_table_sql(&table, PARTITIONS),
+    ] {
+        server.sql(&sql).unwrap_or_else(|error| panic!("{error}"));
+    }
+
+    tap.cut_produce_every(CUT_EVERY);
+    let mut command = exactly_once_command(client, &tap.addr().to_string(), &table, PARTITIONS, RECORDS)
+        .expect("a producer for this client")
+        .unwrap_or_else(|error| panic!("{error}"));
+    let producer = thread::spawn(move || run_with_timeout(&mut command, b"", PRODUCER_TIMEOUT));
+
+    // Mid-run: once requests flow (and some connections were cut), a crash and a restart.
+    let started = Instant::now();
+    while tap.produce_requests() < KILL_AFTER_REQUESTS
+        && !producer.is_finished()
+        && started.elapsed() < MID_RUN_TIMEOUT
+    {
+        thread::sleep(Duration::from_millis(5));
+    }
+    if producer.is_finished() {
+        let early = match producer.join().expect("the producer thread") {
+            Ok(done) => format!(
+                "exit {}:\n{}\n{}",
+                done.status,
+                tail(&done.stdout_text(), 2000),
+                tail(&done.stderr_text(), 3000)
+            ),
+            Err(error) => error.to_string(),
+        };
+        panic!(
+            "the producer ended after {} Produce requests, before the server was killed: {early}",
+            tap.produce_requests()
+        );
+    }
+    assert!(
+        tap.produce_requests() >= KILL_AFTER_REQUESTS,
+        "only {} Produce requests in {MID_RUN_TIMEOUT:?}\n{}",
+        tap.produce_requests(),
+        server.log_tail()
+    );
+    server.kill();
+    let killed_at = tap.produce_requests();
+    server = KaflussServer::start_in(data.path(), config).unwrap_or_else(|e| panic!("{e}"));
+    tap.set_upstream(server.kafka_addr());
+
+    let done = producer
+        .join()
+        .expect("the producer thread")
+        .unwrap_or_else(|error| panic!("{error}"));
+    let stdout = done.stdout_text();
+    assert!(
+        done.status.success(),
+        "producer exited with {}:\n{}\n{}",
+        done.status,
+        tail(&stdout, 2000),
+        tail(&done.stderr_text(), 3000)
+    );
+    let outcome: Outcome = stdout
+        .lines()
+        .last()
+        .and_then(|line| serde_json::from_str(line).ok())
+        .unwrap_or_else(|| panic!("no outcome line from the producer:\n{}", tail(&stdout, 2000)));
+    assert!(tap.cuts() > 0, "no connection was cut");
+
+    let rows = server.scan(&table).unwrap_or_else(|error| panic!("{error}"));
+    // Each id with how often it is stored, and each bucket's ids in offset order.
+    let mut stored: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut buckets: BTreeMap<u32, Vec<(i64, u64)>> = BTreeMap::new();
+    for row in &rows {
+        let id: u64 = row.row["_kafka_value"]
+            .as_str()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or_else(|| panic!("a row that is not one of the producer's: {row:?}"));
+        assert!(id < u64::from(RECORDS), "an id never sent: {row:?}");
+        assert_eq!(
+            row.bucket,
+            u32::try_from(id % u64::from(PARTITIONS)).unwrap(),
+            "id {id} in the wrong bucket"
+        );
+        *stored.entry(id).or_default() += 1;
+        buckets.entry(row.bucket).or_default().push((row.offset, id));
+    }
+    let duplicates: usize = stored.values().map(|count| count - 1).sum();
+    let twice: Vec<u64> = stored
+        .iter()
+        .filter(|(_, count)| **count > 1)
+        .map(|(id, _)| *id)
+        .take(20)
+        .collect();
+    let missing: Vec<u64> = outcome
+        .acked
+        .iter()
+        .filter(|id| !stored.contains_key(id))
+        .copied()
+        .collect();
+    println!(
+        "{client:?}: {} acknowledged, {} failed, {} rows stored, {duplicates} duplicates, {} \
+         missing; {} connections cut, server killed after {killed_at} of {} Produce requests",
+        outcome.acked.len(),
+        outcome.failed,
+        rows.len(),
+        missing.len(),
+        tap.cuts(),
+        tap.produce_requests()
+    );
+    assert_eq!(
+        duplicates, 0,
+        "{duplicates} duplicate rows, ids stored more than once (first 20): {twice:?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged records are not stored, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(20)]
+    );
+    for (bucket, mut ids) in buckets {
+        ids.sort_unstable();
+        let out_of_order = ids.windows(2).find(|pair| pair[0].1 >= pair[1].1);
+        assert!(
+            out_of_order.is_none(),
+            "bucket {bucket} holds ids out of send order: (offset, id) {out_of_order:?}"
+        );
+    }
+    assert!(
+        outcome.failed == 0 && outcome.acked.len() == RECORDS as usize,
+        "{} of {RECORDS} acknowledged, {} failed: {:?}",
+        outcome.acked.len(),
+        outcome.failed,
+        outcome.errors
+    );
+}
+
+#[test]
+fn java_idempotent_producer_under_faults() {
+    exactly_once_under_faults(Client::Java4);
+}
+
+#[test]
+fn librdkafka_idempotent_producer_under_faults() {
+    exactly_once_under_faults(Client::ConfluentKafka);
+}
