@@ -16,8 +16,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::SystemTime;
 
-use super::appender::{encoder_for, ActiveSegment, SegmentInfo};
-use super::compression::ArrowCompression;
+use super::appender::{ActiveSegment, SegmentInfo};
 use super::error::LogError;
 use super::file::{SegmentFile, SegmentStore};
 use super::segment::{parse_segment_file_name, scan_segment, segment_path, SEGMENT_SUFFIX};
@@ -124,9 +123,6 @@ pub(super) async fn recover<S: SegmentStore>(store: &S, dir: &Path) -> Result<Re
                 last_append,
             });
         } else {
-            // The first append sets the table's compression (`BucketLog::append_locked`).
-            let mut encoder = encoder_for(&schema, ArrowCompression::None)?;
-            encoder.get_mut().clear(); // the file already holds the schema message
             active_last_append = last_append;
             active = Some(ActiveSegment {
                 file: Rc::new(file),
@@ -134,8 +130,6 @@ pub(super) async fn recover<S: SegmentStore>(store: &S, dir: &Path) -> Result<Re
                 base_offset,
                 len: scan.valid_len,
                 schema,
-                encoder,
-                compression: ArrowCompression::None,
             });
         }
     }
