@@ -34,8 +34,15 @@ fn exchange<M: Message, R: Message>(stream: &mut TcpStream, version: i16, reques
         .1
 }
 
-/// One login attempt on a fresh connection; the code and how long the answer took.
-fn attempt(server: SocketAddr, password: &str) -> (ErrorCode, Duration) {
+/// One login attempt on a fresh connection: the code, when its SaslAuthenticate was sent and
+/// when the answer came.
+///
+/// The throttle gives a key its next turn `delay` after a failure is checked, and a failure is
+/// checked after its request was sent; so an answer can never come sooner than `delay` after
+/// the *previous* attempt was sent, however slow the machine. The assertions below are such
+/// lower bounds (the time an attempt itself took is not one: on a loaded machine the next
+/// request may arrive after its turn has already come).
+fn attempt(server: SocketAddr, password: &str) -> (ErrorCode, Instant, Instant) {
     let mut stream = TcpStream::connect_timeout(&server, Duration::from_secs(10)).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
@@ -48,7 +55,7 @@ fn attempt(server: SocketAddr, password: &str) -> (ErrorCode, Duration) {
         },
     );
     assert_eq!(handshake.error_code, ErrorCode::None);
-    let started = Instant::now();
+    let sent = Instant::now();
     let answer: SaslAuthenticateResponse = exchange(
         &mut stream,
         2,
@@ -56,7 +63,7 @@ fn attempt(server: SocketAddr, password: &str) -> (ErrorCode, Duration) {
             auth_bytes: Bytes::from(format!("\0writer\0{password}")),
         },
     );
-    (answer.error_code, started.elapsed())
+    (answer.error_code, sent, Instant::now())
 }
 
 #[test]
@@ -71,42 +78,49 @@ fn failed_logins_slow_the_next_attempts() {
         ],
     );
     let kafka = server.kafka;
-    // No failure yet: the first wrong attempt is answered without a wait... (no upper bound is
-    // asserted on a shared machine; the waits below are lower bounds)
-    let (code, _) = attempt(kafka, WRONG);
+    // No failure yet: the first wrong attempt is answered without a wait (no upper bound is
+    // asserted on a shared machine; the waits below are lower bounds, see `attempt`).
+    let (code, mut previous_sent, _) = attempt(kafka, WRONG);
     assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
-    // ...the next ones wait 100 ms, then 200 ms, then the 300 ms bound.
+    // The next ones wait 100 ms, then 200 ms, then the 300 ms bound.
     for expected in [100, 200, 300, 300] {
-        let (code, took) = attempt(kafka, WRONG);
+        let (code, sent, answered) = attempt(kafka, WRONG);
         assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
+        let since_previous = answered - previous_sent;
         assert!(
-            took >= Duration::from_millis(expected - 20),
-            "after failures the attempt waited only {took:?} (expected {expected} ms)"
+            since_previous >= Duration::from_millis(expected),
+            "after failures the attempt was answered {since_previous:?} after the previous one was sent (expected at least {expected} ms)"
         );
+        previous_sent = sent;
     }
 
-    // Eight guesses in parallel are served one per 300 ms, not all at once.
-    let started = Instant::now();
+    // Eight guesses in parallel are served one per 300 ms, not all at once: the last of them
+    // is answered no sooner than 8 turns after the last sequential attempt was sent.
     let guesses: Vec<_> = (0..8)
         .map(|_| std::thread::spawn(move || attempt(kafka, WRONG)))
         .collect();
+    let mut last_answer = previous_sent;
     for guess in guesses {
-        assert_eq!(
-            guess.join().expect("guess").0,
-            ErrorCode::SaslAuthenticationFailed
-        );
+        let (code, _, answered) = guess.join().expect("guess");
+        assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
+        last_answer = last_answer.max(answered);
     }
-    let took = started.elapsed();
+    let took = last_answer - previous_sent;
     assert!(
-        took >= Duration::from_millis(8 * 300 - 100),
-        "8 parallel guesses took {took:?}: they must be serialised at the 300 ms delay"
+        took >= Duration::from_millis(8 * 300),
+        "8 parallel guesses were all answered {took:?} after the last sequential attempt: they must be serialised at the 300 ms delay"
     );
 
-    // The right password waits its turn, then gets in, and clears the penalty.
-    let (code, took) = attempt(kafka, "secret");
+    // The right password waits its turn (the ninth after that attempt), then gets in, and
+    // clears the penalty.
+    let (code, _, answered) = attempt(kafka, "secret");
     assert_eq!(code, ErrorCode::None, "the right password still authenticates");
-    assert!(took >= Duration::from_millis(250), "it waited its turn: {took:?}");
-    let (code, _) = attempt(kafka, "secret");
+    let waited = answered - previous_sent;
+    assert!(
+        waited >= Duration::from_millis(9 * 300),
+        "it waited its turn: answered {waited:?} after the last sequential attempt"
+    );
+    let (code, _, _) = attempt(kafka, "secret");
     assert_eq!(code, ErrorCode::None);
 
     let logs = server.logs();
@@ -161,21 +175,33 @@ fn failed_basic_logins_are_refused_for_a_while() {
         &[
             "security.protocol.map=FLUSS:sasl,KAFKA:plaintext",
             "security.sasl.plain.credentials=admin:secret",
-            "security.login.failure-delay=500ms",
-            "security.login.max-failure-delay=2s",
+            "security.login.failure-delay=3s",
+            "security.login.max-failure-delay=6s",
         ],
     );
     let fluss = server.fluss;
     assert_eq!(get_with_basic(fluss, "admin", "secret").0, 200);
     let (status, _) = get_with_basic(fluss, "admin", WRONG);
     assert_eq!(status, 401);
-    // Within the delay even the right password is not checked: 429 with Retry-After.
+    // Within the delay even the right password is not checked: 429 with Retry-After (the 3 s
+    // delay is far longer than the time between two requests, even on a loaded machine).
     let (status, answer) = get_with_basic(fluss, "admin", "secret");
     assert_eq!(status, 429, "{answer}");
-    assert!(answer.to_lowercase().contains("retry-after: 1"), "{answer}");
+    let retry_after: u64 = answer
+        .to_lowercase()
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("retry-after: ")
+                .map(|v| v.trim().parse().expect("seconds"))
+        })
+        .unwrap_or_else(|| panic!("no Retry-After: {answer}"));
+    assert!(
+        (1..=3).contains(&retry_after),
+        "Retry-After: the rest of the 3 s wait, rounded up: {answer}"
+    );
     assert!(answer.contains("TOO_MANY_FAILED_LOGINS"), "{answer}");
     // Refused attempts do not extend the wait: once it passed, the right password works.
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(3100));
     assert_eq!(get_with_basic(fluss, "admin", "secret").0, 200);
     assert_eq!(
         get_with_basic(fluss, "admin", "secret").0,

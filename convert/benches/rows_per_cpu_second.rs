@@ -5,20 +5,17 @@
 //! reads the thread's own CPU time from `/proc/thread-self/schedstat` (Linux), so the figure
 //! is per core whatever else runs. Elsewhere it falls back to wall time and says so.
 
+mod cpu_time;
 mod workloads;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use cpu_time::thread_cpu_ns;
 use kafluss_convert::JsonScratch;
 
 /// How long each workload runs.
 const RUN: Duration = Duration::from_secs(3);
-
-fn thread_cpu_ns() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    text.split_whitespace().next()?.parse().ok()
-}
 
 fn main() {
     // `cargo bench` passes `--bench`; any other argument filters workloads by name.

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Writes seed inputs for `convert_batch` into corpus/convert_batch/: JSON documents (valid,
-rescued, invalid) under each plan selector, separated like the target splits records."""
+rescued, invalid) under each plan selector, separated like the target splits records. Besides
+DOCS below, every JSON object written as a raw string literal (`r#"{...}"#`, `br#"{...}"#`) in
+the conversion tests (`convert/tests/*.rs`) and the bench workloads is a document too."""
+import glob
 import os
+import re
 
 SEP = b"\xfe"
 DOCS = [
@@ -19,12 +23,27 @@ DOCS = [
 ]
 
 
+def test_documents(convert_dir):
+    """JSON objects in raw string literals of the conversion tests and benches (raw strings hold
+    no escapes, so their text is the document), each once, in a stable order."""
+    docs = set()
+    for path in glob.glob(os.path.join(convert_dir, "tests", "*.rs")) + glob.glob(
+        os.path.join(convert_dir, "benches", "**", "*.rs"), recursive=True
+    ):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for match in re.finditer(r'b?r#"(\{.*?\})"#', text, re.S):
+            docs.add(match.group(1).encode("utf-8"))
+    return sorted(docs)
+
+
 def main():
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "convert_batch")
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = os.path.join(here, "corpus", "convert_batch")
     os.makedirs(out, exist_ok=True)
     n = 0
     for control in range(0, 256, 37):
-        for doc in DOCS:
+        for doc in DOCS + test_documents(os.path.dirname(here)):
             parts = []
             if control & 0x80:
                 parts.append(b"key")

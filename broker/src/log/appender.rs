@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use arrow_array::RecordBatch;
+use arrow_ipc::writer::{write_message, DictionaryTracker, IpcDataGenerator, IpcWriteContext, StreamWriter};
 use arrow_schema::SchemaRef;
 use glommio::sync::Semaphore;
 
@@ -25,7 +26,7 @@ use super::error::LogError;
 use super::file::{GlommioStore, SegmentFile, SegmentStore};
 use super::group_commit::CommitState;
 use super::recovery::{recover, Recovered};
-use super::segment::{encoder_for, segment_path, ActiveSegment, SegmentInfo, VisitedBatch, END_OF_STREAM};
+use super::segment::{segment_path, ActiveSegment, SegmentInfo, VisitedBatch, END_OF_STREAM};
 use super::{AppendOutcome, BucketStats, FlushPolicy, LogConfig};
 
 struct State<F> {
@@ -64,6 +65,49 @@ impl BucketLog<GlommioStore> {
     pub async fn open(dir: &Path, config: LogConfig, stats: Arc<BucketStats>) -> Result<Self, LogError> {
         Self::open_with_store(GlommioStore, dir, config, stats).await
     }
+}
+
+/// The schema message that starts a segment's IPC stream.
+fn schema_message(schema: &SchemaRef) -> Result<Vec<u8>, LogError> {
+    let mut writer = StreamWriter::try_new(Vec::new(), schema).map_err(LogError::Encode)?;
+    Ok(std::mem::take(writer.get_mut()))
+}
+
+thread_local! {
+    /// The IPC write contexts of this thread (one glommio core), one per compression in use:
+    /// the buckets of a core share them, and so one zstd compressor per level, instead of each
+    /// open bucket keeping its own (about 0.9 MB each, docs/storage.md). At most one entry per
+    /// codec and level.
+    static WRITE_CONTEXTS: RefCell<Vec<(ArrowCompression, IpcWriteContext)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `batch` as one IPC record-batch message (continuation, metadata, body), its buffers
+/// compressed with `compression`. The converter makes no dictionary types, so no dictionary
+/// messages come first (if one did, `checksum::seal` would refuse the bytes).
+fn encode_message(batch: &RecordBatch, compression: ArrowCompression) -> Result<Vec<u8>, LogError> {
+    let options = compression.write_options();
+    WRITE_CONTEXTS.with_borrow_mut(|contexts| {
+        let at = match contexts.iter().position(|(c, _)| *c == compression) {
+            Some(at) => at,
+            None => {
+                contexts.push((compression, IpcWriteContext::default()));
+                contexts.len() - 1
+            }
+        };
+        let (dictionaries, encoded) = IpcDataGenerator::default()
+            .encode(
+                batch,
+                &mut DictionaryTracker::new(false),
+                &options,
+                &mut contexts[at].1,
+            )
+            .map_err(LogError::Encode)?;
+        let mut out = Vec::with_capacity(encoded.ipc_message.len() + encoded.arrow_data.len() + 128);
+        for message in dictionaries.into_iter().chain(std::iter::once(encoded)) {
+            write_message(&mut out, message, &options).map_err(LogError::Encode)?;
+        }
+        Ok(out)
+    })
 }
 
 impl<S: SegmentStore> BucketLog<S> {
@@ -285,27 +329,15 @@ impl<S: SegmentStore> BucketLog<S> {
 
         // Encode under a short borrow; never hold a RefCell borrow across an await.
         let (file, pos, bytes) = {
-            let mut state = self.state.borrow_mut();
+            let state = self.state.borrow();
             let active = state
                 .active
-                .as_mut()
+                .as_ref()
                 .expect("an active segment exists after create_segment");
-            let wanted = self.compression.get();
-            if active.compression != wanted {
-                // Compression is per message: the same stream goes on with the other codec.
-                let mut encoder = encoder_for(&active.schema, wanted)?;
-                encoder.get_mut().clear(); // the file already holds the schema message
-                active.encoder = encoder;
-                active.compression = wanted;
-            }
-            let encoded = active.encoder.write(batch).map_err(LogError::Encode);
-            // The bytes go to the kernel by value; leave a buffer of the same size behind so the
-            // next batch of similar size encodes without regrowing.
-            let capacity = active.encoder.get_ref().len();
-            let bytes = std::mem::replace(active.encoder.get_mut(), Vec::with_capacity(capacity));
-            // The encoder writes into its own Vec only; dropping those bytes undoes a failure.
-            encoded?;
-            let bytes = super::checksum::seal_with(&bytes, tags)?;
+            // Compression is per message: after an ALTER the same stream goes on with the other
+            // codec. The encoder writes into its own Vec only; a failure leaves nothing behind.
+            let encoded = encode_message(batch, self.compression.get())?;
+            let bytes = super::checksum::seal_with(&encoded, tags)?;
             (active.file.clone(), active.len, bytes)
         };
         let written = bytes.len() as u64;
@@ -338,9 +370,7 @@ impl<S: SegmentStore> BucketLog<S> {
     /// entry durable (a later acks=-1 fsync of the file alone would not cover the entry).
     async fn create_segment(&self, base_offset: u64, schema: &SchemaRef) -> Result<(), LogError> {
         let path = segment_path(&self.dir, base_offset);
-        let compression = self.compression.get();
-        let mut encoder = encoder_for(schema, compression)?;
-        let header = std::mem::take(encoder.get_mut());
+        let header = schema_message(schema)?;
         let file = self
             .store
             .create(&path)
@@ -364,8 +394,6 @@ impl<S: SegmentStore> BucketLog<S> {
             base_offset,
             len: header_len,
             schema: schema.clone(),
-            encoder,
-            compression,
         });
         Ok(())
     }

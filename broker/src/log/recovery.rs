@@ -16,12 +16,11 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::SystemTime;
 
-use super::compression::ArrowCompression;
 use super::error::LogError;
 use super::file::{SegmentFile, SegmentStore};
 use super::segment::{
-    encoder_for, parse_segment_file_name, scan_segment_visiting, segment_path, ActiveSegment, SegmentInfo,
-    VisitedBatch, SEGMENT_SUFFIX,
+    parse_segment_file_name, scan_segment_visiting, segment_path, ActiveSegment, SegmentInfo, VisitedBatch,
+    SEGMENT_SUFFIX,
 };
 
 /// What recovery found.
@@ -135,9 +134,6 @@ pub(super) async fn recover<S: SegmentStore>(
                 last_append,
             });
         } else {
-            // The first append sets the table's compression (`BucketLog::append_locked`).
-            let mut encoder = encoder_for(&schema, ArrowCompression::None)?;
-            encoder.get_mut().clear(); // the file already holds the schema message
             active_last_append = last_append;
             active = Some(ActiveSegment {
                 file: Rc::new(file),
@@ -145,8 +141,6 @@ pub(super) async fn recover<S: SegmentStore>(
                 base_offset,
                 len: scan.valid_len,
                 schema,
-                encoder,
-                compression: ArrowCompression::None,
             });
         }
     }

@@ -11,13 +11,10 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::SystemTime;
 
-use arrow_ipc::writer::StreamWriter;
 use arrow_ipc::MessageHeader;
 use arrow_schema::SchemaRef;
 
 use super::checksum::{CONTINUATION, MAX_METADATA_LEN};
-use super::compression::ArrowCompression;
-use super::error::LogError;
 use super::file::SegmentFile;
 
 /// Segment files are `<base offset, 20 digits>.arrow`.
@@ -45,18 +42,6 @@ pub(super) struct ActiveSegment<F> {
     /// Bytes in the file = the position of the next write.
     pub len: u64,
     pub schema: SchemaRef,
-    /// Encodes batches as IPC messages into its Vec, which is drained after every batch.
-    pub encoder: StreamWriter<Vec<u8>>,
-    /// The buffer compression `encoder` writes with.
-    pub compression: ArrowCompression,
-}
-
-pub(super) fn encoder_for(
-    schema: &SchemaRef,
-    compression: ArrowCompression,
-) -> Result<StreamWriter<Vec<u8>>, LogError> {
-    StreamWriter::try_new_with_options(Vec::new(), schema, compression.write_options())
-        .map_err(LogError::Encode)
 }
 
 pub fn segment_file_name(base_offset: u64) -> String {
