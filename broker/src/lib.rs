@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod repeat_log;
 pub mod runtime;
 pub mod scan;
+pub mod sched;
 pub mod telemetry;
 pub mod units;
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use kafluss_convert::{ConversionPlan, JsonScratch, KafkaRecord, TimestampType};
+use kafluss_convert::{BatchBuilder, ConversionPlan, JsonScratch, KafkaRecord, TimestampType};
 use kafluss_protocol::{RecordBatches, TimestampType as WireTimestampType};
 
 use super::plan_cache::{PlanCache, PlanError};
@@ -24,6 +24,7 @@ use super::{AppendError, AppendJob, AppendOutcome, Appended, BatchRejection};
 use crate::catalog::model::TableInfo;
 use crate::config::ServerConfig;
 use crate::log::{BucketLog, FlushPolicy, LogConfig, LogError, LogRegistry};
+use crate::sched::{held, yield_to_io, YIELD_EVERY_RECORDS};
 use crate::telemetry::CoreTelemetry;
 
 /// A bucket's state on its owner core: the open log.
@@ -127,6 +128,7 @@ impl Appender {
         let append_time_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
+        let decoding = std::time::Instant::now();
         let batches = match decode_batches(
             job.records.as_ref(),
             config.max_request_size,
@@ -143,10 +145,20 @@ impl Appender {
                 return OwnerResult::Done(Err(AppendError::Batch(rejection)));
             }
         };
-        // Decompression and conversion run without awaiting; let other tasks of this core (reads
-        // of other connections, group commits) run between the two CPU-heavy steps.
-        glommio::yield_if_needed().await;
-        let arrow_batch = match self.convert(&plan, &batches, job.partition, append_time_ms) {
+        held(
+            format_args!(
+                "decoding {} bytes of batches for {}",
+                job.records.as_ref().map_or(0, |r| r.len()),
+                job.table.path()
+            ),
+            decoding,
+            config.stall_threshold,
+        );
+        // Decoding a big batch took a while: let the core poll its connections before converting.
+        if batches.iter().map(|b| b.records.len()).sum::<usize>() >= YIELD_EVERY_RECORDS {
+            yield_to_io().await;
+        }
+        let arrow_batch = match self.convert(&plan, &batches, job.partition, append_time_ms).await {
             Ok(batch) => batch,
             Err(e) => return OwnerResult::Done(Err(AppendError::Convert(Box::new(e)))),
         };
@@ -191,7 +203,7 @@ impl Appender {
     }
 
     /// Converts every record of `batches` with this core's reusable JSON scratch space.
-    fn convert(
+    async fn convert(
         &self,
         plan: &ConversionPlan,
         batches: &[DecodedBatch],
@@ -234,8 +246,29 @@ impl Appender {
                 });
             }
         }
-        let mut scratch = self.json_scratch.borrow_mut();
-        plan.convert_batch_with(&mut scratch, records)
+        // Converted in slices of `YIELD_EVERY_RECORDS`, giving the core to waiting connections
+        // between two (`yield_to_io`), so a big batch never holds the core for long. The
+        // scratch space is borrowed per slice: another bucket actor of this core may convert
+        // while this one waits.
+        let mut builder = BatchBuilder::new(plan, records.len());
+        for slice in records.chunks(YIELD_EVERY_RECORDS) {
+            let converting = std::time::Instant::now();
+            {
+                let mut scratch = self.json_scratch.borrow_mut();
+                for record in slice {
+                    builder.push(&mut scratch, record)?;
+                }
+            }
+            held(
+                format_args!("converting {} records to Arrow", slice.len()),
+                converting,
+                self.config.stall_threshold,
+            );
+            if slice.len() == YIELD_EVERY_RECORDS {
+                yield_to_io().await;
+            }
+        }
+        builder.finish()
     }
 
     /// Logs a storage failure of `table` at ERROR, at most once per `server.log-repeat-interval`

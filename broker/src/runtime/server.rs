@@ -18,7 +18,7 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement};
 
 use super::core::{run_core, CoreError, CoreStart};
-use super::{ControlMessage, KafkaListener, Runtime, Shared, MESH_CAPACITY};
+use super::{control_channel, ControlMessage, ControlSender, KafkaListener, Runtime, Shared, MESH_CAPACITY};
 use crate::admin::{start_admin_server, storage, AdminContext, AdminError, AdminHandle};
 use crate::catalog::ddl::{Catalog, CatalogConfig, TableDroppedHook};
 use crate::catalog::error::CatalogError;
@@ -102,7 +102,7 @@ const DROP_WAIT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// appends and answers for. A core that has exited holds no open log; its channel is closed.
 fn table_dropped_hook(
     data_dir: PathBuf,
-    cores: Vec<crossbeam_channel::Sender<ControlMessage>>,
+    cores: Vec<ControlSender>,
     log_stats: Arc<LogRegistry>,
 ) -> TableDroppedHook {
     Arc::new(move |table: &TableInfo| {
@@ -120,7 +120,7 @@ fn table_dropped_hook(
 
 /// Asks every core to close `table`'s logs and returns once each that received the request
 /// has acknowledged (or exited).
-fn close_on_every_core(table: &TableInfo, cores: &[crossbeam_channel::Sender<ControlMessage>]) {
+fn close_on_every_core(table: &TableInfo, cores: &[ControlSender]) {
     let (done_tx, done_rx) = crossbeam_channel::bounded(cores.len());
     let mut asked = 0;
     for (index, core) in cores.iter().enumerate() {
@@ -301,7 +301,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     let mut handles = Vec::with_capacity(cores);
     let cpus = cpu_ids();
     for index in 0..cores {
-        let (control_tx, control_rx) = crossbeam_channel::bounded(64);
+        let (control_tx, control_rx) = control_channel(64);
         control_senders.push(control_tx);
         let start = CoreStart {
             shared: shared.clone(),
@@ -311,8 +311,12 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
             exited: exited_tx.clone(),
             control: control_rx,
         };
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpus[index % cpus.len()]))
-            .name(&format!("kafluss-core-{index}"))
+        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpus[index % cpus.len()]))
+            .name(&format!("kafluss-core-{index}"));
+        if let Some(handler) = super::stall::handler(config.stall_threshold) {
+            builder = builder.detect_stalls(Some(handler));
+        }
+        let handle = builder
             // Segment writes use buffered files, so little io_uring memory is needed; staying
             // small keeps many cores under the default 8 MiB memlock limit.
             .io_memory(256 << 10)
@@ -327,11 +331,11 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         match ready_rx.recv_timeout(remaining) {
             Ok(Ok(_)) => {}
             Ok(Err(message)) => {
-                shutdown.store(true, Ordering::SeqCst);
+                stop_cores(&shutdown, &control_senders);
                 return Err(ServerError::Core(message));
             }
             Err(_) => {
-                shutdown.store(true, Ordering::SeqCst);
+                stop_cores(&shutdown, &control_senders);
                 return Err(ServerError::CoresTimedOut);
             }
         }
@@ -340,7 +344,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
 
     catalog.set_table_dropped_hook(table_dropped_hook(
         config.data_dir.clone(),
-        control_senders,
+        control_senders.clone(),
         log_stats.clone(),
     ));
     let ready = Arc::new(AtomicBool::new(false));
@@ -367,7 +371,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    shutdown.store(true, Ordering::SeqCst);
+    stop_cores(&shutdown, &control_senders);
     tracing::info!("shutting down: draining connections and flushing bucket logs");
     for handle in handles {
         let _ = handle.join();
@@ -377,6 +381,14 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     }
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// Sets the shutdown flag and wakes every core to see it.
+fn stop_cores(shutdown: &AtomicBool, cores: &[ControlSender]) {
+    shutdown.store(true, Ordering::SeqCst);
+    for core in cores {
+        core.ring();
+    }
 }
 
 /// The start-up warning for a Kafka listener that requires SASL while the Fluss listener is
@@ -473,10 +485,11 @@ mod tests {
         let table_dir = dir.path().join(table.relative_dir());
         std::fs::create_dir_all(crate::log::bucket_dir(&table_dir, 0)).unwrap();
 
-        let (fast_tx, fast_rx) = crossbeam_channel::bounded(4);
-        let (slow_tx, slow_rx) = crossbeam_channel::bounded(4);
-        let (exited_tx, exited_rx) = crossbeam_channel::bounded::<ControlMessage>(4);
+        let (fast_tx, fast_rx) = control_channel(4);
+        let (slow_tx, slow_rx) = control_channel(4);
+        let (exited_tx, exited_rx) = control_channel(4);
         drop(exited_rx); // a core that has exited: nothing to wait for
+        let (fast_rx, slow_rx) = (fast_rx.queue, slow_rx.queue);
         let hook = table_dropped_hook(
             dir.path().to_path_buf(),
             vec![fast_tx, slow_tx, exited_tx],
