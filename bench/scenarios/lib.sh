@@ -5,7 +5,7 @@
 # paths are relative to the repository this file is in, wherever the scenario is started from.
 #
 # Results go to $RESULTS (default <target dir>/bench-results): <scenario>.txt (the report), .json
-# (every figure), .svg (timeline), .cmd (the command). kafluss's data goes to a fresh directory
+# (every figure), .svg (timeline), .cmd (the command), and <script>.kafluss.log (kafluss's log). kafluss's data goes to a fresh directory
 # under $TMPDIR (default /tmp), removed when the scenario exits.
 #
 # Environment:
@@ -52,6 +52,11 @@ cleanup() {
     for pid in "${STARTED_PIDS[@]}"; do
         wait "$pid" 2>/dev/null || true
     done
+    # kafluss's own log (stall reports, storage errors) next to the results, to line up with
+    # the slow requests the reports list.
+    if [[ -f $WORK/kafluss.log ]]; then
+        cp "$WORK/kafluss.log" "$RESULTS/$(basename "$0" .sh).kafluss.log" || true
+    fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT

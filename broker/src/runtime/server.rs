@@ -4,8 +4,8 @@
 //! listener's concrete port (a probe socket bound with SO_REUSEPORT but never listening, so it
 //! receives no connections), starts one glommio executor pinned per core (each binds the same
 //! address with SO_REUSEPORT and the kernel spreads connections), starts the admin HTTP server
-//! on the Fluss listener's own thread, prints the ready line, and then waits for SIGTERM or
-//! SIGINT. Shutdown: cores stop accepting, finish queued requests, flush their bucket logs;
+//! on the Fluss listener's own thread, prints the ready line, and then sleeps until SIGTERM or
+//! SIGINT (or a core's unexpected exit). Shutdown: cores stop accepting, finish queued requests, flush their bucket logs;
 //! then the admin server stops and the process exits 0. A second signal exits at once.
 
 use std::net::SocketAddr;
@@ -245,6 +245,8 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         signal_hook::flag::register(signal, shutdown.clone()).map_err(ServerError::Signals)?;
     }
 
+    let signalled = signal_channel()?;
+
     let catalog = Arc::new(open_catalog(&config, &security)?);
     let log_stats = Arc::new(LogRegistry::new());
     let runtime = Runtime {
@@ -364,12 +366,14 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     tracing::info!("{line}");
     println!("{line}");
 
-    while !shutdown.load(Ordering::SeqCst) {
-        if let Ok(core) = exited_rx.try_recv() {
-            tracing::error!("core {core} stopped unexpectedly; shutting down");
-            break;
+    // Sleeps until a signal or a core's exit: an idle server's main thread never wakes.
+    crossbeam_channel::select! {
+        recv(signalled) -> _ => {}
+        recv(exited_rx) -> core => {
+            if let Ok(core) = core {
+                tracing::error!("core {core} stopped unexpectedly; shutting down");
+            }
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
     stop_cores(&shutdown, &control_senders);
     tracing::info!("shutting down: draining connections and flushing bucket logs");
@@ -381,6 +385,23 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     }
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// A channel that receives one message per SIGTERM/SIGINT, from a thread blocked on the
+/// signals (`signal_hook::iterator`), so the main thread can sleep until one comes.
+fn signal_channel() -> Result<crossbeam_channel::Receiver<()>, ServerError> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(ServerError::Signals)?;
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::Builder::new()
+        .name("kafluss-signals".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                let _ = tx.try_send(());
+            }
+        })
+        .map_err(ServerError::Signals)?;
+    Ok(rx)
 }
 
 /// Sets the shutdown flag and wakes every core to see it.
