@@ -21,6 +21,7 @@
 #              the librdkafka of its confluent-kafka, or $LIBRDKAFKA, or the system's
 #   TANSU      the tansu binary (default: tansu on PATH; cargo install tansu --features dynostore)
 #   KAFLUSS_LOG  RUST_LOG of the kafluss under test (default warn)
+#   KAFLUSS_DEFINE  space-separated key=value settings for the kafluss under test (-D each)
 set -euo pipefail
 
 SCENARIOS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -87,10 +88,13 @@ wait_for_line() {
 
 # start_kafluss [-D key=value]...: sets KAFLUSS_PID, KAFLUSS_KAFKA, KAFLUSS_FLUSS.
 start_kafluss() {
-    local out=$WORK/kafluss.log line
+    local out=$WORK/kafluss.log line define defines=()
+    for define in ${KAFLUSS_DEFINE:-}; do
+        defines+=(-D "$define")
+    done
     RUST_LOG=${KAFLUSS_LOG:-warn} "$KAFLUSS" serve \
         -D bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0 \
-        -D "data.dir=$WORK/kafluss-data" "$@" >"$out" 2>&1 &
+        -D "data.dir=$WORK/kafluss-data" "${defines[@]}" "$@" >"$out" 2>&1 &
     KAFLUSS_PID=$!
     STARTED_PIDS+=("$KAFLUSS_PID")
     line=$(wait_for_line "$out" 'kafluss ready:' 60)

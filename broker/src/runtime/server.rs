@@ -315,6 +315,9 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         };
         let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpus[index % cpus.len()]))
             .name(&format!("kafluss-core-{index}"));
+        if !config.spin_before_park.is_zero() {
+            builder = builder.spin_before_park(config.spin_before_park);
+        }
         if let Some(handler) = super::stall::handler(config.stall_threshold) {
             builder = builder.detect_stalls(Some(handler));
         }
