@@ -5,7 +5,7 @@
 # paths are relative to the repository this file is in, wherever the scenario is started from.
 #
 # Results go to $RESULTS (default <target dir>/bench-results): <scenario>.txt (the report), .json
-# (every figure), .svg (timeline), .cmd (the command). kafluss's data goes to a fresh directory
+# (every figure), .svg (timeline), .cmd (the command), and <script>.kafluss.log (kafluss's log). kafluss's data goes to a fresh directory
 # under $TMPDIR (default /tmp), removed when the scenario exits.
 #
 # Environment:
@@ -23,6 +23,7 @@
 #              the librdkafka of its confluent-kafka, or $LIBRDKAFKA, or the system's
 #   TANSU      the tansu binary (default: tansu on PATH; cargo install tansu --features dynostore)
 #   KAFLUSS_LOG  RUST_LOG of the kafluss under test (default warn)
+#   KAFLUSS_DEFINE  space-separated key=value settings for the kafluss under test (-D each)
 set -euo pipefail
 
 SCENARIOS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -59,6 +60,11 @@ cleanup() {
     for pid in "${STARTED_PIDS[@]}"; do
         wait "$pid" 2>/dev/null || true
     done
+    # kafluss's own log (stall reports, storage errors) next to the results, to line up with
+    # the slow requests the reports list.
+    if [[ -f $WORK/kafluss.log ]]; then
+        cp "$WORK/kafluss.log" "$RESULTS/$(basename "$0" .sh).kafluss.log" || true
+    fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -89,10 +95,13 @@ wait_for_line() {
 
 # start_kafluss [-D key=value]...: sets KAFLUSS_PID, KAFLUSS_KAFKA, KAFLUSS_FLUSS.
 start_kafluss() {
-    local out=$WORK/kafluss.log line
+    local out=$WORK/kafluss.log line define defines=()
+    for define in ${KAFLUSS_DEFINE:-}; do
+        defines+=(-D "$define")
+    done
     RUST_LOG=${KAFLUSS_LOG:-warn} "$KAFLUSS" serve \
         -D bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0 \
-        -D "data.dir=$WORK/kafluss-data" "$@" >"$out" 2>&1 &
+        -D "data.dir=$WORK/kafluss-data" "${defines[@]}" "$@" >"$out" 2>&1 &
     KAFLUSS_PID=$!
     STARTED_PIDS+=("$KAFLUSS_PID")
     line=$(wait_for_line "$out" 'kafluss ready:' 60)

@@ -35,6 +35,8 @@ pub struct LatencySummary {
     pub p99_us: f64,
     /// 99.9th percentile.
     pub p999_us: f64,
+    /// 99.99th percentile.
+    pub p9999_us: f64,
     /// Largest sample.
     pub max_us: f64,
 }
@@ -51,6 +53,7 @@ impl LatencySummary {
                 p90_us: 0.0,
                 p99_us: 0.0,
                 p999_us: 0.0,
+                p9999_us: 0.0,
                 max_us: 0.0,
             };
         }
@@ -61,6 +64,7 @@ impl LatencySummary {
             p90_us: us(histogram.value_at_quantile(0.90)),
             p99_us: us(histogram.value_at_quantile(0.99)),
             p999_us: us(histogram.value_at_quantile(0.999)),
+            p9999_us: us(histogram.value_at_quantile(0.9999)),
             max_us: us(histogram.max()),
         }
     }
@@ -74,6 +78,7 @@ impl LatencySummary {
             "p90_us": round3(self.p90_us),
             "p99_us": round3(self.p99_us),
             "p999_us": round3(self.p999_us),
+            "p9999_us": round3(self.p9999_us),
             "max_us": round3(self.max_us),
         })
     }

@@ -25,5 +25,6 @@ pub mod values;
 pub mod workload;
 
 pub use error::BenchError;
+pub use pipeline::SlowRequest;
 pub use producer::{run, RunResult};
 pub use workload::{StopAfter, Workload};

@@ -180,6 +180,15 @@ struct ProduceArgs {
     /// No progress line.
     #[arg(long)]
     quiet: bool,
+    /// Seconds at the start of each run left out of the latency figures (p50 … max); the
+    /// timeline and throughput keep them. Default: a tenth of --duration, at most 1 s (none
+    /// with --records).
+    #[arg(long)]
+    warmup_s: Option<f64>,
+    /// Every request slower than this many milliseconds is listed with its send time (and
+    /// marked in the plot).
+    #[arg(long, default_value_t = 50.0)]
+    slow_ms: f64,
 }
 
 /// `50000`, `50000/s`, `50k`, `1.5m/s` → records per second.
@@ -229,6 +238,12 @@ impl ProduceArgs {
             idle_connections: self.idle_connections,
             io_timeout: Duration::from_millis(self.timeout_ms.max(1)),
             progress: !self.quiet,
+            warmup: match (self.warmup_s, stop) {
+                (Some(seconds), _) => Duration::from_secs_f64(seconds.max(0.0)),
+                (None, StopAfter::Duration(run)) => (run / 10).min(Duration::from_secs(1)),
+                (None, StopAfter::Records(_)) => Duration::ZERO,
+            },
+            slow_threshold: Duration::from_secs_f64(self.slow_ms.max(0.0) / 1000.0),
         }
     }
 }

@@ -41,8 +41,26 @@ struct InFlight {
     payload_bytes: u64,
 }
 
+/// Slow requests listed per connection at most (the rest are only counted).
+pub const MAX_SLOW_LISTED: usize = 1000;
+
+/// A request slower than the run's threshold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlowRequest {
+    /// When it was due (fixed rate) or written (flat out), seconds since the run's start.
+    pub sent_at_s: f64,
+    /// From then until its answer, milliseconds.
+    pub latency_ms: f64,
+    /// The connection (0-based) that sent it.
+    pub connection: usize,
+    /// Records in it.
+    pub records: u64,
+}
+
 /// What a reader thread hands back.
 pub(crate) struct ReaderOutcome {
+    pub(crate) slow: Vec<SlowRequest>,
+    pub(crate) slow_total: u64,
     pub(crate) request_latency: Histogram<u64>,
     pub(crate) record_latency: Histogram<u64>,
     pub(crate) errors: BTreeMap<String, u64>,
@@ -110,6 +128,10 @@ pub(crate) fn spawn_connection(
         .map_err(|source| BenchError::io("starting a writer thread", source))?;
     let reader = if expects_answers {
         let reader_state = ReaderState {
+            index,
+            start,
+            warmup: workload.warmup,
+            slow_threshold: workload.slow_threshold,
             reader: frame_reader,
             produce_version: versions.produce,
             in_flight: in_flight_rx,
@@ -274,6 +296,10 @@ pub(crate) fn sleep_until(when: Instant) {
 }
 
 struct ReaderState {
+    index: usize,
+    start: Instant,
+    warmup: Duration,
+    slow_threshold: Duration,
     reader: FrameReader,
     produce_version: i16,
     in_flight: Receiver<InFlight>,
@@ -287,6 +313,8 @@ struct ReaderState {
 impl ReaderState {
     fn run(mut self) -> ReaderOutcome {
         let mut outcome = ReaderOutcome {
+            slow: Vec::new(),
+            slow_total: 0,
             request_latency: run_histogram(),
             record_latency: run_histogram(),
             errors: BTreeMap::new(),
@@ -360,11 +388,26 @@ impl ReaderState {
     }
 
     fn account_ack(&self, outcome: &mut ReaderOutcome, sent: &InFlight, now: Instant) {
-        let latency = now.saturating_duration_since(sent.intended).as_nanos() as u64;
-        record(&mut outcome.request_latency, latency, 1);
-        match self.record_spacing {
-            Some(spacing) => record_spread(&mut outcome.record_latency, latency, sent.records, spacing),
-            None => record(&mut outcome.record_latency, latency, sent.records),
+        let took = now.saturating_duration_since(sent.intended);
+        let latency = took.as_nanos() as u64;
+        let sent_at = sent.intended.saturating_duration_since(self.start);
+        if sent_at >= self.warmup {
+            record(&mut outcome.request_latency, latency, 1);
+            match self.record_spacing {
+                Some(spacing) => record_spread(&mut outcome.record_latency, latency, sent.records, spacing),
+                None => record(&mut outcome.record_latency, latency, sent.records),
+            }
+        }
+        if took > self.slow_threshold {
+            outcome.slow_total += 1;
+            if outcome.slow.len() < MAX_SLOW_LISTED {
+                outcome.slow.push(SlowRequest {
+                    sent_at_s: sent_at.as_secs_f64(),
+                    latency_ms: took.as_secs_f64() * 1000.0,
+                    connection: self.index,
+                    records: sent.records,
+                });
+            }
         }
         if let Ok(mut interval) = self.interval.lock() {
             record(&mut interval, latency, 1);

@@ -1,7 +1,9 @@
 //! A hand-written SVG of a run's timeline: throughput (records/s) on top, request latency
 //! percentiles (p50, p99, max; log scale) below. Runs are laid end to end on one time axis, each
 //! endpoint in its own colour, so a `--vs` run shows its alternation. Both panels carry axis
-//! titles with units (`<text class="axis-title">`) and labelled ticks on both axes.
+//! titles with units (`<text class="axis-title">`) and labelled ticks on both axes. Every
+//! request slower than the run's slow threshold is a circle (`<circle class="slow">`) in the
+//! latency panel at its send time and latency.
 
 use std::fmt::Write as _;
 
@@ -42,8 +44,15 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
     let mut latency = Vec::new();
     let mut offset = 0.0;
     let mut boundaries = Vec::new();
+    let mut slow = Vec::new();
     for run in runs {
         let colour = colour_of(&run.name);
+        slow.extend(
+            run.result
+                .slow_requests
+                .iter()
+                .map(|request| (offset + request.sent_at_s, request.latency_ms, colour)),
+        );
         let timeline = &run.result.timeline;
         let point = |f: &dyn Fn(&crate::producer::TimelinePoint) -> f64| {
             timeline
@@ -100,6 +109,7 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
             log: false,
         },
         &throughput,
+        &[],
         x_max,
         &boundaries,
     );
@@ -107,11 +117,12 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
         &mut svg,
         &Panel {
             top: MARGIN_TOP + PANEL_HEIGHT + GAP,
-            caption: "Request latency per second: solid p50, dashed p99, dotted max (log scale)",
+            caption: "Request latency per second: solid p50, dashed p99, dotted max, circles slow requests (log scale)",
             y_title: LATENCY_AXIS_TITLE,
             log: true,
         },
         &latency,
+        &slow,
         x_max,
         &boundaries,
     );
@@ -145,14 +156,27 @@ struct Panel {
     log: bool,
 }
 
-fn panel(svg: &mut String, layout: &Panel, series: &[Series], x_max: f64, boundaries: &[f64]) {
+/// A slow request's mark: (x seconds, y value, colour).
+type Mark = (f64, f64, &'static str);
+
+fn panel(
+    svg: &mut String,
+    layout: &Panel,
+    series: &[Series],
+    marks: &[Mark],
+    x_max: f64,
+    boundaries: &[f64],
+) {
     let Panel {
         top,
         caption,
         y_title,
         log,
     } = *layout;
-    let values = series.iter().flat_map(|s| s.points.iter().map(|(_, y)| *y));
+    let values = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|(_, y)| *y))
+        .chain(marks.iter().map(|(_, y, _)| *y));
     let y_max = values.clone().fold(0.0f64, f64::max);
     let y_min_positive = values.filter(|y| *y > 0.0).fold(f64::INFINITY, f64::min);
     // Linear panels start at zero; log panels span whole decades around the data.
@@ -249,6 +273,14 @@ fn panel(svg: &mut String, layout: &Panel, series: &[Series], x_max: f64, bounda
             path.trim_end()
         );
     }
+    for (x, y, colour) in marks {
+        let _ = writeln!(
+            svg,
+            r#"<circle class="slow" cx="{:.1}" cy="{:.1}" r="3" fill="none" stroke="{colour}"/>"#,
+            to_x(*x),
+            to_y(*y)
+        );
+    }
 }
 
 /// A tick step of 1, 2 or 5 times a power of ten giving at most ten intervals over `span`.
@@ -298,6 +330,35 @@ mod tests {
         // Per run: one throughput line and three latency lines (p50, p99, max).
         assert_eq!(svg.matches("<polyline").count(), 8);
         assert!(svg.contains(COLOURS[0]) && svg.contains(COLOURS[1]));
+    }
+
+    #[test]
+    fn slow_requests_are_circles_at_their_send_time() {
+        let mut kafluss = fake_run("kafluss", 0, 3000, 3, 800);
+        kafluss.result.slow_requests = vec![
+            crate::SlowRequest {
+                sent_at_s: 1.5,
+                latency_ms: 213.0,
+                connection: 0,
+                records: 500,
+            },
+            crate::SlowRequest {
+                sent_at_s: 2.5,
+                latency_ms: 80.0,
+                connection: 1,
+                records: 500,
+            },
+        ];
+        let runs = vec![kafluss, fake_run("sink", 0, 9000, 3, 90)];
+        let names = vec!["kafluss".to_owned(), "sink".to_owned()];
+        let svg = timeline_svg("t", &runs, &names);
+        assert_eq!(
+            svg.matches(r#"<circle class="slow""#).count(),
+            2,
+            "one mark per slow request"
+        );
+        // The latency axis reaches the slowest request (a decade above 213 ms).
+        assert!(svg.contains(">1k</text>"), "{svg}");
     }
 
     /// The texts of the elements `<text class="CLASS" ...>TEXT</text>`, in document order.

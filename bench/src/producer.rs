@@ -19,7 +19,7 @@ use hdrhistogram::Histogram;
 use crate::client::{KafkaConnection, NegotiatedVersions, TopicLayout};
 use crate::error::BenchError;
 use crate::histogram::{interval_histogram, run_histogram};
-use crate::pipeline::{spawn_connection, Counters, LoadConnection};
+use crate::pipeline::{spawn_connection, Counters, LoadConnection, SlowRequest};
 use crate::proc_stat::{self, ProcessSample};
 use crate::timeline::spawn_progress;
 pub use crate::timeline::{progress_line, TimelinePoint};
@@ -78,8 +78,17 @@ pub struct RunResult {
     pub errors: BTreeMap<String, u64>,
     /// The first error seen (a failed partition or a broken connection).
     pub first_error: Option<String>,
-    /// Latency of every acknowledged request.
+    /// Latency of every acknowledged request sent after the warm-up.
     pub request_latency: Histogram<u64>,
+    /// The warm-up left out of the latency figures.
+    pub warmup: Duration,
+    /// The slow-request threshold.
+    pub slow_threshold: Duration,
+    /// Requests slower than `slow_threshold` (warm-up included), in send order; at most
+    /// [`crate::pipeline::MAX_SLOW_LISTED`] per connection.
+    pub slow_requests: Vec<SlowRequest>,
+    /// How many requests were slower than `slow_threshold`, listed or not.
+    pub slow_requests_total: u64,
     /// Latency of every acknowledged record.
     pub record_latency: Histogram<u64>,
     /// One point per second.
@@ -213,8 +222,12 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
     let mut request_latency = run_histogram();
     let mut record_latency = run_histogram();
     let mut errors = BTreeMap::new();
+    let mut slow_requests = Vec::new();
+    let mut slow_requests_total = 0;
     for reader in readers {
         let outcome = reader.join().map_err(|_| BenchError::ThreadPanicked("reader"))?;
+        slow_requests.extend(outcome.slow);
+        slow_requests_total += outcome.slow_total;
         request_latency.add(&outcome.request_latency).ok();
         record_latency.add(&outcome.record_latency).ok();
         for (name, count) in outcome.errors {
@@ -225,6 +238,7 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
         }
         last_event = last_event.max(outcome.last_answer);
     }
+    slow_requests.sort_by(|a, b| a.sent_at_s.total_cmp(&b.sent_at_s));
     let server_after = server_pid.and_then(proc_stat::sample);
     let client_after = proc_stat::sample_self();
     running.store(false, Ordering::SeqCst);
@@ -264,6 +278,10 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
         errors,
         first_error,
         request_latency,
+        warmup: workload.warmup,
+        slow_threshold: workload.slow_threshold,
+        slow_requests,
+        slow_requests_total,
         record_latency,
         timeline,
         server,

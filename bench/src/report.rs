@@ -74,7 +74,16 @@ pub fn run_json(run: &NamedRun) -> Value {
         "records_per_s": round3(result.records_per_second()),
         "requests_per_s": round3(result.requests_per_second()),
         "mb_per_s": round3(result.megabytes_per_second()),
+        "warmup_s": round3(result.warmup.as_secs_f64()),
         "request_latency": LatencySummary::of(&result.request_latency).to_json(),
+        "slow_threshold_ms": round3(result.slow_threshold.as_secs_f64() * 1000.0),
+        "slow_requests_total": result.slow_requests_total,
+        "slow_requests": result.slow_requests.iter().map(|slow| json!({
+            "sent_at_s": round3(slow.sent_at_s),
+            "latency_ms": round3(slow.latency_ms),
+            "connection": slow.connection,
+            "records": slow.records,
+        })).collect::<Vec<_>>(),
         "record_latency": LatencySummary::of(&result.record_latency).to_json(),
         "errors": result.errors,
         "first_error": result.first_error,
@@ -272,12 +281,41 @@ fn fmt_opt(value: Option<f64>, digits: usize) -> String {
     value.map_or_else(|| "-".to_owned(), |value| format!("{value:.digits$}"))
 }
 
+/// Slow requests listed in the text report per run (the JSON lists all that were kept).
+pub const SLOW_LINES: usize = 50;
+
+/// `  3 requests over 50 ms (warm-up 1 s not in the figures above):` and one line each.
+fn slow_lines(out: &mut String, result: &RunResult) {
+    let threshold_ms = result.slow_threshold.as_secs_f64() * 1000.0;
+    let _ = writeln!(
+        out,
+        "  {} requests over {threshold_ms} ms (latency figures leave out the first {} s)",
+        result.slow_requests_total,
+        result.warmup.as_secs_f64()
+    );
+    for slow in result.slow_requests.iter().take(SLOW_LINES) {
+        let _ = writeln!(
+            out,
+            "    sent at {:9.3} s: {:9.3} ms  (connection {}, {} records)",
+            slow.sent_at_s, slow.latency_ms, slow.connection, slow.records
+        );
+    }
+    let listed = result.slow_requests.len().min(SLOW_LINES) as u64;
+    if result.slow_requests_total > listed {
+        let _ = writeln!(
+            out,
+            "    … {} more (see --json-out)",
+            result.slow_requests_total - listed
+        );
+    }
+}
+
 /// One text line per run plus, for `--vs`, totals and ratios.
 pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<14} {:>5} {:>12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9}",
+        "{:<14} {:>5} {:>12} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9}",
         "endpoint",
         "round",
         "records/s",
@@ -285,6 +323,7 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         "p50 ms",
         "p99 ms",
         "p99.9 ms",
+        "p99.99 ms",
         "max ms",
         "rec p99",
         "cpu s/Mrec",
@@ -296,7 +335,7 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         let record_latency = LatencySummary::of(&result.record_latency);
         let _ = writeln!(
             out,
-            "{:<14} {:>5} {:>12.0} {:>9.2} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12} {:>9}",
+            "{:<14} {:>5} {:>12.0} {:>9.2} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12} {:>9}",
             run.name,
             run.round,
             result.records_per_second(),
@@ -304,6 +343,7 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
             latency.p50_us / 1000.0,
             latency.p99_us / 1000.0,
             latency.p999_us / 1000.0,
+            latency.p9999_us / 1000.0,
             latency.max_us / 1000.0,
             record_latency.p99_us / 1000.0,
             fmt_opt(result.server_cpu_per_million_records(), 3),
@@ -312,6 +352,7 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         if let Some(error) = &result.first_error {
             let _ = writeln!(out, "  first error: {error}");
         }
+        slow_lines(&mut out, result);
         if let Some(server) = result.server {
             let _ = writeln!(
                 out,
@@ -344,11 +385,14 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         let _ =
             writeln!(
             out,
-            "overall {:<14} {:>12.0} rec/s  p50 {:.3} ms  p99 {:.3} ms  cpu {} s/Mrec  {} µs/req  rss {} KiB",
+            "overall {:<14} {:>12.0} rec/s  p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms  p99.99 {:.3} ms  max {:.3} ms  cpu {} s/Mrec  {} µs/req  rss {} KiB",
             total.name,
             total.records_per_second(),
             latency.p50_us / 1000.0,
             latency.p99_us / 1000.0,
+            latency.p999_us / 1000.0,
+            latency.p9999_us / 1000.0,
+            latency.max_us / 1000.0,
             fmt_opt(total.cpu_per_million(), 3),
             fmt_opt(total.cpu_us_per_request(), 2),
             total.server_rss_kib.map_or_else(|| "-".to_owned(), |rss| rss.to_string()),
@@ -452,6 +496,10 @@ pub(crate) mod tests {
                 errors: BTreeMap::new(),
                 first_error: None,
                 request_latency,
+                warmup: Duration::ZERO,
+                slow_threshold: Duration::from_millis(50),
+                slow_requests: Vec::new(),
+                slow_requests_total: 0,
                 record_latency,
                 timeline,
                 server: None,
@@ -460,6 +508,37 @@ pub(crate) mod tests {
                 idle_connections_error: None,
             },
         }
+    }
+
+    #[test]
+    fn text_report_lists_slow_requests_with_their_send_time() {
+        let mut run = fake_run("kafluss", 0, 1000, 1, 2000);
+        run.result.warmup = Duration::from_secs(1);
+        run.result.slow_requests_total = SLOW_LINES as u64 + 3;
+        run.result.slow_requests = (0..SLOW_LINES + 3)
+            .map(|i| crate::SlowRequest {
+                sent_at_s: 1.0 + i as f64,
+                latency_ms: 60.0 + i as f64,
+                connection: i % 2,
+                records: 10,
+            })
+            .collect();
+        let text = text_report(&[run.clone()], &["kafluss".to_owned()]);
+        assert!(text.contains("p99.99 ms"), "{text}");
+        assert!(
+            text.contains("53 requests over 50 ms (latency figures leave out the first 1 s)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sent at     1.000 s:    60.000 ms  (connection 0, 10 records)"),
+            "{text}"
+        );
+        assert!(text.contains("… 3 more"), "{text}");
+        let json = run_json(&run);
+        assert_eq!(json["slow_requests"].as_array().unwrap().len(), SLOW_LINES + 3);
+        assert_eq!(json["slow_requests"][1]["latency_ms"].as_f64(), Some(61.0));
+        assert_eq!(json["warmup_s"].as_f64(), Some(1.0));
+        assert!(json["request_latency"]["p9999_us"].as_f64().is_some());
     }
 
     #[test]
@@ -516,6 +595,8 @@ pub(crate) mod tests {
             idle_connections: 0,
             io_timeout: Duration::from_secs(1),
             progress: false,
+            warmup: Duration::ZERO,
+            slow_threshold: Duration::from_millis(50),
         }
     }
 }

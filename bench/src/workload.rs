@@ -67,6 +67,12 @@ pub struct Workload {
     pub io_timeout: Duration,
     /// Print a progress line each second on stderr.
     pub progress: bool,
+    /// Requests due (fixed rate) or sent (flat out) in the run's first stretch this long are
+    /// left out of the latency figures (connections and caches warming up); the timeline and
+    /// the throughput keep them.
+    pub warmup: Duration,
+    /// Every request slower than this is listed with its send time.
+    pub slow_threshold: Duration,
 }
 
 impl Workload {
@@ -268,6 +274,8 @@ mod tests {
             idle_connections: 0,
             io_timeout: Duration::from_secs(5),
             progress: false,
+            warmup: Duration::ZERO,
+            slow_threshold: Duration::from_millis(50),
         }
     }
 

@@ -32,6 +32,8 @@ fn workload(topic: &str, value_kind: ValueKind, records: u64) -> Workload {
         idle_connections: 0,
         io_timeout: Duration::from_secs(30),
         progress: false,
+        warmup: Duration::ZERO,
+        slow_threshold: Duration::from_millis(50),
     }
 }
 

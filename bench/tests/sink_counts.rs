@@ -29,6 +29,8 @@ fn workload(stop: StopAfter) -> Workload {
         idle_connections: 0,
         io_timeout: Duration::from_secs(10),
         progress: false,
+        warmup: Duration::ZERO,
+        slow_threshold: Duration::from_millis(50),
     }
 }
 

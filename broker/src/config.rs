@@ -67,6 +67,8 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("admin.shutdown-timeout", Some("5s")),
     ("server.log-repeat-interval", Some("10s")),
     ("server.log-repeat-keys", Some("1024")),
+    ("server.stall-threshold", Some("10ms")),
+    ("server.spin-before-park", Some("0ms")),
     ("admin.max-sql-statements", Some("1000")),
 ];
 
@@ -167,6 +169,10 @@ pub struct ServerConfig {
     pub log_repeat_keys: usize,
     /// `admin.max-sql-statements`: statements one `POST /v1/sql` may hold.
     pub admin_max_sql_statements: usize,
+    /// `server.stall-threshold`: a task queue run longer than this is logged (0: not watched).
+    pub stall_threshold: Duration,
+    /// `server.spin-before-park`: how long an idle core polls before it sleeps (0: sleeps at once).
+    pub spin_before_park: Duration,
 }
 
 /// Raw `key → value` pairs, after file and overrides are merged.
@@ -395,6 +401,8 @@ impl ServerConfig {
             log_repeat_interval: positive_duration("server.log-repeat-interval")?,
             log_repeat_keys: log_repeat_keys as usize,
             admin_max_sql_statements: max_sql_statements as usize,
+            stall_threshold: parse_duration("server.stall-threshold", req("server.stall-threshold"))?,
+            spin_before_park: parse_duration("server.spin-before-park", req("server.spin-before-park"))?,
         })
     }
 

@@ -20,6 +20,7 @@ pub mod producer;
 pub mod repeat_log;
 pub mod runtime;
 pub mod scan;
+pub mod sched;
 pub mod telemetry;
 pub mod units;
 

@@ -113,6 +113,8 @@ pub struct CoreMetrics {
     connections_open: AtomicU64,
     connections_total: AtomicU64,
     connections_rejected: AtomicU64,
+    /// The core's executor thread (Linux thread id), 0 until the core has started.
+    thread_id: AtomicU64,
 }
 
 fn add(counter: &AtomicU64, value: u64) {
@@ -177,6 +179,29 @@ impl CoreMetrics {
 
     pub fn connection_rejected(&self) {
         add(&self.connections_rejected, 1);
+    }
+
+    /// The core's executor thread, whose context switches are its wake-ups.
+    pub fn set_thread_id(&self, tid: u64) {
+        self.thread_id.store(tid, Ordering::Relaxed);
+    }
+
+    /// How often the core's thread gave up or lost its CPU (`voluntary_ctxt_switches` +
+    /// `nonvoluntary_ctxt_switches` of `/proc/self/task/<tid>/status`). A core that parks
+    /// with nothing to do adds one per wake-up, and an idle core none. None before it started.
+    pub fn context_switches(&self) -> Option<u64> {
+        let tid = self.thread_id.load(Ordering::Relaxed);
+        if tid == 0 {
+            return None;
+        }
+        let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
+        let count = |key: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(key))
+                .and_then(|rest| rest.trim().parse::<u64>().ok())
+        };
+        Some(count("voluntary_ctxt_switches:")? + count("nonvoluntary_ctxt_switches:")?)
     }
 }
 
@@ -521,6 +546,16 @@ impl Metrics {
             "# HELP kafluss_cores Executor cores serving Kafka.\n# TYPE kafluss_cores gauge\nkafluss_cores {}",
             self.cores.len()
         );
+        let name = "kafluss_core_context_switches_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Context switches of each core's executor thread (from /proc): an idle core that parks adds none.\n# TYPE {name} counter"
+        );
+        for (index, slot) in self.cores.iter().enumerate() {
+            if let Some(value) = slot.0.context_switches() {
+                let _ = writeln!(out, "{name}{{core=\"{index}\"}} {value}");
+            }
+        }
         if let Some(login) = &self.login {
             for (name, kind, help, value) in [
                 (

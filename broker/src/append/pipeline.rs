@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use kafluss_convert::{ConversionPlan, JsonScratch, KafkaRecord, TimestampType};
+use kafluss_convert::{BatchBuilder, ConversionPlan, JsonScratch, KafkaRecord, TimestampType};
 use kafluss_protocol::{RecordBatches, TimestampType as WireTimestampType};
 
 use super::plan_cache::{PlanCache, PlanError};
@@ -33,12 +33,15 @@ use crate::producer::state::{
     decode_tag, encode_tag, BatchMeta, ProducerBatch, ProducerLimits, ProducerStates, StoredTag, Verdict,
     PRODUCERS_KEY,
 };
+use crate::sched::{held, yield_to_io, YIELD_EVERY_RECORDS};
 use crate::telemetry::CoreTelemetry;
 
 /// A bucket's state on its owner core: the open log and its idempotent producers' state.
 pub struct BucketState {
     log: Rc<BucketLog>,
     producers: ProducerStates,
+    /// Bytes appended since the last write-behind fsync was started.
+    unsynced: std::cell::Cell<u64>,
 }
 
 impl BucketState {
@@ -54,6 +57,13 @@ fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
+
+/// Write-behind: after this many bytes appended to a bucket, a group-commit fsync of them is
+/// started in the background (nobody waits for it). The page cache then never holds more than
+/// about this much unsynced data of a bucket, so the fsync of a segment roll, which runs while
+/// the bucket's appends wait, has little left to write (before: up to a whole 256 MiB segment,
+/// 0.25–1.4 s).
+pub const WRITE_BEHIND_BYTES: u64 = 16 << 20;
 
 /// What the bucket actor does with a job's result.
 pub enum OwnerResult {
@@ -144,7 +154,11 @@ impl Appender {
             config.retention_check_interval,
         ))
         .detach();
-        Ok(BucketState { log, producers })
+        Ok(BucketState {
+            log,
+            producers,
+            unsynced: std::cell::Cell::new(0),
+        })
     }
 
     /// Parses, converts and appends one partition batch; opens the bucket first if it is not
@@ -171,6 +185,7 @@ impl Appender {
         };
         let config = &self.config;
         let append_time_ms = now_ms();
+        let decoding = std::time::Instant::now();
         let batches = match decode_batches(
             job.records.as_ref(),
             config.max_request_size,
@@ -187,6 +202,15 @@ impl Appender {
                 return OwnerResult::Done(Err(AppendError::Batch(rejection)));
             }
         };
+        held(
+            format_args!(
+                "decoding {} bytes of batches for {}",
+                job.records.as_ref().map_or(0, |r| r.len()),
+                job.table.path()
+            ),
+            decoding,
+            config.stall_threshold,
+        );
         let idempotent: Vec<ProducerBatch> = batches.iter().filter_map(|b| b.producer).collect();
         if !idempotent.is_empty() {
             match bucket.producers.check(&idempotent, append_time_ms) {
@@ -195,10 +219,11 @@ impl Appender {
                 Err(e) => return OwnerResult::Done(Err(AppendError::Sequence(e))),
             }
         }
-        // Decompression and conversion run without awaiting; let other tasks of this core (reads
-        // of other connections, group commits) run between the two CPU-heavy steps.
-        glommio::yield_if_needed().await;
-        let arrow_batch = match self.convert(&plan, &batches, job.partition, append_time_ms) {
+        // Decoding a big batch took a while: let the core poll its connections before converting.
+        if batches.iter().map(|b| b.records.len()).sum::<usize>() >= YIELD_EVERY_RECORDS {
+            yield_to_io().await;
+        }
+        let arrow_batch = match self.convert(&plan, &batches, job.partition, append_time_ms).await {
             Ok(batch) => batch,
             Err(e) => return OwnerResult::Done(Err(AppendError::Convert(Box::new(e)))),
         };
@@ -235,6 +260,7 @@ impl Appender {
             }
             bucket.producers.record(&stored, append_time_ms);
         }
+        self.write_behind(bucket, &job.table, appended.bytes, appended.next_offset);
         // Counted here, on the owner, once the rows are in the log: refused batches count nothing.
         let telemetry = &self.telemetry;
         telemetry.metrics().record_appended(rows);
@@ -298,8 +324,33 @@ impl Appender {
         }))
     }
 
+    /// Starts a background group commit once [`WRITE_BEHIND_BYTES`] were appended to `bucket`
+    /// since the last (not with `log.flush.policy: never`, which never fsyncs). acks=-1
+    /// appends waiting meanwhile share it, as they share any group commit.
+    fn write_behind(
+        self: &Rc<Self>,
+        bucket: &BucketState,
+        table: &Arc<TableInfo>,
+        bytes: u64,
+        next_offset: u64,
+    ) {
+        let unsynced = bucket.unsynced.get() + bytes;
+        if unsynced < WRITE_BEHIND_BYTES || self.config.flush_policy == FlushPolicy::Never {
+            bucket.unsynced.set(unsynced);
+            return;
+        }
+        bucket.unsynced.set(0);
+        let (log, appender, table) = (bucket.log.clone(), self.clone(), table.clone());
+        glommio::spawn_local(async move {
+            if let Err(e) = log.sync_to(next_offset).await {
+                appender.log_storage_error(&table, format_args!("write-behind fsync failed: {e}"));
+            }
+        })
+        .detach();
+    }
+
     /// Converts every record of `batches` with this core's reusable JSON scratch space.
-    fn convert(
+    async fn convert(
         &self,
         plan: &ConversionPlan,
         batches: &[DecodedBatch],
@@ -342,8 +393,29 @@ impl Appender {
                 });
             }
         }
-        let mut scratch = self.json_scratch.borrow_mut();
-        plan.convert_batch_with(&mut scratch, records)
+        // Converted in slices of `YIELD_EVERY_RECORDS`, giving the core to waiting connections
+        // between two (`yield_to_io`), so a big batch never holds the core for long. The
+        // scratch space is borrowed per slice: another bucket actor of this core may convert
+        // while this one waits.
+        let mut builder = BatchBuilder::new(plan, records.len());
+        for slice in records.chunks(YIELD_EVERY_RECORDS) {
+            let converting = std::time::Instant::now();
+            {
+                let mut scratch = self.json_scratch.borrow_mut();
+                for record in slice {
+                    builder.push(&mut scratch, record)?;
+                }
+            }
+            held(
+                format_args!("converting {} records to Arrow", slice.len()),
+                converting,
+                self.config.stall_threshold,
+            );
+            if slice.len() == YIELD_EVERY_RECORDS {
+                yield_to_io().await;
+            }
+        }
+        builder.finish()
     }
 
     /// Logs a storage failure of `table` at ERROR, at most once per `server.log-repeat-interval`

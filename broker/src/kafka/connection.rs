@@ -29,6 +29,13 @@ use crate::runtime::{KafkaListener, StopSignal};
 /// (pipelined small requests arrive together; big bodies are read to their exact end).
 const READ_CHUNK: usize = 64 * 1024;
 
+/// The read buffer of a connection with no partial frame: a waiting (idle) connection holds
+/// only this much; a bigger buffer is allocated once bytes arrive.
+const IDLE_READ: usize = 512;
+
+/// Responses that are ready together are written with one socket write, up to this many bytes.
+const COALESCE_BYTES: usize = 64 * 1024;
+
 /// Why a connection ended (logged at debug level; errors at info).
 #[derive(Debug)]
 enum CloseReason {
@@ -100,7 +107,8 @@ enum FrameEvent {
     Closed(CloseReason),
 }
 
-/// Splits the byte stream into frames; holds at most one frame plus one read chunk.
+/// Splits the byte stream into frames; holds at most one frame plus one read chunk, and only
+/// [`IDLE_READ`] bytes while no frame is partly read.
 struct FrameReader {
     buffer: BytesMut,
     splitter: FrameSplitter,
@@ -111,7 +119,7 @@ struct FrameReader {
 impl FrameReader {
     fn new(max_frame: usize) -> Self {
         Self {
-            buffer: BytesMut::with_capacity(READ_CHUNK),
+            buffer: BytesMut::new(),
             splitter: FrameSplitter::new(max_frame),
             reserved: None,
         }
@@ -138,6 +146,9 @@ impl FrameReader {
     /// How many bytes to ask the socket for: the rest of the current frame when its size is
     /// known (so a huge frame is read to its end, not beyond), else one chunk.
     fn want(&self) -> usize {
+        if self.buffer.is_empty() {
+            return IDLE_READ;
+        }
         if self.buffer.len() < FRAME_PREFIX_LEN {
             return READ_CHUNK;
         }
@@ -200,6 +211,10 @@ impl FrameReader {
                 return FrameEvent::Closed(CloseReason::Handler);
             }
             let want = self.want();
+            if self.buffer.is_empty() && self.buffer.capacity() > IDLE_READ {
+                // Nothing partly read: give the big buffer back before waiting (idle memory).
+                self.buffer = BytesMut::new();
+            }
             let start = self.buffer.len();
             self.buffer.resize(start + want, 0);
             let remaining = idle_deadline.saturating_duration_since(Instant::now());
@@ -366,7 +381,8 @@ async fn close_gracefully(mut stream: TcpStream, peer: SocketAddr) {
     let _ = stream.close().await;
 }
 
-/// Writes responses in request order as each becomes ready; records metrics.
+/// Writes responses in request order as each becomes ready; records metrics. Responses that
+/// are ready together (pipelined requests answered in one wake-up) go out in one write.
 async fn write_responses(
     core: Rc<KafkaCore>,
     mut stream: SharedStream,
@@ -374,35 +390,69 @@ async fn write_responses(
     closing: Rc<StopSignal>,
 ) {
     let mut broken = false;
-    while let Some(item) = queued.recv().await {
-        let response: Response = match item.response {
-            PendingResponse::Ready(response) => response,
-            PendingResponse::Later(task) => task.await,
+    let mut out: Vec<u8> = Vec::new();
+    let mut next: Option<Queued> = None;
+    loop {
+        let item = match next.take() {
+            Some(item) => item,
+            None => match queued.recv().await {
+                Some(item) => item,
+                None => break,
+            },
         };
-        let bytes_out = response.frame.as_ref().map_or(0, |f| f.len());
-        core.metrics().record_request(
-            item.api_key,
-            item.request_bytes,
-            bytes_out,
-            item.received.elapsed(),
-            response.failed,
-        );
-        if broken {
-            continue; // keep awaiting in-flight work so nothing is abandoned half-done
-        }
-        if let Some(frame) = response.frame {
-            if stream.write_all(&frame).await.is_err() {
-                broken = true;
-                closing.stop();
-                continue;
+        let mut close_after = answer(&core, item, &mut out, broken).await;
+        // Gather every further response that is ready now, without waiting.
+        while !close_after && out.len() < COALESCE_BYTES {
+            let Some(Some(mut item)) = futures_lite::future::poll_once(queued.recv()).await else {
+                break;
+            };
+            if let PendingResponse::Later(task) = &mut item.response {
+                match futures_lite::future::poll_once(task).await {
+                    Some(response) => item.response = PendingResponse::Ready(response),
+                    None => {
+                        next = Some(item);
+                        break;
+                    }
+                }
             }
+            close_after = answer(&core, item, &mut out, broken).await;
         }
-        if response.close_after {
+        if !broken && !out.is_empty() && stream.write_all(&out).await.is_err() {
             broken = true;
             closing.stop();
         }
+        out.clear();
+        if out.capacity() > COALESCE_BYTES {
+            out = Vec::new();
+        }
+        if close_after && !broken {
+            broken = true;
+            closing.stop();
+        }
+        // Once broken: keep awaiting in-flight work so nothing is abandoned half-done.
     }
     let _ = stream.flush().await;
+}
+
+/// Waits for `item`'s response, records its metrics and appends its frame to `out` (unless
+/// the connection is `broken`); returns whether the connection closes after it.
+async fn answer(core: &KafkaCore, item: Queued, out: &mut Vec<u8>, broken: bool) -> bool {
+    let response: Response = match item.response {
+        PendingResponse::Ready(response) => response,
+        PendingResponse::Later(task) => task.await,
+    };
+    let bytes_out = response.frame.as_ref().map_or(0, |f| f.len());
+    core.metrics().record_request(
+        item.api_key,
+        item.request_bytes,
+        bytes_out,
+        item.received.elapsed(),
+        response.failed,
+    );
+    if let (false, Some(frame)) = (broken, &response.frame) {
+        out.extend_from_slice(frame);
+    }
+    response.close_after
 }
 
 #[cfg(test)]
@@ -441,6 +491,12 @@ mod tests {
         assert_eq!(reader.take_frame().unwrap().unwrap(), Bytes::from_static(b"defg"));
         assert!(reader.take_frame().unwrap().is_none());
         assert_eq!(reader.want(), READ_CHUNK);
+        let empty = FrameReader::new(100);
+        assert_eq!(
+            empty.want(),
+            IDLE_READ,
+            "an idle connection reads into a small buffer"
+        );
         reader.buffer.extend_from_slice(&[5, b'x']);
         assert_eq!(reader.declared_size().unwrap(), Some(5));
         assert_eq!(reader.want(), 4);

@@ -13,7 +13,7 @@ use glommio::net::TcpListener;
 use glommio::sync::{Gate, Semaphore};
 
 use super::mesh::{MeshAppend, MeshReply, ReplyTo, Router};
-use super::{ControlMessage, KafkaListener, Shared, StopSignal};
+use super::{ControlMessage, ControlReceiver, KafkaListener, Shared, StopSignal};
 use crate::append::bucket::Buckets;
 use crate::append::pipeline::Appender;
 use crate::kafka::context::KafkaCore;
@@ -42,7 +42,7 @@ pub struct CoreStart {
     /// Told the core's index when `run_core` returns (or unwinds), so the main thread notices
     /// a core that died.
     pub exited: crossbeam_channel::Sender<usize>,
-    pub control: crossbeam_channel::Receiver<ControlMessage>,
+    pub control: ControlReceiver,
 }
 
 /// Runs one core until shutdown: bind, join the meshes, serve, drain, flush.
@@ -130,6 +130,7 @@ pub async fn run_core(start: CoreStart) {
     buckets
         .open_existing(&snapshot, |table, bucket| router.owns(table, bucket))
         .await;
+    telemetry_thread(&shared, id);
     let control_task = glommio::spawn_local(watch_control(
         shared.clone(),
         buckets.clone(),
@@ -166,15 +167,16 @@ pub async fn run_core(start: CoreStart) {
     }
 }
 
-/// Polls the control channel from the admin thread and the shutdown flag.
+/// Follows the control queue from the admin thread and the shutdown flag. It sleeps until
+/// the queue's doorbell rings (a message was queued, or shutdown began): no ticker.
 async fn watch_control(
     shared: Arc<Shared>,
     buckets: Rc<Buckets<ReplyTo>>,
     stop: Rc<StopSignal>,
-    control: crossbeam_channel::Receiver<ControlMessage>,
+    control: ControlReceiver,
 ) {
     loop {
-        while let Ok(message) = control.try_recv() {
+        while let Ok(message) = control.queue.try_recv() {
             match message {
                 ControlMessage::DropTable { table_id, done } => {
                     // Acknowledged only once every log of the table on this core is closed,
@@ -188,10 +190,26 @@ async fn watch_control(
                 }
             }
         }
-        if shared.shutdown.load(Ordering::Relaxed) {
+        if shared.shutdown.load(Ordering::SeqCst) {
             stop.stop();
         }
-        glommio::timer::sleep(Duration::from_millis(20)).await;
+        control.bell.wait().await;
+    }
+}
+
+/// Tells the metrics which thread is this core's (its context switches count its wake-ups).
+fn telemetry_thread(shared: &Shared, core: usize) {
+    match std::fs::read_link("/proc/thread-self") {
+        Ok(link) => {
+            let tid = link
+                .file_name()
+                .and_then(|name| name.to_str())
+                .and_then(|name| name.parse::<u64>().ok());
+            if let Some(tid) = tid {
+                shared.metrics.core(core).set_thread_id(tid);
+            }
+        }
+        Err(e) => tracing::debug!("cannot read /proc/thread-self: {e}"),
     }
 }
 

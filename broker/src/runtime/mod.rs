@@ -9,11 +9,16 @@ pub mod core;
 pub mod mesh;
 pub mod routing;
 pub mod server;
+pub mod stall;
 
 use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use glommio::sync::Semaphore;
 
@@ -117,4 +122,98 @@ pub enum ControlMessage {
         table_id: u64,
         done: crossbeam_channel::Sender<()>,
     },
+}
+
+/// Wakes one core's control task from any thread, with no polling: a glommio task's waker may
+/// be woken from a foreign thread (glommio queues it and writes the core's eventfd).
+#[derive(Debug, Default)]
+pub struct Doorbell {
+    rung: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Doorbell {
+    /// Wakes the task waiting in [`Doorbell::wait`] (or makes its next wait return at once).
+    pub fn ring(&self) {
+        self.rung.store(true, Ordering::SeqCst);
+        let waker = self.waker.lock().map(|mut slot| slot.take()).unwrap_or(None);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Resolves once the bell has rung since the last wait returned.
+    pub fn wait(&self) -> impl Future<Output = ()> + '_ {
+        Rung(self)
+    }
+}
+
+struct Rung<'a>(&'a Doorbell);
+
+impl Future for Rung<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let bell = self.0;
+        if bell.rung.swap(false, Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        if let Ok(mut slot) = bell.waker.lock() {
+            *slot = Some(cx.waker().clone());
+        }
+        // A ring between the first check and storing the waker found no waker: check again.
+        if bell.rung.swap(false, Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+/// The sending end of one core's control queue (admin thread, main thread).
+#[derive(Debug, Clone)]
+pub struct ControlSender {
+    queue: crossbeam_channel::Sender<ControlMessage>,
+    bell: Arc<Doorbell>,
+}
+
+/// The core's end of its control queue.
+pub struct ControlReceiver {
+    pub queue: crossbeam_channel::Receiver<ControlMessage>,
+    pub bell: Arc<Doorbell>,
+}
+
+/// A control queue of `capacity` messages and the doorbell that goes with it.
+pub fn control_channel(capacity: usize) -> (ControlSender, ControlReceiver) {
+    let (queue, receiver) = crossbeam_channel::bounded(capacity);
+    let bell = Arc::new(Doorbell::default());
+    (
+        ControlSender {
+            queue,
+            bell: bell.clone(),
+        },
+        ControlReceiver {
+            queue: receiver,
+            bell,
+        },
+    )
+}
+
+impl ControlSender {
+    /// Queues `message` (waiting at most `timeout` while the queue is full) and wakes the core.
+    pub fn send_timeout(
+        &self,
+        message: ControlMessage,
+        timeout: Duration,
+    ) -> Result<(), crossbeam_channel::SendTimeoutError<ControlMessage>> {
+        let sent = self.queue.send_timeout(message, timeout);
+        if sent.is_ok() {
+            self.bell.ring();
+        }
+        sent
+    }
+
+    /// Wakes the core to look at the shared state (shutdown).
+    pub fn ring(&self) {
+        self.bell.ring();
+    }
 }

@@ -4,8 +4,8 @@
 //! listener's concrete port (a probe socket bound with SO_REUSEPORT but never listening, so it
 //! receives no connections), starts one glommio executor pinned per core (each binds the same
 //! address with SO_REUSEPORT and the kernel spreads connections), starts the admin HTTP server
-//! on the Fluss listener's own thread, prints the ready line, and then waits for SIGTERM or
-//! SIGINT. Shutdown: cores stop accepting, finish queued requests, flush their bucket logs;
+//! on the Fluss listener's own thread, prints the ready line, and then sleeps until SIGTERM or
+//! SIGINT (or a core's unexpected exit). Shutdown: cores stop accepting, finish queued requests, flush their bucket logs;
 //! then the admin server stops and the process exits 0. A second signal exits at once.
 
 use std::net::SocketAddr;
@@ -18,7 +18,7 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement};
 
 use super::core::{run_core, CoreError, CoreStart};
-use super::{ControlMessage, KafkaListener, Runtime, Shared, MESH_CAPACITY};
+use super::{control_channel, ControlMessage, ControlSender, KafkaListener, Runtime, Shared, MESH_CAPACITY};
 use crate::admin::{start_admin_server, storage, AdminContext, AdminError, AdminHandle};
 use crate::catalog::error::CatalogError;
 use crate::catalog::model::TableInfo;
@@ -105,7 +105,7 @@ const DROP_WAIT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// appends and answers for. A core that has exited holds no open log; its channel is closed.
 fn table_dropped_hook(
     data_dir: PathBuf,
-    cores: Vec<crossbeam_channel::Sender<ControlMessage>>,
+    cores: Vec<ControlSender>,
     log_stats: Arc<LogRegistry>,
 ) -> TableDroppedHook {
     Arc::new(move |table: &TableInfo| {
@@ -123,7 +123,7 @@ fn table_dropped_hook(
 
 /// Asks every core to close `table`'s logs and returns once each that received the request
 /// has acknowledged (or exited).
-fn close_on_every_core(table: &TableInfo, cores: &[crossbeam_channel::Sender<ControlMessage>]) {
+fn close_on_every_core(table: &TableInfo, cores: &[ControlSender]) {
     let (done_tx, done_rx) = crossbeam_channel::bounded(cores.len());
     let mut asked = 0;
     for (index, core) in cores.iter().enumerate() {
@@ -248,6 +248,8 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         signal_hook::flag::register(signal, shutdown.clone()).map_err(ServerError::Signals)?;
     }
 
+    let signalled = signal_channel()?;
+
     let catalog = Arc::new(open_catalog(&config, &security)?);
     let log_stats = Arc::new(LogRegistry::new());
     let runtime = Runtime {
@@ -305,7 +307,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     let mut handles = Vec::with_capacity(cores);
     let cpus = cpu_ids();
     for index in 0..cores {
-        let (control_tx, control_rx) = crossbeam_channel::bounded(64);
+        let (control_tx, control_rx) = control_channel(64);
         control_senders.push(control_tx);
         let start = CoreStart {
             shared: shared.clone(),
@@ -315,8 +317,15 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
             exited: exited_tx.clone(),
             control: control_rx,
         };
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpus[index % cpus.len()]))
-            .name(&format!("kafluss-core-{index}"))
+        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpus[index % cpus.len()]))
+            .name(&format!("kafluss-core-{index}"));
+        if !config.spin_before_park.is_zero() {
+            builder = builder.spin_before_park(config.spin_before_park);
+        }
+        if let Some(handler) = super::stall::handler(config.stall_threshold) {
+            builder = builder.detect_stalls(Some(handler));
+        }
+        let handle = builder
             // Segment writes use buffered files, so little io_uring memory is needed; staying
             // small keeps many cores under the default 8 MiB memlock limit.
             .io_memory(256 << 10)
@@ -331,11 +340,11 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         match ready_rx.recv_timeout(remaining) {
             Ok(Ok(_)) => {}
             Ok(Err(message)) => {
-                shutdown.store(true, Ordering::SeqCst);
+                stop_cores(&shutdown, &control_senders);
                 return Err(ServerError::Core(message));
             }
             Err(_) => {
-                shutdown.store(true, Ordering::SeqCst);
+                stop_cores(&shutdown, &control_senders);
                 return Err(ServerError::CoresTimedOut);
             }
         }
@@ -344,7 +353,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
 
     catalog.set_table_dropped_hook(table_dropped_hook(
         config.data_dir.clone(),
-        control_senders,
+        control_senders.clone(),
         log_stats.clone(),
     ));
     let ready = Arc::new(AtomicBool::new(false));
@@ -364,14 +373,16 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     tracing::info!("{line}");
     println!("{line}");
 
-    while !shutdown.load(Ordering::SeqCst) {
-        if let Ok(core) = exited_rx.try_recv() {
-            tracing::error!("core {core} stopped unexpectedly; shutting down");
-            break;
+    // Sleeps until a signal or a core's exit: an idle server's main thread never wakes.
+    crossbeam_channel::select! {
+        recv(signalled) -> _ => {}
+        recv(exited_rx) -> core => {
+            if let Ok(core) = core {
+                tracing::error!("core {core} stopped unexpectedly; shutting down");
+            }
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
-    shutdown.store(true, Ordering::SeqCst);
+    stop_cores(&shutdown, &control_senders);
     tracing::info!("shutting down: draining connections and flushing bucket logs");
     for handle in handles {
         let _ = handle.join();
@@ -381,6 +392,31 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     }
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// A channel that receives one message per SIGTERM/SIGINT, from a thread blocked on the
+/// signals (`signal_hook::iterator`), so the main thread can sleep until one comes.
+fn signal_channel() -> Result<crossbeam_channel::Receiver<()>, ServerError> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT]).map_err(ServerError::Signals)?;
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::Builder::new()
+        .name("kafluss-signals".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                let _ = tx.try_send(());
+            }
+        })
+        .map_err(ServerError::Signals)?;
+    Ok(rx)
+}
+
+/// Sets the shutdown flag and wakes every core to see it.
+fn stop_cores(shutdown: &AtomicBool, cores: &[ControlSender]) {
+    shutdown.store(true, Ordering::SeqCst);
+    for core in cores {
+        core.ring();
+    }
 }
 
 /// The start-up warning for a Kafka listener that requires SASL while the Fluss listener is
@@ -477,10 +513,11 @@ mod tests {
         let table_dir = dir.path().join(table.relative_dir());
         std::fs::create_dir_all(crate::log::bucket_dir(&table_dir, 0)).unwrap();
 
-        let (fast_tx, fast_rx) = crossbeam_channel::bounded(4);
-        let (slow_tx, slow_rx) = crossbeam_channel::bounded(4);
-        let (exited_tx, exited_rx) = crossbeam_channel::bounded::<ControlMessage>(4);
+        let (fast_tx, fast_rx) = control_channel(4);
+        let (slow_tx, slow_rx) = control_channel(4);
+        let (exited_tx, exited_rx) = control_channel(4);
         drop(exited_rx); // a core that has exited: nothing to wait for
+        let (fast_rx, slow_rx) = (fast_rx.queue, slow_rx.queue);
         let hook = table_dropped_hook(
             dir.path().to_path_buf(),
             vec![fast_tx, slow_tx, exited_tx],

@@ -1,0 +1,36 @@
+//! How CPU-heavy work on a core gives the core back to the connections it also serves.
+//!
+//! Everything on a core runs in glommio's one default task queue. glommio only polls for I/O
+//! (sockets becoming readable, completions) between runs of its task queues, and a run ends
+//! when the queue is empty or the preemption timer (100 ms) fires, so a task that merely
+//! yields inside the queue (`yield_now`, `yield_if_needed`) keeps every waiting connection
+//! unseen for up to 100 ms. [`yield_to_io`] instead waits on a 1 µs timer: the task is not
+//! runnable until the reactor has polled, so the queue drains, glommio polls I/O, and the
+//! readers that became ready run before the yielding task goes on.
+//!
+//! Separate task queues with `Latency::Matters` (which lower the preemption timer to their
+//! latency), and a shorter preemption timer by itself, were tried and dropped: with either,
+//! glommio 0.9 left a core parked in `io_uring_enter` with no wake-up to come, during
+//! start-up (1 hang in 3–5 starts of `broker/tests/broker_shutdown.rs`, none in 16 without;
+//! docs/benchmarks.md).
+
+use std::time::Duration;
+
+/// Records converted between two [`yield_to_io`] calls (a 100-byte JSON record converts in
+/// about a microsecond in a release build, so a slice is well under a millisecond).
+pub const YIELD_EVERY_RECORDS: usize = 256;
+
+/// Lets the core poll for I/O and run what became ready, then resumes.
+pub async fn yield_to_io() {
+    glommio::timer::sleep(Duration::from_micros(1)).await;
+}
+
+/// Logs at WARN when one stretch of work that never awaits (`what`) held the core longer than
+/// `bound` (`server.stall-threshold`; 0: never). glommio's own detector (runtime/stall.rs)
+/// only sees runs longer than its 100 ms preemption timer; this names the step.
+pub fn held(what: std::fmt::Arguments<'_>, started: std::time::Instant, bound: Duration) {
+    let took = started.elapsed();
+    if !bound.is_zero() && took > bound {
+        tracing::warn!(target: "kafluss::stall", "core held for {took:?} (server.stall-threshold {bound:?}) by {what}");
+    }
+}
