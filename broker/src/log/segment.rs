@@ -1,4 +1,5 @@
-//! Segment files: names, and the Arrow IPC stream framing walk used by recovery and tests.
+//! Segment files: names, the bookkeeping of a closed or active segment (shared by the appender
+//! and recovery), and the Arrow IPC stream framing walk used by recovery and tests.
 //!
 //! A segment is an Arrow IPC *stream*: a schema message, then one record-batch message per
 //! appended batch, then (only once the segment is closed) the end-of-stream marker. Every
