@@ -213,3 +213,61 @@ fn failed_basic_logins_are_refused_for_a_while() {
         "the password never reaches the log"
     );
 }
+
+/// A refused login's answer is not followed at once by the end of the stream: the server waits
+/// for the client to close first (clients do once they have read the error), for at most 1 s.
+/// kafka-python 3.0 drops an answer that arrives together with the end of the stream and then
+/// reports only "socket disconnected". The server writes its answer after the attempt was sent,
+/// so a client that keeps the connection open sees the end no sooner than 1 s after sending:
+/// a lower bound that holds on any machine.
+#[test]
+fn a_refused_login_is_answered_before_the_connection_ends() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
+            "security.sasl.plain.credentials=writer:secret",
+        ],
+    );
+    for client_closes in [false, true] {
+        let mut stream = TcpStream::connect_timeout(&server.kafka, Duration::from_secs(10)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        let handshake: SaslHandshakeResponse = exchange(
+            &mut stream,
+            1,
+            &SaslHandshakeRequest {
+                mechanism: "PLAIN".into(),
+            },
+        );
+        assert_eq!(handshake.error_code, ErrorCode::None);
+        let sent = Instant::now();
+        let answer: SaslAuthenticateResponse = exchange(
+            &mut stream,
+            2,
+            &SaslAuthenticateRequest {
+                auth_bytes: Bytes::from(format!("\0writer\0{WRONG}")),
+            },
+        );
+        assert_eq!(answer.error_code, ErrorCode::SaslAuthenticationFailed);
+        if client_closes {
+            stream.shutdown(std::net::Shutdown::Write).expect("half-close");
+        }
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            stream
+                .read(&mut byte)
+                .expect("the server closes within the read timeout"),
+            0,
+            "nothing follows the refusal"
+        );
+        if !client_closes {
+            assert!(
+                sent.elapsed() >= Duration::from_millis(1000),
+                "the end of the stream came {:?} after the attempt, before the 1 s the server waits for the client",
+                sent.elapsed()
+            );
+        }
+    }
+}

@@ -378,17 +378,32 @@ CLIENTS = {
 
 
 class RecentLogRecords(logging.Handler):
-    """Keeps the clients' recent warnings: kafka-python and aiokafka log why a connection failed
-    (an authentication error, say) but raise only a generic bootstrap error."""
+    """Keeps the clients' warnings: kafka-python and aiokafka log why a connection failed (an
+    authentication error, say) but raise only a generic bootstrap error. The first `first`
+    lines (why it failed first) and the last `last` (how it ended) are kept."""
 
-    def __init__(self, keep=20):
+    def __init__(self, first=8, last=8):
         super().__init__(level=logging.WARNING)
-        self.keep = keep
+        self.first = first
+        self.last = last
         self.lines = []
+        self.dropped = 0
 
     def emit(self, record):
-        self.lines.append(f"{record.name}: {record.getMessage()}"[:500])
-        del self.lines[: -self.keep]
+        self.lines.append(f"{record.name}: {record.getMessage()}"[:300])
+        if len(self.lines) > self.first + self.last:
+            del self.lines[self.first]
+            self.dropped += 1
+
+    def clear(self):
+        self.lines.clear()
+        self.dropped = 0
+
+    def text(self):
+        if not self.dropped:
+            return "\n".join(self.lines)
+        head, tail = self.lines[: self.first], self.lines[self.first :]
+        return "\n".join(head + [f"... ({self.dropped} lines left out)"] + tail)
 
 
 CLIENT_LOG = RecentLogRecords()
@@ -399,7 +414,7 @@ for logger_name in ("kafka", "aiokafka"):
 
 def run_case(client, plan, case):
     metadata, produce = CLIENTS[client]
-    CLIENT_LOG.lines.clear()
+    CLIENT_LOG.clear()
     started = now_ms()
     result = {"case": case["name"], "ok": False, "detail": "", "offsets": []}
     try:
@@ -417,9 +432,10 @@ def run_case(client, plan, case):
     except Exception as error:  # noqa: BLE001 - every client raises its own types; all are reported
         text = f"{type(error).__name__}: {error}"
         if CLIENT_LOG.lines:
-            text += "\nclient log:\n" + "\n".join(CLIENT_LOG.lines)
+            text += "\nclient log:\n" + CLIENT_LOG.text()
         result["ok"] = bool(case.get("expect_error"))
-        result["detail"] = text[-1000:]
+        # The start says why the case failed first; keep all of it (at most 17 short lines).
+        result["detail"] = text[:6000]
         if not result["ok"]:
             traceback.print_exc(file=sys.stderr)
     result["started_ms"] = started

@@ -524,7 +524,12 @@ fn sasl_cases(client: Client, settings: Settings) -> Vec<CaseResult> {
     vec![sasl_plain, wrong]
 }
 
-/// A wrong password must make the client fail with an authentication error, and append nothing.
+/// The fixed message of the server's SASL_AUTHENTICATION_FAILED answer (lower case): a client
+/// that reports it has read the server's answer, not only seen the connection end.
+const AUTHENTICATION_FAILED: &str = "invalid username or password";
+
+/// A wrong password must make the client fail with the server's authentication error (its
+/// message in what the client raised or logged), and append nothing.
 fn check_refused(
     server: &KaflussServer,
     table: &str,
@@ -535,17 +540,21 @@ fn check_refused(
     if !outcome.ok {
         return failed(NAME, format!("the client did not fail: {}", outcome.detail));
     }
-    let detail = outcome.detail.to_lowercase();
-    if !(detail.contains("auth") || detail.contains("sasl")) {
+    let Some(said) = outcome
+        .detail
+        .lines()
+        .find(|line| line.to_lowercase().contains(AUTHENTICATION_FAILED))
+    else {
         return failed(
             NAME,
-            format!("failed, but not with an authentication error: {}", outcome.detail),
+            format!(
+                "failed, but not with the server's authentication error (\"{AUTHENTICATION_FAILED}\"): {}",
+                outcome.detail
+            ),
         );
-    }
+    };
     match server.scan(table) {
-        Ok(rows) if rows.len() == rows_before => {
-            passed(NAME, format!("refused: {}", tail(&outcome.detail, 300)))
-        }
+        Ok(rows) if rows.len() == rows_before => passed(NAME, format!("refused: {}", tail(said, 300))),
         Ok(rows) => failed(
             NAME,
             format!(

@@ -338,10 +338,10 @@ pub async fn serve(core: Rc<KafkaCore>, stream: TcpStream, listener: Rc<KafkaLis
     }
     // Closing the queue lets the writer finish what is queued, then stop.
     drop(queue);
-    writer.await;
+    let client_closes_first = writer.await;
     drop(read_stream);
     match Rc::try_unwrap(stream.0) {
-        Ok(stream) => close_gracefully(stream.into_inner(), peer).await,
+        Ok(stream) => close_gracefully(stream.into_inner(), peer, client_closes_first).await,
         Err(shared) => {
             let _ = SharedStream(shared).close().await;
         }
@@ -357,38 +357,58 @@ const CLOSE_LINGER: Duration = Duration::from_secs(1);
 /// send a reset, and a reset makes the client's kernel drop responses it has received but not
 /// yet read: at shutdown under load clients then saw transport errors for records that were
 /// stored and answered. After a FIN, a client reads every answer, then sees the end.
-async fn close_gracefully(mut stream: TcpStream, peer: SocketAddr) {
-    if stream.shutdown(std::net::Shutdown::Write).await.is_ok() {
-        let deadline = Instant::now() + CLOSE_LINGER;
-        let mut discard = [0u8; 4096];
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                tracing::debug!(%peer, "client still sending {CLOSE_LINGER:?} after our close");
-                break;
-            }
-            let read = futures_lite::future::or(async { Some(stream.read(&mut discard).await) }, async {
-                glommio::timer::sleep(remaining).await;
-                None
-            })
-            .await;
-            match read {
-                Some(Ok(n)) if n > 0 => continue,
-                _ => break,
-            }
-        }
+///
+/// `client_closes_first`: the last response was an answer that ends the session (a refused
+/// login, say), which the client must read before it sees the end. The FIN then waits until the
+/// client has closed (it does once it has read the error), for at most [`CLOSE_LINGER`]: a
+/// client that reads the answer and the end of the stream in one go (kafka-python 3.0) reports
+/// only "socket disconnected" and never the error it was sent.
+async fn close_gracefully(mut stream: TcpStream, peer: SocketAddr, client_closes_first: bool) {
+    let mut client_closed = false;
+    if client_closes_first {
+        client_closed = discard_until_closed(&mut stream, peer).await;
+    }
+    if stream.shutdown(std::net::Shutdown::Write).await.is_ok() && !client_closed {
+        discard_until_closed(&mut stream, peer).await;
     }
     let _ = stream.close().await;
 }
 
+/// Reads and discards what the client sends until it closes (true) or [`CLOSE_LINGER`] passes
+/// or the read fails (false).
+async fn discard_until_closed(stream: &mut TcpStream, peer: SocketAddr) -> bool {
+    let deadline = Instant::now() + CLOSE_LINGER;
+    let mut discard = [0u8; 4096];
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            tracing::debug!(%peer, "client still connected {CLOSE_LINGER:?} after its last answer");
+            return false;
+        }
+        let read = futures_lite::future::or(async { Some(stream.read(&mut discard).await) }, async {
+            glommio::timer::sleep(remaining).await;
+            None
+        })
+        .await;
+        match read {
+            Some(Ok(0)) => return true,
+            Some(Ok(_)) => continue,
+            _ => return false,
+        }
+    }
+}
+
 /// Writes responses in request order as each becomes ready; records metrics. Responses that
 /// are ready together (pipelined requests answered in one wake-up) go out in one write.
+/// Returns whether the connection closes on a response that carried an answer, written whole
+/// (see [`close_gracefully`]).
 async fn write_responses(
     core: Rc<KafkaCore>,
     mut stream: SharedStream,
     queued: LocalReceiver<Queued>,
     closing: Rc<StopSignal>,
-) {
+) -> bool {
+    let mut closed_on_answer = false;
     let mut broken = false;
     let mut out: Vec<u8> = Vec::new();
     let mut next: Option<Queued> = None;
@@ -402,7 +422,7 @@ async fn write_responses(
         };
         let mut close_after = answer(&core, item, &mut out, broken).await;
         // Gather every further response that is ready now, without waiting.
-        while !close_after && out.len() < COALESCE_BYTES {
+        while close_after == Close::No && out.len() < COALESCE_BYTES {
             let Some(Some(mut item)) = futures_lite::future::poll_once(queued.recv()).await else {
                 break;
             };
@@ -425,18 +445,30 @@ async fn write_responses(
         if out.capacity() > COALESCE_BYTES {
             out = Vec::new();
         }
-        if close_after && !broken {
+        if close_after != Close::No && !broken {
+            closed_on_answer = close_after == Close::AfterAnswer;
             broken = true;
             closing.stop();
         }
         // Once broken: keep awaiting in-flight work so nothing is abandoned half-done.
     }
     let _ = stream.flush().await;
+    closed_on_answer
+}
+
+/// Whether the connection closes after a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    No,
+    /// After a response that sends nothing (an acks=0 failure, an unencodable answer).
+    Silently,
+    /// After a response with an answer the client must read (a refused login).
+    AfterAnswer,
 }
 
 /// Waits for `item`'s response, records its metrics and appends its frame to `out` (unless
 /// the connection is `broken`); returns whether the connection closes after it.
-async fn answer(core: &KafkaCore, item: Queued, out: &mut Vec<u8>, broken: bool) -> bool {
+async fn answer(core: &KafkaCore, item: Queued, out: &mut Vec<u8>, broken: bool) -> Close {
     let response: Response = match item.response {
         PendingResponse::Ready(response) => response,
         PendingResponse::Later(task) => task.await,
@@ -452,7 +484,11 @@ async fn answer(core: &KafkaCore, item: Queued, out: &mut Vec<u8>, broken: bool)
     if let (false, Some(frame)) = (broken, &response.frame) {
         out.extend_from_slice(frame);
     }
-    response.close_after
+    match (response.close_after, response.frame.is_some()) {
+        (false, _) => Close::No,
+        (true, false) => Close::Silently,
+        (true, true) => Close::AfterAnswer,
+    }
 }
 
 #[cfg(test)]

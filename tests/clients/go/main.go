@@ -126,11 +126,15 @@ func decodeRecords(c testCase) ([]decoded, error) {
 	return out, nil
 }
 
-// recentLog keeps a client's last log lines, for the detail of a failed case.
+// recentLog keeps a client's first and last log lines (why it failed first, how it ended), for
+// the detail of a failed case.
 type recentLog struct {
-	mu    sync.Mutex
-	lines []string
+	mu      sync.Mutex
+	lines   []string
+	dropped int
 }
+
+const logFirst, logLast = 5, 5
 
 func (l *recentLog) add(line string) {
 	l.mu.Lock()
@@ -139,8 +143,9 @@ func (l *recentLog) add(line string) {
 		line = line[:300]
 	}
 	l.lines = append(l.lines, line)
-	if len(l.lines) > 10 {
-		l.lines = l.lines[len(l.lines)-10:]
+	if len(l.lines) > logFirst+logLast {
+		l.lines = append(l.lines[:logFirst], l.lines[logFirst+1:]...)
+		l.dropped++
 	}
 }
 
@@ -155,7 +160,12 @@ func (l *recentLog) text() string {
 	if len(l.lines) == 0 {
 		return ""
 	}
-	return "\nclient log:\n" + strings.Join(l.lines, "\n")
+	lines := l.lines
+	if l.dropped > 0 {
+		lines = append(append(append([]string{}, l.lines[:logFirst]...),
+			fmt.Sprintf("... (%d lines left out)", l.dropped)), l.lines[logFirst:]...)
+	}
+	return "\nclient log:\n" + strings.Join(lines, "\n")
 }
 
 func (l *recentLog) clear() {
@@ -593,16 +603,11 @@ func runCase(d driver, p plan, c testCase) outcome {
 		result.Detail = fmt.Sprintf("unknown case kind %q", c.Kind)
 	}
 	if err != nil {
-		// As much of the client's recent log as fits, then the error in full, last (the suite
-		// quotes the end of a detail).
+		// The client's first and last log lines (at most 11 of 300 bytes), then the error in
+		// full, last (the suite quotes the end of a detail).
 		text := fmt.Sprintf("%T: %v", err, err)
-		if logged := clientLog.text(); logged != "" && len(text) < 1000 {
-			logged += "\nerror: "
-			room := 1000 - len(text)
-			if len(logged) > room {
-				logged = logged[len(logged)-room:]
-			}
-			text = strings.TrimPrefix(logged, "\n") + text
+		if logged := clientLog.text(); logged != "" {
+			text = strings.TrimPrefix(logged, "\n") + "\nerror: " + text
 		}
 		result.Ok = c.ExpectError
 		result.Detail = text
