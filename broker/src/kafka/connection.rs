@@ -378,7 +378,8 @@ async fn close_gracefully(mut stream: TcpStream, peer: SocketAddr, client_closes
 /// or the read fails (false).
 async fn discard_until_closed(stream: &mut TcpStream, peer: SocketAddr) -> bool {
     let deadline = Instant::now() + CLOSE_LINGER;
-    let mut discard = [0u8; 4096];
+    // On the heap: an array here would be part of every connection's future, idle or not.
+    let mut discard = vec![0u8; 4096];
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
