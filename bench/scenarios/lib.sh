@@ -5,7 +5,7 @@
 # paths are relative to the repository this file is in, wherever the scenario is started from.
 #
 # Results go to $RESULTS (default <target dir>/bench-results): <scenario>.txt (the report), .json
-# (every figure), .svg (timeline), .cmd (the command), and <script>.kafluss.log (kafluss's log). kafluss's data goes to a fresh directory
+# (every figure), .svg (timeline), .cmd (the command), .fsync.txt (kafluss_fsync_seconds after the run), and <script>.kafluss.log (kafluss's log). kafluss's data goes to a fresh directory
 # under $TMPDIR (default /tmp), removed when the scenario exits.
 #
 # Environment:
@@ -253,6 +253,9 @@ compare() {
     echo >>"$RESULTS/$name.cmd"
     log "$name: ${command[*]}"
     "${command[@]}" | tee "$RESULTS/$name.txt"
+    # The broker's own fsync durations (group commit, write-behind, rolls, close) over the run.
+    curl -sf "http://$KAFLUSS_FLUSS/metrics" | grep '^kafluss_fsync_seconds' >"$RESULTS/$name.fsync.txt" ||
+        log "could not read kafluss_fsync_seconds from http://$KAFLUSS_FLUSS/metrics"
 }
 
 # json_field FILE EXPR: a value from a result file (EXPR is Python on `d`).

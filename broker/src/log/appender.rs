@@ -7,6 +7,14 @@
 //!   reached the file, so no reader ever sees part of a batch; a failed write is truncated away.
 //! - Appends are serialized by a one-permit semaphore (a batch is one `write_at`, plus a roll
 //!   now and then); encoding happens under it too, so file order is offset order.
+//! - A roll does not fsync under the semaphore: it writes the end-of-stream marker, creates the
+//!   next segment under its pending name (`<base>.arrow.rolling`) and hands the closed
+//!   segment's fsync to a background task, which then renames the new segment to its segment
+//!   name and fsyncs the directory. Until that task is done no row is counted durable past
+//!   the closed segment's end, nor any row of the new segment (group commit waits for it), and
+//!   the next roll waits for it. So every file with a segment name but the last is complete
+//!   and durable, as recovery requires; a pending segment is kept by recovery only when the
+//!   segment before it is complete (see [`super::recovery`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -26,7 +34,9 @@ use super::error::LogError;
 use super::file::{GlommioStore, SegmentFile, SegmentStore};
 use super::group_commit::CommitState;
 use super::recovery::{recover, Recovered};
-use super::segment::{segment_path, ActiveSegment, SegmentInfo, VisitedBatch, END_OF_STREAM};
+use super::segment::{
+    pending_segment_path, segment_path, ActiveSegment, SegmentInfo, VisitedBatch, END_OF_STREAM,
+};
 use super::{AppendOutcome, BucketStats, FlushPolicy, LogConfig};
 
 struct State<F> {
@@ -38,23 +48,36 @@ struct State<F> {
     next_offset: u64,
     log_start_offset: u64,
     failed: bool,
+    /// A roll's background fsync is not done yet: rows `[.., end)` are in the closed segment
+    /// that task fsyncs, and the active segment (if any) still has its pending name.
+    rolling: Option<PendingRoll>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PendingRoll {
+    /// The exclusive end offset of the closed segment being fsync'd.
+    end: u64,
 }
 
 /// The durable Arrow log of one bucket. `!Send`: it lives on the core that owns the bucket.
 /// Share it on that core as `Rc<BucketLog>`; every method takes `&self`.
 pub struct BucketLog<S: SegmentStore = GlommioStore> {
-    store: S,
+    store: Rc<S>,
     dir: PathBuf,
     config: LogConfig,
     stats: Arc<BucketStats>,
-    state: RefCell<State<S::File>>,
+    /// Shared with the background task that finishes a roll.
+    state: Rc<RefCell<State<S::File>>>,
     append_permit: Semaphore,
-    commit: CommitState,
+    commit: Rc<CommitState>,
     /// Told the duration of every segment-file fsync of the write path (metrics).
-    on_sync: Option<SyncObserver>,
+    on_sync: Option<Rc<dyn Fn(std::time::Duration)>>,
     /// The compression of the next appended batch (`config.compression`, then
     /// [`BucketLog::set_compression`]).
     compression: Cell<ArrowCompression>,
+    /// The task finishing the last roll (fsync of the closed segment, rename, directory
+    /// fsync). Dropping the log cancels it; recovery finishes such a roll on the next open.
+    roll_task: RefCell<Option<glommio::Task<()>>>,
 }
 
 /// Receives the duration of each segment-file `fdatasync` (group commit, roll, close).
@@ -110,7 +133,7 @@ fn encode_message(batch: &RecordBatch, compression: ArrowCompression) -> Result<
     })
 }
 
-impl<S: SegmentStore> BucketLog<S> {
+impl<S: SegmentStore + 'static> BucketLog<S> {
     /// Opens the bucket directory on `store` and recovers it (see [`super::recovery`]), then
     /// publishes `next_offset` and the log start offset in `stats`.
     pub async fn open_with_store(
@@ -144,42 +167,40 @@ impl<S: SegmentStore> BucketLog<S> {
         stats.opened.store(true, Ordering::Release);
         let commit = CommitState::default();
         let compression = Cell::new(config.compression);
-        // Every closed segment was fsync'd when it was rolled, the last one just above.
+        // Every closed segment was fsync'd when it was rolled (or by recovery, which finishes
+        // an interrupted roll), the last one just above.
         commit.durable.set(next_offset);
         Ok(Self {
-            store,
+            store: Rc::new(store),
             dir: dir.to_path_buf(),
             config,
             stats,
-            state: RefCell::new(State {
+            state: Rc::new(RefCell::new(State {
                 closed,
                 active,
                 active_last_append,
                 next_offset,
                 log_start_offset,
                 failed: false,
-            }),
+                rolling: None,
+            })),
             append_permit: Semaphore::new(1),
-            commit,
+            commit: Rc::new(commit),
             on_sync: None,
             compression,
+            roll_task: RefCell::new(None),
         })
     }
 
     /// Reports the duration of every later segment-file fsync to `observer`.
     pub fn with_sync_observer(mut self, observer: SyncObserver) -> Self {
-        self.on_sync = Some(observer);
+        self.on_sync = Some(Rc::from(observer));
         self
     }
 
     /// `file.sync()`, timed for the observer.
     async fn sync_file(&self, file: &S::File) -> std::io::Result<()> {
-        let started = std::time::Instant::now();
-        let result = file.sync().await;
-        if let Some(observer) = &self.on_sync {
-            observer(started.elapsed());
-        }
-        result
+        timed_sync(file, self.on_sync.as_deref()).await
     }
 
     /// Batches appended from now on are compressed with `compression` (an ALTER of the table's
@@ -250,8 +271,25 @@ impl<S: SegmentStore> BucketLog<S> {
     }
 
     fn fail(&self) {
-        self.state.borrow_mut().failed = true;
-        self.commit.completions.notify_all();
+        fail(&self.state, &self.commit);
+    }
+
+    /// While a roll's background fsync runs: the end offset of the segment it fsyncs (tests
+    /// and diagnostics).
+    pub fn roll_pending(&self) -> Option<u64> {
+        self.state.borrow().rolling.map(|r| r.end)
+    }
+
+    /// Waits until no roll's background fsync is running (or the log failed).
+    async fn roll_finished(&self) -> Result<(), LogError> {
+        loop {
+            self.check_not_failed()?;
+            if self.state.borrow().rolling.is_none() {
+                return Ok(());
+            }
+            let seen = self.commit.completions.generation();
+            self.commit.completions.changed(seen).await;
+        }
     }
 
     /// Waits for the bucket's single writer slot (appends, retention and close never overlap).
@@ -320,7 +358,7 @@ impl<S: SegmentStore> BucketLog<S> {
             }
         };
         if needs_roll {
-            self.roll().await?;
+            self.roll(batch.schema_ref()).await?;
         }
         let creating = self.state.borrow().active.is_none();
         if creating {
@@ -369,7 +407,26 @@ impl<S: SegmentStore> BucketLog<S> {
     /// Creates segment `base_offset`, writes its schema message and makes the new directory
     /// entry durable (a later acks=-1 fsync of the file alone would not cover the entry).
     async fn create_segment(&self, base_offset: u64, schema: &SchemaRef) -> Result<(), LogError> {
-        let path = segment_path(&self.dir, base_offset);
+        // A segment name may only appear once every segment before it is durable.
+        self.roll_finished().await?;
+        let segment = self
+            .new_segment_file(segment_path(&self.dir, base_offset), base_offset, schema)
+            .await?;
+        self.store
+            .sync_dir(&self.dir)
+            .await
+            .map_err(|e| LogError::io(&self.dir, "fsync directory", e))?;
+        self.state.borrow_mut().active = Some(segment);
+        Ok(())
+    }
+
+    /// Creates the file `path` for segment `base_offset` and writes its schema message.
+    async fn new_segment_file(
+        &self,
+        path: PathBuf,
+        base_offset: u64,
+        schema: &SchemaRef,
+    ) -> Result<ActiveSegment<S::File>, LogError> {
         let header = schema_message(schema)?;
         let file = self
             .store
@@ -383,25 +440,23 @@ impl<S: SegmentStore> BucketLog<S> {
             let _ = self.store.remove(&path).await;
             return Err(LogError::io(&path, "write schema", err));
         }
-        self.store
-            .sync_dir(&self.dir)
-            .await
-            .map_err(|e| LogError::io(&self.dir, "fsync directory", e))?;
-        let mut state = self.state.borrow_mut();
-        state.active = Some(ActiveSegment {
+        Ok(ActiveSegment {
             file: Rc::new(file),
             path,
             base_offset,
             len: header_len,
             schema: schema.clone(),
-        });
-        Ok(())
+        })
     }
 
-    /// Closes the active segment: end-of-stream marker, fsync (so every segment but the last is
-    /// complete and durable on disk), and moves it to the closed list. The next append creates
-    /// the new segment.
-    async fn roll(&self) -> Result<(), LogError> {
+    /// Closes the active segment and opens the next one without waiting for the disk: writes
+    /// the end-of-stream marker, moves the segment to the closed list, creates the next segment
+    /// (at `next_offset`, with `schema`) under its pending name, and spawns [`finish_roll`],
+    /// which fsyncs the closed segment, renames the new one to its segment name and fsyncs the
+    /// directory. Until it is done, group commit counts nothing durable past the closed
+    /// segment's end. A roll while the previous roll's task still runs waits for it first.
+    async fn roll(&self, schema: &SchemaRef) -> Result<(), LogError> {
+        self.roll_finished().await?;
         let (file, path, len) = {
             let state = self.state.borrow();
             let Some(active) = state.active.as_ref() else {
@@ -415,26 +470,41 @@ impl<S: SegmentStore> BucketLog<S> {
             }
             return Err(LogError::io(&path, "write end-of-stream", err));
         }
-        if let Err(err) = self.sync_file(&file).await {
-            // After a failed fsync the page cache state is unknown: stop until reopened.
-            self.fail();
-            return Err(LogError::io(&path, "fsync", err));
-        }
-        let mut state = self.state.borrow_mut();
-        let active = state.active.take().expect("checked above");
-        let info = SegmentInfo {
-            base_offset: active.base_offset,
-            end_offset: state.next_offset,
-            last_append: state.active_last_append,
+        let base_offset = self.state.borrow().next_offset;
+        // If this fails the bucket has no active segment; the next append creates one under
+        // its segment name once this roll is finished (`create_segment`).
+        let created = self
+            .new_segment_file(pending_segment_path(&self.dir, base_offset), base_offset, schema)
+            .await;
+        let end = {
+            let mut state = self.state.borrow_mut();
+            let active = state.active.take().expect("checked above");
+            let info = SegmentInfo {
+                base_offset: active.base_offset,
+                end_offset: state.next_offset,
+                last_append: state.active_last_append,
+            };
+            state.closed.push_back(info);
+            let end = state.next_offset;
+            state.rolling = Some(PendingRoll { end });
+            end
         };
-        state.closed.push_back(info);
-        let end = state.next_offset;
-        drop(state);
-        if self.commit.durable.get() < end {
-            self.commit.durable.set(end);
-            self.commit.completions.notify_all();
-        }
-        Ok(())
+        let created = created.map(|segment| {
+            self.state.borrow_mut().active = Some(segment);
+        });
+        let task = glommio::spawn_local(finish_roll(FinishRoll {
+            store: self.store.clone(),
+            dir: self.dir.clone(),
+            state: self.state.clone(),
+            commit: self.commit.clone(),
+            on_sync: self.on_sync.clone(),
+            closed: file,
+            closed_path: path,
+            end,
+        }));
+        // The previous roll's task is done (awaited above); dropping its handle is a no-op.
+        *self.roll_task.borrow_mut() = Some(task);
+        created
     }
 
     /// Resolves once rows `[0, offset)` are durable (fsync'd): what acks=-1 waits for. Pass the
@@ -452,7 +522,10 @@ impl<S: SegmentStore> BucketLog<S> {
             if self.commit.durable.get() >= wanted {
                 return Ok(());
             }
-            if self.commit.in_flight.get() {
+            // While a roll's background fsync runs, rows up to the closed segment's end become
+            // durable only when it is done, and rows after it (in the new segment) only with
+            // a later group fsync: the new segment's name is not durable before that task.
+            if self.commit.in_flight.get() || self.state.borrow().rolling.is_some() {
                 let seen = self.commit.completions.generation();
                 self.commit.completions.changed(seen).await;
                 continue;
@@ -503,7 +576,10 @@ impl<S: SegmentStore> BucketLog<S> {
         loop {
             let expired = {
                 let state = self.state.borrow();
-                let keeps_a_later_file = state.closed.len() > 1 || state.active.is_some();
+                // A later file with its segment name: not the active segment while a roll is
+                // finishing (it has its pending name until then).
+                let keeps_a_later_file =
+                    state.closed.len() > 1 || (state.active.is_some() && state.rolling.is_none());
                 match state.closed.front() {
                     Some(oldest) if keeps_a_later_file => oldest
                         .last_append
@@ -544,7 +620,7 @@ impl<S: SegmentStore> BucketLog<S> {
     /// end-of-stream marker): a restart keeps appending to it.
     pub async fn close(&self) -> Result<(), LogError> {
         let _permit = self.exclusive().await?;
-        self.check_not_failed()?;
+        self.roll_finished().await?;
         let written = self.state.borrow().next_offset;
         if self.commit.durable.get() >= written {
             return Ok(());
@@ -564,6 +640,96 @@ impl<S: SegmentStore> BucketLog<S> {
         self.commit.completions.notify_all();
         Ok(())
     }
+}
+
+/// `file.sync()`, its duration told to `observer`.
+async fn timed_sync<F: SegmentFile>(
+    file: &F,
+    observer: Option<&dyn Fn(std::time::Duration)>,
+) -> std::io::Result<()> {
+    let started = std::time::Instant::now();
+    let result = file.sync().await;
+    if let Some(observer) = observer {
+        observer(started.elapsed());
+    }
+    result
+}
+
+/// Marks the log failed and wakes every waiter (they then get `LogError::Failed`).
+fn fail<F>(state: &RefCell<State<F>>, commit: &CommitState) {
+    state.borrow_mut().failed = true;
+    commit.completions.notify_all();
+}
+
+/// What the background task finishing a roll needs (all shared with the log).
+struct FinishRoll<S: SegmentStore> {
+    store: Rc<S>,
+    dir: PathBuf,
+    state: Rc<RefCell<State<S::File>>>,
+    commit: Rc<CommitState>,
+    on_sync: Option<Rc<dyn Fn(std::time::Duration)>>,
+    /// The segment just closed, and its path.
+    closed: Rc<S::File>,
+    closed_path: PathBuf,
+    /// Its exclusive end offset.
+    end: u64,
+}
+
+/// Finishes a roll off the bucket's write slot: fsyncs the closed segment, renames the new
+/// segment from its pending name to its segment name and fsyncs the directory; then rows up
+/// to the closed segment's end are durable and group commit may fsync the new segment. A
+/// failure fails the log (every waiter gets an error, never a false "durable").
+async fn finish_roll<S: SegmentStore>(roll: FinishRoll<S>) {
+    let result = finish_roll_io(&roll).await;
+    roll.state.borrow_mut().rolling = None;
+    match result {
+        Ok(()) => {
+            if roll.commit.durable.get() < roll.end {
+                roll.commit.durable.set(roll.end);
+            }
+            roll.commit.completions.notify_all();
+        }
+        Err(err) => {
+            tracing::error!(
+                dir = %roll.dir.display(),
+                %err,
+                "finishing a segment roll failed; the bucket log refuses appends until reopened"
+            );
+            fail(&roll.state, &roll.commit);
+        }
+    }
+}
+
+async fn finish_roll_io<S: SegmentStore>(roll: &FinishRoll<S>) -> Result<(), LogError> {
+    timed_sync(&*roll.closed, roll.on_sync.as_deref())
+        .await
+        .map_err(|e| LogError::io(&roll.closed_path, "fsync", e))?;
+    // The roll's new segment, unless creating it failed (then there is nothing to rename).
+    let pending = {
+        let state = roll.state.borrow();
+        state
+            .active
+            .as_ref()
+            .filter(|a| a.base_offset == roll.end && a.path == pending_segment_path(&roll.dir, roll.end))
+            .map(|a| a.path.clone())
+    };
+    let Some(pending) = pending else {
+        return Ok(());
+    };
+    let final_path = segment_path(&roll.dir, roll.end);
+    roll.store
+        .rename(&pending, &final_path)
+        .await
+        .map_err(|e| LogError::io(&pending, "rename", e))?;
+    if let Some(active) = roll.state.borrow_mut().active.as_mut() {
+        if active.base_offset == roll.end {
+            active.path = final_path;
+        }
+    }
+    roll.store
+        .sync_dir(&roll.dir)
+        .await
+        .map_err(|e| LogError::io(&roll.dir, "fsync directory", e))
 }
 
 /// Writes all of `bytes` at `pos` in one call. A short write (only seen when the disk is full

@@ -34,7 +34,7 @@ pub trait SegmentFile {
 
 /// The directory operations the log needs: list, create, open, remove, sync.
 pub trait SegmentStore {
-    type File: SegmentFile;
+    type File: SegmentFile + 'static;
     async fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
     /// File names (not paths) in `dir`, in no particular order.
     async fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
@@ -43,6 +43,8 @@ pub trait SegmentStore {
     /// Creates a new, empty file (an existing one is truncated).
     async fn create(&self, path: &Path) -> io::Result<Self::File>;
     async fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Renames `from` to `to` (same directory; `to` does not exist). Durable after `sync_dir`.
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Makes directory entries (created or removed files) durable.
     async fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Last modification time, used as the append time of a recovered segment's newest row.
@@ -92,7 +94,7 @@ impl SegmentFile for GlommioFile {
 impl SegmentStore for GlommioStore {
     type File = GlommioFile;
 
-    // Directory listing, creation and removal are rare (open, roll, retention, drop) and cheap
+    // Directory listing, creation, renaming and removal are rare (open, roll, retention, drop) and cheap
     // metadata calls, so they use std::fs; the byte path is io_uring.
     async fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)
@@ -131,6 +133,10 @@ impl SegmentStore for GlommioStore {
 
     async fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
     }
 
     async fn sync_dir(&self, dir: &Path) -> io::Result<()> {

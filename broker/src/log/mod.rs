@@ -159,7 +159,7 @@ pub fn remove_table_dir(table_dir: &Path) -> Result<(), LogError> {
 /// The periodic retention task of one bucket: every `interval`, delete expired segments.
 /// Spawn it on the owner core (`glommio::spawn_local(run_retention(Rc::downgrade(&log), ..))`);
 /// it ends when the log is dropped. Errors are logged, not fatal.
-pub async fn run_retention<S: SegmentStore>(log: Weak<BucketLog<S>>, interval: Duration) {
+pub async fn run_retention<S: SegmentStore + 'static>(log: Weak<BucketLog<S>>, interval: Duration) {
     loop {
         glommio::timer::sleep(interval).await;
         let Some(log) = log.upgrade() else {

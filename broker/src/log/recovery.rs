@@ -10,6 +10,11 @@
 //! 3. The last segment's torn tail is truncated to its last complete message and the file is
 //!    fsync'd (after a process crash its tail may still be dirty in the page cache); a last
 //!    segment without even a complete schema message holds no rows and is removed.
+//! 4. A pending segment (`<base>.arrow.rolling`: a roll's new segment whose rename had not
+//!    happened) is renamed and recovered as the last segment when the last segment is complete
+//!    (end-of-stream marker) and ends at its base: the roll is finished. Any other pending
+//!    segment is removed: the segment before it never became durable, so no row in it was
+//!    acknowledged with acks=-1.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -19,8 +24,8 @@ use std::time::SystemTime;
 use super::error::LogError;
 use super::file::{SegmentFile, SegmentStore};
 use super::segment::{
-    parse_segment_file_name, scan_segment_visiting, segment_path, ActiveSegment, SegmentInfo, VisitedBatch,
-    SEGMENT_SUFFIX,
+    parse_pending_segment_file_name, parse_segment_file_name, pending_segment_path, scan_segment_visiting,
+    segment_path, ActiveSegment, SegmentInfo, SegmentScan, VisitedBatch, SEGMENT_SUFFIX,
 };
 
 /// What recovery found.
@@ -44,47 +49,30 @@ pub(super) async fn recover<S: SegmentStore>(
         .create_dir_all(dir)
         .await
         .map_err(|e| LogError::io(dir, "create directory", e))?;
-    let bases = list_segments(store, dir).await?;
-    let mut closed = VecDeque::new();
-    let mut active = None;
-    let mut active_last_append = store.now();
-    let mut next_offset = bases.first().copied().unwrap_or(0);
-    let log_start_offset = next_offset;
+    let (bases, mut pending) = list_segments(store, dir).await?;
+    let mut recovered = Recovered {
+        closed: VecDeque::new(),
+        active: None,
+        active_last_append: store.now(),
+        next_offset: bases.first().copied().unwrap_or(0),
+        log_start_offset: bases.first().copied().unwrap_or(0),
+    };
+    // The pending segment whose roll recovery finishes (the last segment is complete and ends
+    // where it starts).
+    let mut adopt = None;
     for (index, &base_offset) in bases.iter().enumerate() {
         let path = segment_path(dir, base_offset);
-        if base_offset != next_offset {
-            return Err(LogError::corrupt(
-                &path,
-                format!("segment starts at offset {base_offset}, but the previous one ends at {next_offset}"),
-            ));
-        }
-        let is_last = index + 1 == bases.len();
-        let file = store
-            .open(&path)
-            .await
-            .map_err(|e| LogError::io(&path, "open", e))?;
-        let scan = scan_segment_visiting(&file, true, &mut |batch| {
-            visit(base_offset.saturating_add(batch.first_row), batch)
-        })
-        .await
-        .map_err(|e| LogError::io(&path, "read", e))?;
-        let last_append = store
-            .modified(&path)
-            .await
-            .map_err(|e| LogError::io(&path, "stat", e))?;
-        if let Some(reason) = scan.damaged {
-            // A batch that is not the file's last one does not match its checksum: rot or an
-            // outside write, not a crash. Nothing is guessed: the bucket stays closed (every
-            // append is refused) until an operator repairs it (docs/storage.md).
-            let offset = base_offset.saturating_add(scan.rows);
+        if base_offset != recovered.next_offset {
             return Err(LogError::corrupt(
                 &path,
                 format!(
-                    "{reason}; rows before offset {offset} are intact (the file's first {} bytes)",
-                    scan.valid_len
+                    "segment starts at offset {base_offset}, but the previous one ends at {}",
+                    recovered.next_offset
                 ),
             ));
         }
+        let is_last = index + 1 == bases.len();
+        let (file, scan, last_append) = open_and_scan(store, &path, base_offset, visit).await?;
         if !is_last {
             if let Some(reason) = scan.torn {
                 return Err(LogError::corrupt(&path, reason));
@@ -92,65 +80,179 @@ pub(super) async fn recover<S: SegmentStore>(
             if scan.schema.is_none() {
                 return Err(LogError::corrupt(&path, "no schema message"));
             }
-            next_offset = checked_end(dir, base_offset, scan.rows)?;
-            closed.push_back(SegmentInfo {
+            recovered.next_offset = checked_end(dir, base_offset, scan.rows)?;
+            recovered.closed.push_back(SegmentInfo {
                 base_offset,
-                end_offset: next_offset,
+                end_offset: recovered.next_offset,
                 last_append,
             });
             continue;
         }
-        if let Some(reason) = &scan.torn {
-            tracing::warn!(
-                path = %path.display(), %reason, kept_bytes = scan.valid_len, file_bytes = scan.file_len,
-                "truncating torn tail of the last log segment"
-            );
-            file.truncate(scan.valid_len)
-                .await
-                .map_err(|e| LogError::io(&path, "truncate", e))?;
+        recover_last(
+            store,
+            dir,
+            &path,
+            base_offset,
+            file,
+            scan,
+            last_append,
+            &mut recovered,
+        )
+        .await?;
+        // A roll was interrupted between writing this segment's end-of-stream marker and
+        // renaming the next one: the next one holds the rows after it only if this segment is
+        // complete (closed) and ends where the pending one starts; it was fsync'd just above.
+        if recovered.active.is_none()
+            && recovered
+                .closed
+                .back()
+                .is_some_and(|c| c.base_offset == base_offset)
+            && pending.contains(&recovered.next_offset)
+        {
+            adopt = Some(recovered.next_offset);
         }
-        // After a process crash the tail may still sit unsynced in the page cache; fsync it
-        // so that everything recovery reports as present is durable.
-        file.sync().await.map_err(|e| LogError::io(&path, "fsync", e))?;
-        let Some(schema) = scan.schema else {
-            // Torn before its schema was complete: it holds no rows. Remove it; the next
-            // append recreates it under the same name.
-            drop(file);
+    }
+    pending.retain(|&base| Some(base) != adopt);
+    if !pending.is_empty() {
+        // Created by a roll whose closed segment did not become durable (a crash before its
+        // fsync): no row in it was acknowledged as durable, and it does not follow the log.
+        for &base in &pending {
+            let path = pending_segment_path(dir, base);
+            tracing::warn!(
+                path = %path.display(),
+                "removing the segment of an unfinished roll: the segment before it is not complete"
+            );
             store
                 .remove(&path)
                 .await
                 .map_err(|e| LogError::io(&path, "remove", e))?;
-            store
-                .sync_dir(dir)
-                .await
-                .map_err(|e| LogError::io(dir, "fsync directory", e))?;
-            continue;
-        };
-        next_offset = checked_end(dir, base_offset, scan.rows)?;
-        if scan.closed {
-            closed.push_back(SegmentInfo {
-                base_offset,
-                end_offset: next_offset,
-                last_append,
-            });
-        } else {
-            active_last_append = last_append;
-            active = Some(ActiveSegment {
-                file: Rc::new(file),
-                path,
-                base_offset,
-                len: scan.valid_len,
-                schema,
-            });
         }
+        store
+            .sync_dir(dir)
+            .await
+            .map_err(|e| LogError::io(dir, "fsync directory", e))?;
     }
-    Ok(Recovered {
-        closed,
-        active,
-        active_last_append,
-        next_offset,
-        log_start_offset,
+    if let Some(base_offset) = adopt {
+        let from = pending_segment_path(dir, base_offset);
+        let path = segment_path(dir, base_offset);
+        tracing::info!(path = %path.display(), "finishing an interrupted segment roll");
+        store
+            .rename(&from, &path)
+            .await
+            .map_err(|e| LogError::io(&from, "rename", e))?;
+        store
+            .sync_dir(dir)
+            .await
+            .map_err(|e| LogError::io(dir, "fsync directory", e))?;
+        let (file, scan, last_append) = open_and_scan(store, &path, base_offset, visit).await?;
+        recover_last(
+            store,
+            dir,
+            &path,
+            base_offset,
+            file,
+            scan,
+            last_append,
+            &mut recovered,
+        )
+        .await?;
+    }
+    Ok(recovered)
+}
+
+/// Opens and walks one segment file (checking every body), refusing damage.
+async fn open_and_scan<S: SegmentStore>(
+    store: &S,
+    path: &Path,
+    base_offset: u64,
+    visit: &mut dyn FnMut(u64, &VisitedBatch<'_>),
+) -> Result<(S::File, SegmentScan, SystemTime), LogError> {
+    let file = store
+        .open(path)
+        .await
+        .map_err(|e| LogError::io(path, "open", e))?;
+    let scan = scan_segment_visiting(&file, true, &mut |batch| {
+        visit(base_offset.saturating_add(batch.first_row), batch)
     })
+    .await
+    .map_err(|e| LogError::io(path, "read", e))?;
+    let last_append = store
+        .modified(path)
+        .await
+        .map_err(|e| LogError::io(path, "stat", e))?;
+    if let Some(reason) = &scan.damaged {
+        // A batch that is not the file's last one does not match its checksum: rot or an
+        // outside write, not a crash. Nothing is guessed: the bucket stays closed (every
+        // append is refused) until an operator repairs it (docs/storage.md).
+        let offset = base_offset.saturating_add(scan.rows);
+        return Err(LogError::corrupt(
+            path,
+            format!(
+                "{reason}; rows before offset {offset} are intact (the file's first {} bytes)",
+                scan.valid_len
+            ),
+        ));
+    }
+    Ok((file, scan, last_append))
+}
+
+/// The last segment: a torn tail is truncated, the file fsync'd; it becomes the active
+/// segment, a closed one, or (without a complete schema message) is removed.
+#[allow(clippy::too_many_arguments)]
+async fn recover_last<S: SegmentStore>(
+    store: &S,
+    dir: &Path,
+    path: &Path,
+    base_offset: u64,
+    file: S::File,
+    scan: SegmentScan,
+    last_append: SystemTime,
+    recovered: &mut Recovered<S::File>,
+) -> Result<(), LogError> {
+    if let Some(reason) = &scan.torn {
+        tracing::warn!(
+            path = %path.display(), %reason, kept_bytes = scan.valid_len, file_bytes = scan.file_len,
+            "truncating torn tail of the last log segment"
+        );
+        file.truncate(scan.valid_len)
+            .await
+            .map_err(|e| LogError::io(path, "truncate", e))?;
+    }
+    // After a process crash the tail may still sit unsynced in the page cache; fsync it
+    // so that everything recovery reports as present is durable.
+    file.sync().await.map_err(|e| LogError::io(path, "fsync", e))?;
+    let Some(schema) = scan.schema else {
+        // Torn before its schema was complete: it holds no rows. Remove it; the next
+        // append recreates it under the same name.
+        drop(file);
+        store
+            .remove(path)
+            .await
+            .map_err(|e| LogError::io(path, "remove", e))?;
+        store
+            .sync_dir(dir)
+            .await
+            .map_err(|e| LogError::io(dir, "fsync directory", e))?;
+        return Ok(());
+    };
+    recovered.next_offset = checked_end(dir, base_offset, scan.rows)?;
+    if scan.closed {
+        recovered.closed.push_back(SegmentInfo {
+            base_offset,
+            end_offset: recovered.next_offset,
+            last_append,
+        });
+    } else {
+        recovered.active_last_append = last_append;
+        recovered.active = Some(ActiveSegment {
+            file: Rc::new(file),
+            path: path.to_path_buf(),
+            base_offset,
+            len: scan.valid_len,
+            schema,
+        });
+    }
+    Ok(())
 }
 
 fn checked_end(dir: &Path, base_offset: u64, rows: u64) -> Result<u64, LogError> {
@@ -161,12 +263,18 @@ fn checked_end(dir: &Path, base_offset: u64, rows: u64) -> Result<u64, LogError>
         })
 }
 
-/// Segment base offsets in `dir`, ascending. Other files are ignored with a warning, except
-/// `*.arrow` files whose name is not a segment name, which are refused.
-async fn list_segments<S: SegmentStore>(store: &S, dir: &Path) -> Result<Vec<u64>, LogError> {
+/// Segment base offsets in `dir`, ascending, and those of pending segments (a roll's new
+/// segment before its rename). Other files are ignored with a warning, except `*.arrow` files
+/// whose name is not a segment name, which are refused.
+async fn list_segments<S: SegmentStore>(store: &S, dir: &Path) -> Result<(Vec<u64>, Vec<u64>), LogError> {
     let names = store.list(dir).await.map_err(|e| LogError::io(dir, "list", e))?;
     let mut bases = Vec::with_capacity(names.len());
+    let mut pending = Vec::new();
     for name in names {
+        if let Some(base) = parse_pending_segment_file_name(&name) {
+            pending.push(base);
+            continue;
+        }
         match parse_segment_file_name(&name) {
             Some(base) => bases.push(base),
             None if name.ends_with(SEGMENT_SUFFIX) => {
@@ -176,5 +284,6 @@ async fn list_segments<S: SegmentStore>(store: &S, dir: &Path) -> Result<Vec<u64
         }
     }
     bases.sort_unstable();
-    Ok(bases)
+    pending.sort_unstable();
+    Ok((bases, pending))
 }

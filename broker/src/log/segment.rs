@@ -45,8 +45,23 @@ pub(super) struct ActiveSegment<F> {
     pub schema: SchemaRef,
 }
 
+/// A segment created by a roll is named `<base offset>.arrow.rolling` until the segment before
+/// it is durable (fsync'd by the roll's background task), then renamed to its segment name.
+pub const PENDING_SUFFIX: &str = ".arrow.rolling";
+
 pub fn segment_file_name(base_offset: u64) -> String {
     format!("{base_offset:0width$}{SEGMENT_SUFFIX}", width = OFFSET_DIGITS)
+}
+
+/// The pending name of segment `base_offset` ([`PENDING_SUFFIX`]).
+pub fn pending_segment_file_name(base_offset: u64) -> String {
+    format!("{base_offset:0width$}{PENDING_SUFFIX}", width = OFFSET_DIGITS)
+}
+
+/// The base offset a pending segment name encodes, or None for any other name.
+pub fn parse_pending_segment_file_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(PENDING_SUFFIX)?;
+    parse_segment_file_name(&format!("{digits}{SEGMENT_SUFFIX}"))
 }
 
 /// The base offset a segment file name encodes, or None for any other name.
@@ -338,6 +353,11 @@ pub fn segment_path(bucket_dir: &Path, base_offset: u64) -> std::path::PathBuf {
     bucket_dir.join(segment_file_name(base_offset))
 }
 
+/// The pending path of segment `base_offset` in `bucket_dir`.
+pub fn pending_segment_path(bucket_dir: &Path, base_offset: u64) -> std::path::PathBuf {
+    bucket_dir.join(pending_segment_file_name(base_offset))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,5 +375,18 @@ mod tests {
         assert_eq!(parse_segment_file_name("0000000000000000123a.arrow"), None);
         assert_eq!(parse_segment_file_name("00000000000000001234.tmp"), None);
         assert_eq!(parse_segment_file_name("99999999999999999999.arrow"), None);
+        assert_eq!(
+            parse_pending_segment_file_name(&pending_segment_file_name(1234)),
+            Some(1234)
+        );
+        assert_eq!(
+            parse_pending_segment_file_name("00000000000000001234.arrow"),
+            None
+        );
+        assert_eq!(
+            parse_segment_file_name("00000000000000001234.arrow.rolling"),
+            None
+        );
+        assert_eq!(parse_pending_segment_file_name("1234.arrow.rolling"), None);
     }
 }

@@ -31,6 +31,44 @@ impl std::future::Future for YieldOnce {
     }
 }
 
+/// Waits while its file's fsyncs are held ([`SimStore::hold_syncs`]).
+struct HeldSync<'a> {
+    disk: &'a Rc<RefCell<SimDisk>>,
+    path: &'a Path,
+    /// Counted in `waiting`.
+    counted: bool,
+}
+
+impl std::future::Future for HeldSync<'_> {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let this = &mut *self;
+        let mut disk = this.disk.borrow_mut();
+        if disk.held.contains(this.path) {
+            if !this.counted {
+                disk.waiting += 1;
+                this.counted = true;
+            }
+            disk.wakers.push(cx.waker().clone());
+            return std::task::Poll::Pending;
+        }
+        if this.counted {
+            disk.waiting -= 1;
+            this.counted = false;
+        }
+        std::task::Poll::Ready(())
+    }
+}
+
+impl Drop for HeldSync<'_> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.disk.borrow_mut().waiting -= 1;
+        }
+    }
+}
+
 /// splitmix64: tiny, seedable, good enough to pick faults and tear points.
 #[derive(Debug, Clone)]
 pub struct SimRng(u64);
@@ -76,7 +114,23 @@ struct SimFileData {
     durable: Vec<u8>,
     /// The directory entry survives a crash (created before the last `sync_dir`).
     entry_durable: bool,
+    /// Renamed from this path since the last `sync_dir`: a crash may bring the old name back.
+    renamed_from: Option<PathBuf>,
     modified: SystemTime,
+}
+
+impl SimDisk {
+    /// Where the file a handle opened at `path` is now.
+    fn current(&self, path: &Path) -> PathBuf {
+        let mut path = path.to_path_buf();
+        while let Some(next) = self.renamed.get(&path) {
+            if self.files.contains_key(&path) {
+                break;
+            }
+            path = next.clone();
+        }
+        path
+    }
 }
 
 #[derive(Debug)]
@@ -87,6 +141,13 @@ struct SimDisk {
     rng: SimRng,
     syncs: u64,
     clock: SystemTime,
+    /// Files whose fsyncs wait until [`SimStore::release_syncs`] (a slow disk, on demand).
+    held: BTreeSet<PathBuf>,
+    /// Renames done (old path → new path): an open handle follows its file, as an fd does.
+    renamed: BTreeMap<PathBuf, PathBuf>,
+    /// fsyncs waiting on `held` right now, and their wakers.
+    waiting: usize,
+    wakers: Vec<std::task::Waker>,
 }
 
 /// The shared simulated disk; clones see the same files.
@@ -123,6 +184,10 @@ impl SimStore {
                 rng: SimRng::new(seed),
                 syncs: 0,
                 clock: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+                held: BTreeSet::new(),
+                renamed: BTreeMap::new(),
+                waiting: 0,
+                wakers: Vec::new(),
             })),
         }
     }
@@ -136,6 +201,39 @@ impl SimStore {
         self.disk.borrow().syncs
     }
 
+    /// From now on an fsync of `path` waits (after its usual yield) until
+    /// [`SimStore::release_syncs`]: a disk whose fsync of that file takes as long as a test
+    /// wants, without any timing.
+    pub fn hold_syncs(&self, path: &Path) {
+        self.disk.borrow_mut().held.insert(path.to_path_buf());
+    }
+
+    /// Lets every held fsync go on (and later ones pass).
+    pub fn release_syncs(&self) {
+        let wakers = {
+            let mut disk = self.disk.borrow_mut();
+            disk.held.clear();
+            std::mem::take(&mut disk.wakers)
+        };
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+
+    /// fsyncs waiting on [`SimStore::hold_syncs`] right now.
+    pub fn waiting_syncs(&self) -> usize {
+        self.disk.borrow().waiting
+    }
+
+    /// Whether everything written to `path` is durable (its last write was fsync'd).
+    pub fn is_synced(&self, path: &Path) -> bool {
+        self.disk
+            .borrow()
+            .files
+            .get(path)
+            .is_some_and(|f| f.durable == f.volatile)
+    }
+
     /// Moves the simulated clock (file modification times) forward.
     pub fn advance_clock(&self, by: Duration) {
         let mut disk = self.disk.borrow_mut();
@@ -147,15 +245,23 @@ impl SimStore {
     }
 
     /// Power loss: each file keeps its durable image plus a random prefix of the bytes written
-    /// after its last sync; files whose directory entry was never synced may vanish.
+    /// after its last sync; files whose directory entry was never synced may vanish, and a
+    /// file renamed since may be back under its old name instead.
     pub fn crash(&self) {
         let mut disk = self.disk.borrow_mut();
         let disk = &mut *disk;
         let mut vanished = Vec::new();
+        let mut reverted = Vec::new();
         for (path, data) in disk.files.iter_mut() {
             if !data.entry_durable && disk.rng.chance(500_000) {
-                vanished.push(path.clone());
-                continue;
+                match data.renamed_from.take() {
+                    // Torn like any other file below, then back under its old name.
+                    Some(old) if disk.rng.chance(500_000) => reverted.push((path.clone(), old)),
+                    _ => {
+                        vanished.push(path.clone());
+                        continue;
+                    }
+                }
             }
             let common = data
                 .volatile
@@ -169,6 +275,15 @@ impl SimStore {
         }
         for path in vanished {
             disk.files.remove(&path);
+        }
+        for (path, old) in reverted {
+            if let Some(mut data) = disk.files.remove(&path) {
+                data.entry_durable = true;
+                disk.files.insert(old, data);
+            }
+        }
+        for data in disk.files.values_mut() {
+            data.renamed_from = None;
         }
     }
 
@@ -187,6 +302,7 @@ impl SimStore {
                 durable: bytes.clone(),
                 volatile: bytes,
                 entry_durable: true,
+                renamed_from: None,
                 modified: clock,
             },
         );
@@ -210,10 +326,8 @@ impl SegmentFile for SimFile {
             len = disk.rng.range(1, len as u64 - 1) as usize;
         }
         let clock = disk.clock;
-        let file = disk
-            .files
-            .get_mut(&self.path)
-            .ok_or_else(|| not_found(&self.path))?;
+        let path = disk.current(&self.path);
+        let file = disk.files.get_mut(&path).ok_or_else(|| not_found(&self.path))?;
         let start = usize::try_from(pos).map_err(|_| io::Error::other("position too large"))?;
         let end = start + len;
         if file.volatile.len() < end {
@@ -226,7 +340,8 @@ impl SegmentFile for SimFile {
 
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
         let disk = self.disk.borrow();
-        let file = disk.files.get(&self.path).ok_or_else(|| not_found(&self.path))?;
+        let path = disk.current(&self.path);
+        let file = disk.files.get(&path).ok_or_else(|| not_found(&self.path))?;
         let start = usize::try_from(pos)
             .unwrap_or(usize::MAX)
             .min(file.volatile.len());
@@ -238,26 +353,28 @@ impl SegmentFile for SimFile {
         // A real fsync suspends the caller; yielding once lets other tasks pile up behind it,
         // which is what group commit is about.
         YieldOnce(false).await;
+        HeldSync {
+            disk: &self.disk,
+            path: &self.path,
+            counted: false,
+        }
+        .await;
         let mut disk = self.disk.borrow_mut();
         let disk = &mut *disk;
         disk.syncs += 1;
         if disk.rng.chance(disk.faults.fail_sync) {
             return Err(injected("fsync"));
         }
-        let file = disk
-            .files
-            .get_mut(&self.path)
-            .ok_or_else(|| not_found(&self.path))?;
+        let path = disk.current(&self.path);
+        let file = disk.files.get_mut(&path).ok_or_else(|| not_found(&self.path))?;
         file.durable = file.volatile.clone();
         Ok(())
     }
 
     async fn truncate(&self, len: u64) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
-        let file = disk
-            .files
-            .get_mut(&self.path)
-            .ok_or_else(|| not_found(&self.path))?;
+        let path = disk.current(&self.path);
+        let file = disk.files.get_mut(&path).ok_or_else(|| not_found(&self.path))?;
         let len = usize::try_from(len).map_err(|_| io::Error::other("length too large"))?;
         file.volatile.resize(len, 0);
         Ok(())
@@ -265,7 +382,8 @@ impl SegmentFile for SimFile {
 
     async fn size(&self) -> io::Result<u64> {
         let disk = self.disk.borrow();
-        let file = disk.files.get(&self.path).ok_or_else(|| not_found(&self.path))?;
+        let path = disk.current(&self.path);
+        let file = disk.files.get(&path).ok_or_else(|| not_found(&self.path))?;
         Ok(file.volatile.len() as u64)
     }
 }
@@ -310,6 +428,7 @@ impl SegmentStore for SimStore {
                 volatile: Vec::new(),
                 durable: Vec::new(),
                 entry_durable: false,
+                renamed_from: None,
                 modified: clock,
             },
         );
@@ -328,11 +447,28 @@ impl SegmentStore for SimStore {
             .ok_or_else(|| not_found(path))
     }
 
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut disk = self.disk.borrow_mut();
+        if disk.files.contains_key(to) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists", to.display()),
+            ));
+        }
+        let mut data = disk.files.remove(from).ok_or_else(|| not_found(from))?;
+        data.entry_durable = false;
+        data.renamed_from = Some(from.to_path_buf());
+        disk.files.insert(to.to_path_buf(), data);
+        disk.renamed.insert(from.to_path_buf(), to.to_path_buf());
+        Ok(())
+    }
+
     async fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
         for (path, file) in disk.files.iter_mut() {
             if path.parent() == Some(dir) {
                 file.entry_durable = true;
+                file.renamed_from = None;
             }
         }
         Ok(())

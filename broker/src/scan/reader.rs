@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arrow_array::RecordBatch;
 use arrow_ipc::reader::StreamReader;
@@ -10,9 +10,12 @@ use arrow_ipc::reader::StreamReader;
 use crate::log::checksum::{is_checksum_error, VerifyingReader};
 
 use super::ScanError;
-use crate::log::segment::{parse_segment_file_name, segment_path};
+use crate::log::segment::{
+    parse_pending_segment_file_name, parse_segment_file_name, pending_segment_path, segment_path,
+};
 
-/// Segment base offsets in `bucket_dir`, ascending; a missing directory has none.
+/// Segment base offsets in `bucket_dir`, ascending, including a segment a roll created that
+/// still has its pending name; a missing directory has none.
 pub fn list_segments(bucket_dir: &Path) -> Result<Vec<u64>, ScanError> {
     let entries = match std::fs::read_dir(bucket_dir) {
         Ok(entries) => entries,
@@ -30,12 +33,32 @@ pub fn list_segments(bucket_dir: &Path) -> Result<Vec<u64>, ScanError> {
             path: bucket_dir.to_path_buf(),
             source,
         })?;
-        if let Some(base) = parse_segment_file_name(&entry.file_name().to_string_lossy()) {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if let Some(base) = parse_segment_file_name(&name).or_else(|| parse_pending_segment_file_name(&name))
+        {
             bases.push(base);
         }
     }
     bases.sort_unstable();
+    bases.dedup();
     Ok(bases)
+}
+
+/// Opens segment `base` under its segment name or, while its roll is finishing, its pending
+/// name. The rename only goes from pending to final, so one of the three tries finds it unless
+/// it is gone (retention). NotFound when it is.
+fn open_segment(bucket_dir: &Path, base: u64) -> std::io::Result<File> {
+    let path = segment_path(bucket_dir, base);
+    match File::open(&path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        opened => return opened,
+    }
+    match File::open(pending_segment_path(bucket_dir, base)) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        opened => return opened,
+    }
+    File::open(&path)
 }
 
 /// A batch of rows read back, with the offset of its first row.
@@ -61,9 +84,8 @@ pub fn read_bucket(
         if high_watermark.is_some_and(|hwm| base >= hwm) {
             return Ok(());
         }
-        let path = segment_path(bucket_dir, base);
         let next_base = bases.get(index + 1).copied();
-        if !read_segment(&path, base, from, high_watermark, next_base, visit)? {
+        if !read_segment(bucket_dir, base, from, high_watermark, next_base, visit)? {
             return Ok(());
         }
     }
@@ -72,14 +94,15 @@ pub fn read_bucket(
 
 /// Returns false when `visit` asked to stop or the high watermark was reached.
 fn read_segment(
-    path: &PathBuf,
+    bucket_dir: &Path,
     base: u64,
     from: u64,
     high_watermark: Option<u64>,
     next_base: Option<u64>,
     visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
 ) -> Result<bool, ScanError> {
-    let file = match File::open(path) {
+    let path = &segment_path(bucket_dir, base);
+    let file = match open_segment(bucket_dir, base) {
         Ok(file) => file,
         // Retention removed it after we listed it: its rows are gone, go on with the next.
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(true),
@@ -164,7 +187,7 @@ pub fn on_disk_offsets(bucket_dir: &Path) -> Result<BucketOffsets, ScanError> {
         path: path.clone(),
         source,
     };
-    let file = File::open(&path).map_err(io_error)?;
+    let file = open_segment(bucket_dir, last).map_err(io_error)?;
     let scan = crate::log::segment::scan_segment_blocking(&file).map_err(io_error)?;
     Ok(BucketOffsets {
         log_start_offset: first,

@@ -1,0 +1,146 @@
+//! A segment roll's fsync runs off the bucket's write slot: appends go on while it is pending,
+//! and acks=-1 (`sync_to`) of any row after it waits for it. The disk is the simulated one with
+//! the closed segment's fsync held (`SimStore::hold_syncs`), so nothing here is timed.
+
+mod log_support;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Poll;
+
+use kafluss_broker::log::segment::{pending_segment_path, segment_path};
+use kafluss_broker::log::sim::SimStore;
+use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig};
+use log_support::{batch, run_local};
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_size: 1_000,
+        flush_policy: FlushPolicy::Ack,
+        retention: None,
+        compression: ArrowCompression::None,
+    }
+}
+
+/// Polls `future` once with the task's own waker.
+async fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    let mut future = future;
+    std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
+}
+
+#[test]
+fn appends_go_on_during_a_roll_fsync_and_acks_wait_for_it() {
+    run_local(async {
+        let store = SimStore::new(3);
+        let dir = PathBuf::from("/sim/t-1/bucket-0");
+        let log = Rc::new(
+            BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
+                .await
+                .unwrap(),
+        );
+        let first = segment_path(&dir, 0);
+        store.hold_syncs(&first);
+        let mut next = 0i64;
+        while log.roll_pending().is_none() {
+            let outcome = log.append(&batch(next, 5)).await.unwrap();
+            next = outcome.next_offset as i64;
+        }
+        let closed_end = log.roll_pending().unwrap();
+        // The roll's task is inside the held fsync of the closed segment.
+        glommio::yield_if_needed().await;
+        for _ in 0..10 {
+            glommio::executor().yield_task_queue_now().await;
+        }
+        assert_eq!(store.waiting_syncs(), 1, "the closed segment's fsync is held");
+        assert!(!store.is_synced(&first));
+        // An append into the bucket completes on its first poll while that fsync waits.
+        let more = batch(next, 5);
+        let mut append = pin!(log.append(&more));
+        let appended = match poll_once(append.as_mut()).await {
+            Poll::Ready(result) => result.unwrap(),
+            Poll::Pending => panic!("an append waited for the pending roll fsync"),
+        };
+        assert_eq!(appended.base_offset, next as u64);
+        assert!(log.roll_pending().is_some());
+        assert!(store
+            .file_bytes(&pending_segment_path(&dir, closed_end))
+            .is_some());
+        // acks=-1 of that row (and of a row of the closed segment) waits for the held fsync.
+        let late = Rc::new(std::cell::Cell::new(None));
+        let early = Rc::new(std::cell::Cell::new(None));
+        let waiters: Vec<_> = [(appended.next_offset, late.clone()), (closed_end, early.clone())]
+            .into_iter()
+            .map(|(offset, done)| {
+                let (log, store, first) = (log.clone(), store.clone(), first.clone());
+                glommio::spawn_local(async move {
+                    log.sync_to(offset).await.unwrap();
+                    // Proof of order: when the ack resolves, the closed segment is fsync'd.
+                    done.set(Some(store.is_synced(&first)));
+                })
+            })
+            .collect();
+        for _ in 0..50 {
+            glommio::executor().yield_task_queue_now().await;
+        }
+        assert_eq!(
+            late.get(),
+            None,
+            "an acks=-1 ack completed before the roll's fsync"
+        );
+        assert_eq!(
+            early.get(),
+            None,
+            "a closed-segment row was durable before its fsync"
+        );
+        assert!(log.durable_offset() < closed_end);
+        store.release_syncs();
+        for waiter in waiters {
+            waiter.await;
+        }
+        assert_eq!(late.get(), Some(true));
+        assert_eq!(early.get(), Some(true));
+        assert!(log.durable_offset() >= appended.next_offset);
+        assert_eq!(log.roll_pending(), None);
+        // The new segment has its segment name now.
+        assert!(store
+            .file_bytes(&pending_segment_path(&dir, closed_end))
+            .is_none());
+        assert!(store.file_bytes(&segment_path(&dir, closed_end)).is_some());
+    });
+}
+
+#[test]
+fn recovery_finishes_a_roll_interrupted_by_a_process_crash() {
+    run_local(async {
+        let store = SimStore::new(4);
+        let dir = PathBuf::from("/sim/t-1/bucket-0");
+        let log = BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
+            .await
+            .unwrap();
+        store.hold_syncs(&segment_path(&dir, 0));
+        let mut next = 0u64;
+        while log.roll_pending().is_none() {
+            next = log.append(&batch(next as i64, 5)).await.unwrap().next_offset;
+        }
+        let closed_end = log.roll_pending().unwrap();
+        next = log.append(&batch(next as i64, 5)).await.unwrap().next_offset;
+        // The process dies (the page cache survives): the roll's task never finishes.
+        drop(log);
+        store.release_syncs();
+        assert!(store
+            .file_bytes(&pending_segment_path(&dir, closed_end))
+            .is_some());
+        let log = BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
+            .await
+            .unwrap();
+        assert_eq!(log.next_offset(), next, "the pending segment's rows are kept");
+        assert!(store
+            .file_bytes(&pending_segment_path(&dir, closed_end))
+            .is_none());
+        assert!(store.file_bytes(&segment_path(&dir, closed_end)).is_some());
+        assert_eq!(log.segment_count(), 2);
+    });
+}
