@@ -101,7 +101,10 @@ fn pyarrow_reads_closed_and_active_segments() {
                 bases.push(first as u64);
             }
         }
-        // No close(): the active segment is left exactly as a running server leaves it.
+        // No close(): the active segment is left exactly as a running server leaves it once
+        // its rolls have finished in the background (sync_to waits for them: until then the
+        // newest segment is still named `<base>.arrow.rolling`).
+        log.sync_to(log.next_offset()).await.unwrap();
         bases
     });
     assert!(
