@@ -31,7 +31,7 @@ use glommio::sync::Semaphore;
 
 use super::compression::ArrowCompression;
 use super::error::LogError;
-use super::file::{GlommioStore, SegmentFile, SegmentStore};
+use super::file::{sync_directory, GlommioStore, SegmentFile, SegmentStore};
 use super::group_commit::CommitState;
 use super::recovery::{recover, Recovered};
 use super::segment::{
@@ -412,10 +412,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         let segment = self
             .new_segment_file(segment_path(&self.dir, base_offset), base_offset, schema)
             .await?;
-        self.store
-            .sync_dir(&self.dir)
-            .await
-            .map_err(|e| LogError::io(&self.dir, "fsync directory", e))?;
+        sync_directory(&*self.store, &self.dir).await?;
         self.state.borrow_mut().active = Some(segment);
         Ok(())
     }
@@ -607,10 +604,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             deleted += 1;
         }
         if deleted > 0 {
-            self.store
-                .sync_dir(&self.dir)
-                .await
-                .map_err(|e| LogError::io(&self.dir, "fsync directory", e))?;
+            sync_directory(&*self.store, &self.dir).await?;
             tracing::info!(dir = %self.dir.display(), deleted, "retention deleted log segments");
         }
         Ok(deleted)
@@ -726,10 +720,7 @@ async fn finish_roll_io<S: SegmentStore>(roll: &FinishRoll<S>) -> Result<(), Log
             active.path = final_path;
         }
     }
-    roll.store
-        .sync_dir(&roll.dir)
-        .await
-        .map_err(|e| LogError::io(&roll.dir, "fsync directory", e))
+    sync_directory(&*roll.store, &roll.dir).await
 }
 
 /// Writes all of `bytes` at `pos` in one call. A short write (only seen when the disk is full

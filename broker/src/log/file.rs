@@ -20,6 +20,16 @@ use std::time::SystemTime;
 
 use glommio::io::{BufferedFile, Directory, OpenOptions};
 
+use super::error::LogError;
+
+/// `store.sync_dir(dir)`, a failure as the [`LogError`] that names the directory.
+pub async fn sync_directory<S: SegmentStore>(store: &S, dir: &Path) -> Result<(), LogError> {
+    store
+        .sync_dir(dir)
+        .await
+        .map_err(|e| LogError::io(dir, "fsync directory", e))
+}
+
 /// One segment file, opened for reading and writing.
 pub trait SegmentFile {
     /// Writes `buf` at `pos`; may write fewer bytes than given (like `pwrite`).

@@ -22,7 +22,7 @@ use std::rc::Rc;
 use std::time::SystemTime;
 
 use super::error::LogError;
-use super::file::{SegmentFile, SegmentStore};
+use super::file::{sync_directory, SegmentFile, SegmentStore};
 use super::segment::{
     parse_pending_segment_file_name, parse_segment_file_name, pending_segment_path, scan_segment_visiting,
     segment_path, ActiveSegment, SegmentInfo, SegmentScan, VisitedBatch, SEGMENT_SUFFIX,
@@ -127,10 +127,7 @@ pub(super) async fn recover<S: SegmentStore>(
                 .await
                 .map_err(|e| LogError::io(&path, "remove", e))?;
         }
-        store
-            .sync_dir(dir)
-            .await
-            .map_err(|e| LogError::io(dir, "fsync directory", e))?;
+        sync_directory(store, dir).await?;
     }
     if let Some(base_offset) = adopt {
         let from = pending_segment_path(dir, base_offset);
@@ -140,10 +137,7 @@ pub(super) async fn recover<S: SegmentStore>(
             .rename(&from, &path)
             .await
             .map_err(|e| LogError::io(&from, "rename", e))?;
-        store
-            .sync_dir(dir)
-            .await
-            .map_err(|e| LogError::io(dir, "fsync directory", e))?;
+        sync_directory(store, dir).await?;
         let (file, scan, last_append) = open_and_scan(store, &path, base_offset, visit).await?;
         recover_last(
             store,
@@ -229,10 +223,7 @@ async fn recover_last<S: SegmentStore>(
             .remove(path)
             .await
             .map_err(|e| LogError::io(path, "remove", e))?;
-        store
-            .sync_dir(dir)
-            .await
-            .map_err(|e| LogError::io(dir, "fsync directory", e))?;
+        sync_directory(store, dir).await?;
         return Ok(());
     };
     recovered.next_offset = checked_end(dir, base_offset, scan.rows)?;
