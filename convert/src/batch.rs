@@ -8,9 +8,10 @@ use arrow_array::{ArrayRef, MapArray, RecordBatch, RecordBatchOptions, StructArr
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType as ArrowType, FieldRef, Fields};
 
-use crate::builders::{offset, offsets_with_capacity, row_columns, Column};
+use crate::builders::{offset, offsets_with_capacity, row_columns, Column, Data};
 use crate::error::ConvertError;
 use crate::json::JsonScratch;
+use crate::onepass::{self, Slot};
 use crate::plan::{ColumnSource, ConversionPlan, RowShape, ValuePlan};
 use crate::record::{Header, KafkaRecord, NO_TIMESTAMP};
 use crate::rescue::Rescue;
@@ -37,6 +38,8 @@ pub struct BatchBuilder<'p> {
     value: ValueColumns<'p>,
     rescue_text: String,
     bytes: Vec<u8>,
+    /// The one-pass path's per-field slots (`onepass`), when the value row supports it.
+    slots: Option<Vec<Slot>>,
 }
 
 enum ValueColumns<'p> {
@@ -61,6 +64,12 @@ impl<'p> BatchBuilder<'p> {
             },
             ValuePlan::NestedJson(shape) => ValueColumns::Nested(Column::new_row(shape, capacity)),
         };
+        let slots = match &plan.value {
+            ValuePlan::FlatJson(shape) | ValuePlan::NestedJson(shape) if onepass::supports(shape) => {
+                Some(Vec::with_capacity(shape.fields.len()))
+            }
+            _ => None,
+        };
         Self {
             plan,
             rows: 0,
@@ -73,6 +82,7 @@ impl<'p> BatchBuilder<'p> {
             value,
             rescue_text: String::new(),
             bytes: Vec::new(),
+            slots,
         }
     }
 
@@ -119,7 +129,30 @@ impl<'p> BatchBuilder<'p> {
         if let Some(metadata) = &mut self.metadata {
             metadata.append(record);
         }
+        let one_pass = match (record.value, self.slots.as_mut()) {
+            (Some(bytes), Some(slots)) if scratch.one_pass() => match &mut self.value {
+                ValueColumns::Flat { shape, columns } => onepass::write_row(bytes, shape, columns, slots),
+                ValueColumns::Nested(Column {
+                    data:
+                        Data::Row {
+                            nulls,
+                            children,
+                            shape,
+                        },
+                    ..
+                }) => {
+                    let written = onepass::write_row(bytes, shape, children, slots);
+                    if written {
+                        nulls.append_non_null();
+                    }
+                    written
+                }
+                _ => false,
+            },
+            _ => false,
+        };
         let rescued = match &mut self.value {
+            _ if one_pass => false,
             ValueColumns::Binary(b) => {
                 b.append_option(record.value);
                 false
