@@ -11,7 +11,7 @@ use arrow_schema::{ArrowError, DataType as ArrowType, FieldRef, Fields};
 use crate::builders::{offset, offsets_with_capacity, row_columns, Column, Data};
 use crate::error::ConvertError;
 use crate::json::JsonScratch;
-use crate::onepass::{self, Slot};
+use crate::onepass::OnePass;
 use crate::plan::{ColumnSource, ConversionPlan, RowShape, ValuePlan};
 use crate::record::{Header, KafkaRecord, NO_TIMESTAMP};
 use crate::rescue::Rescue;
@@ -38,8 +38,8 @@ pub struct BatchBuilder<'p> {
     value: ValueColumns<'p>,
     rescue_text: String,
     bytes: Vec<u8>,
-    /// The one-pass path's per-field slots (`onepass`), when the value row supports it.
-    slots: Option<Vec<Slot>>,
+    /// The one-pass path's state (`onepass`), when the value row supports it.
+    one_pass: Option<OnePass>,
 }
 
 enum ValueColumns<'p> {
@@ -64,10 +64,8 @@ impl<'p> BatchBuilder<'p> {
             },
             ValuePlan::NestedJson(shape) => ValueColumns::Nested(Column::new_row(shape, capacity)),
         };
-        let slots = match &plan.value {
-            ValuePlan::FlatJson(shape) | ValuePlan::NestedJson(shape) if onepass::supports(shape) => {
-                Some(Vec::with_capacity(shape.fields.len()))
-            }
+        let one_pass = match &plan.value {
+            ValuePlan::FlatJson(shape) | ValuePlan::NestedJson(shape) => OnePass::new(shape),
             _ => None,
         };
         Self {
@@ -82,7 +80,7 @@ impl<'p> BatchBuilder<'p> {
             value,
             rescue_text: String::new(),
             bytes: Vec::new(),
-            slots,
+            one_pass,
         }
     }
 
@@ -129,9 +127,9 @@ impl<'p> BatchBuilder<'p> {
         if let Some(metadata) = &mut self.metadata {
             metadata.append(record);
         }
-        let one_pass = match (record.value, self.slots.as_mut()) {
-            (Some(bytes), Some(slots)) if scratch.one_pass() => match &mut self.value {
-                ValueColumns::Flat { shape, columns } => onepass::write_row(bytes, shape, columns, slots),
+        let one_pass = match (record.value, self.one_pass.as_mut()) {
+            (Some(bytes), Some(state)) if scratch.one_pass() => match &mut self.value {
+                ValueColumns::Flat { shape, columns } => state.write_row(bytes, shape, columns),
                 ValueColumns::Nested(Column {
                     data:
                         Data::Row {
@@ -141,7 +139,7 @@ impl<'p> BatchBuilder<'p> {
                         },
                     ..
                 }) => {
-                    let written = onepass::write_row(bytes, shape, children, slots);
+                    let written = state.write_row(bytes, shape, children);
                     if written {
                         nulls.append_non_null();
                     }

@@ -35,9 +35,56 @@ pub(crate) enum Slot {
     Temporal(i64),
 }
 
-/// Whether every field of `shape` has a type this path converts (scalars other than
-/// BINARY/BYTES); rows with containers or binary values always take the two-pass path.
-pub(crate) fn supports(shape: &RowShape) -> bool {
+/// What the one-pass path keeps across the records of a batch.
+pub(crate) struct OnePass {
+    slots: Vec<Slot>,
+    /// Per field, its name and closing quote when the name needs no escape in JSON (no `"`,
+    /// `\`, control characters): a key that starts with these bytes is that name.
+    quoted: Vec<Option<Vec<u8>>>,
+}
+
+impl OnePass {
+    /// The state for rows of `shape`, if every field has a type this path converts (scalars
+    /// other than BINARY/BYTES); rows with containers or binary values take the two-pass path.
+    pub(crate) fn new(shape: &RowShape) -> Option<Self> {
+        if !supports(shape) {
+            return None;
+        }
+        let quoted = shape
+            .names
+            .iter()
+            .map(|name| {
+                let plain = name.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
+                plain.then(|| [name.as_bytes(), b"\""].concat())
+            })
+            .collect();
+        Some(Self {
+            slots: Vec::with_capacity(shape.fields.len()),
+            quoted,
+        })
+    }
+
+    /// Writes the flat JSON object `input` into `columns` (one per field of `shape`) in one
+    /// pass. `false`: nothing was appended; convert the record on the two-pass path.
+    pub(crate) fn write_row(&mut self, input: &[u8], shape: &RowShape, columns: &mut [Column<'_>]) -> bool {
+        // The whole value must be UTF-8 (also inside strings, which are sliced as they are).
+        let Ok(text) = std::str::from_utf8(input) else {
+            return false;
+        };
+        let slots = &mut self.slots;
+        slots.clear();
+        slots.resize(columns.len(), Slot::Absent);
+        if scan(input, text, shape, &self.quoted, columns, slots).is_none() {
+            return false;
+        }
+        for (column, slot) in columns.iter_mut().zip(slots.iter()) {
+            append(column, *slot, text);
+        }
+        true
+    }
+}
+
+fn supports(shape: &RowShape) -> bool {
     shape.fields.iter().all(|f| {
         !matches!(
             f.shape,
@@ -46,32 +93,147 @@ pub(crate) fn supports(shape: &RowShape) -> bool {
     })
 }
 
-/// Writes the flat JSON object `input` into `columns` (one per field of `shape`) in one pass.
-/// `false`: nothing was appended; convert the record on the two-pass path.
-pub(crate) fn write_row(
-    input: &[u8],
-    shape: &RowShape,
-    columns: &mut [Column<'_>],
-    slots: &mut Vec<Slot>,
-) -> bool {
-    // The whole value must be UTF-8 (also inside strings, which are sliced as they are).
-    let Ok(text) = std::str::from_utf8(input) else {
+/// Whether `b` holds `pattern` at `at` (patterns of 4 to 16 bytes compare as two
+/// overlapping words).
+#[inline]
+fn holds_at(b: &[u8], at: usize, pattern: &[u8]) -> bool {
+    let Some(window) = b.get(at..at + pattern.len()) else {
         return false;
     };
-    slots.clear();
-    slots.resize(columns.len(), Slot::Absent);
-    if scan(input, text, shape, columns, slots).is_none() {
-        return false;
+    let n = pattern.len();
+    if (8..=16).contains(&n) {
+        word8(window, 0) == word8(pattern, 0) && word8(window, n - 8) == word8(pattern, n - 8)
+    } else if (4..8).contains(&n) {
+        word4(window, 0) == word4(pattern, 0) && word4(window, n - 4) == word4(pattern, n - 4)
+    } else {
+        window == pattern
     }
-    for (column, slot) in columns.iter_mut().zip(slots.iter()) {
-        append(column, *slot, text);
+}
+
+#[inline]
+fn word8(s: &[u8], at: usize) -> Option<u64> {
+    let bytes = s.get(at..at + 8)?;
+    <[u8; 8]>::try_from(bytes).ok().map(u64::from_le_bytes)
+}
+
+#[inline]
+fn word4(s: &[u8], at: usize) -> Option<u32> {
+    let bytes = s.get(at..at + 4)?;
+    <[u8; 4]>::try_from(bytes).ok().map(u32::from_le_bytes)
+}
+
+/// A JSON number at `i` that is an integer of at most 18 digits (`-?(0|[1-9][0-9]*)` not
+/// followed by a fraction or exponent), and the index after it; `None` for anything else,
+/// which the caller parses the general way.
+#[inline]
+fn short_integer(b: &[u8], i: usize) -> Option<(i64, usize)> {
+    let negative = b.get(i) == Some(&b'-');
+    let start = i + usize::from(negative);
+    let mut j = start;
+    let mut magnitude: i64 = 0;
+    while let Some(&d) = b.get(j) {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        if j - start == 18 {
+            return None;
+        }
+        magnitude = magnitude * 10 + i64::from(digit);
+        j += 1;
     }
-    true
+    let digits = j - start;
+    if digits == 0 || (digits > 1 && b.get(start) == Some(&b'0')) {
+        return None;
+    }
+    if let Some(b'.' | b'e' | b'E') = b.get(j) {
+        return None;
+    }
+    Some((if negative { -magnitude } else { magnitude }, j))
+}
+
+/// A JSON number at `i` of the form `-?(0|[1-9][0-9]*)(.[0-9]+)?`, at most 18 digits, with
+/// no more fraction digits than `scale` and no more integer digits than `precision - scale`:
+/// its unscaled value and the index after it (the short rule of `values::decimal`, applied
+/// while scanning). `None` for anything else, which the caller parses the general way.
+#[inline]
+fn short_decimal(b: &[u8], i: usize, precision: u8, scale: u8) -> Option<(i128, usize)> {
+    let negative = b.get(i) == Some(&b'-');
+    let start = i + usize::from(negative);
+    let mut j = start;
+    let mut value: u64 = 0;
+    let mut integer_digits = 0u32;
+    let mut significant = false;
+    while let Some(&d) = b.get(j) {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        if j - start == 18 {
+            return None;
+        }
+        value = value * 10 + u64::from(digit);
+        significant |= digit != 0;
+        integer_digits += u32::from(significant);
+        j += 1;
+    }
+    let integer_len = j - start;
+    if integer_len == 0 || (integer_len > 1 && b.get(start) == Some(&b'0')) {
+        return None;
+    }
+    let mut fraction_digits = 0u32;
+    if b.get(j) == Some(&b'.') {
+        j += 1;
+        while let Some(&d) = b.get(j) {
+            let digit = d.wrapping_sub(b'0');
+            if digit > 9 {
+                break;
+            }
+            if integer_len + fraction_digits as usize == 18 {
+                return None;
+            }
+            value = value * 10 + u64::from(digit);
+            fraction_digits += 1;
+            j += 1;
+        }
+        if fraction_digits == 0 {
+            return None;
+        }
+    }
+    if integer_len + fraction_digits as usize > 18
+        || fraction_digits > u32::from(scale)
+        || integer_digits + u32::from(scale) > u32::from(precision)
+    {
+        return None;
+    }
+    if let Some(b'e' | b'E') = b.get(j) {
+        return None;
+    }
+    let unscaled = i128::from(value) * 10i128.pow(u32::from(scale) - fraction_digits);
+    Some((if negative { -unscaled } else { unscaled }, j))
+}
+
+/// An integer column's value at `i`: the short path, else the general rule.
+#[inline]
+fn integer(b: &[u8], text: &str, i: usize, min: i64, max: i64, type_name: &str) -> Option<(Slot, usize)> {
+    if let Some((v, end)) = short_integer(b, i) {
+        return (min..=max).contains(&v).then_some((Slot::Int(v), end));
+    }
+    let end = number_end(b, i)?;
+    let v = values::integer(text.get(i..end)?, min, max, type_name).ok()?;
+    Some((Slot::Int(v), end))
 }
 
 /// The members of the root object into `slots`; `None` at the first thing this path leaves
 /// to the two-pass one.
-fn scan(b: &[u8], text: &str, shape: &RowShape, columns: &[Column<'_>], slots: &mut [Slot]) -> Option<()> {
+fn scan(
+    b: &[u8],
+    text: &str,
+    shape: &RowShape,
+    quoted: &[Option<Vec<u8>>],
+    columns: &[Column<'_>],
+    slots: &mut [Slot],
+) -> Option<()> {
     u32::try_from(b.len()).ok()?;
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -87,17 +249,23 @@ fn scan(b: &[u8], text: &str, shape: &RowShape, columns: &[Column<'_>], slots: &
                 return None;
             }
             let start = i + 1;
-            let stop = string_stop(b, start);
-            if b.get(stop) != Some(&b'"') {
-                return None;
-            }
-            let key = text.get(start..stop)?;
-            let field = shape.lookup(key, position)?;
+            // Producers usually write members in column order: try the field at this
+            // position by its bytes first, then scan the key and look it up.
+            let (field, after) = match quoted.get(position) {
+                Some(Some(pattern)) if holds_at(b, start, pattern) => (position, start + pattern.len()),
+                _ => {
+                    let stop = string_stop(b, start);
+                    if b.get(stop) != Some(&b'"') {
+                        return None;
+                    }
+                    (shape.lookup(text.get(start..stop)?, position)?, stop + 1)
+                }
+            };
             let slot = slots.get_mut(field)?;
             if *slot != Slot::Absent {
                 return None;
             }
-            i = skip_ws(b, stop + 1);
+            i = skip_ws(b, after);
             if b.get(i) != Some(&b':') {
                 return None;
             }
@@ -173,6 +341,18 @@ fn value(b: &[u8], text: &str, i: usize, column: &Column<'_>) -> Option<(Slot, u
             Some((slot, stop + 1))
         }
         b'-' | b'0'..=b'9' => {
+            match &column.data {
+                Data::Int8(_) => return integer(b, text, i, i8::MIN.into(), i8::MAX.into(), type_name),
+                Data::Int16(_) => return integer(b, text, i, i16::MIN.into(), i16::MAX.into(), type_name),
+                Data::Int32(_) => return integer(b, text, i, i32::MIN.into(), i32::MAX.into(), type_name),
+                Data::Int64(_) => return integer(b, text, i, i64::MIN, i64::MAX, type_name),
+                Data::Decimal { precision, scale, .. } => {
+                    if let Some((v, end)) = short_decimal(b, i, *precision, *scale) {
+                        return Some((Slot::Decimal(v), end));
+                    }
+                }
+                _ => {}
+            }
             let end = number_end(b, i)?;
             let t = text.get(i..end)?;
             let slot = match &column.data {
@@ -277,9 +457,9 @@ mod tests {
         let ValuePlan::FlatJson(shape) = &plan.value else {
             panic!("flat plan")
         };
-        assert!(supports(shape));
+        let mut state = OnePass::new(shape).expect("one-pass types");
         let mut columns = row_columns(shape, 4);
-        let written = write_row(value.as_bytes(), shape, &mut columns, &mut Vec::new());
+        let written = state.write_row(value.as_bytes(), shape, &mut columns);
         (written, columns.iter().map(Column::len).collect())
     }
 
@@ -332,11 +512,7 @@ mod tests {
             panic!("flat plan")
         };
         let mut columns = row_columns(shape, 1);
-        assert!(!write_row(
-            b"{\"name\":\"\xff\"}",
-            shape,
-            &mut columns,
-            &mut Vec::new()
-        ));
+        let mut state = OnePass::new(shape).expect("one-pass types");
+        assert!(!state.write_row(b"{\"name\":\"\xff\"}", shape, &mut columns));
     }
 }
