@@ -8,9 +8,10 @@ use arrow_array::{ArrayRef, MapArray, RecordBatch, RecordBatchOptions, StructArr
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType as ArrowType, FieldRef, Fields};
 
-use crate::builders::{offset, offsets_with_capacity, row_columns, Column};
+use crate::builders::{offset, offsets_with_capacity, row_columns, Column, Data};
 use crate::error::ConvertError;
 use crate::json::JsonScratch;
+use crate::onepass::OnePass;
 use crate::plan::{ColumnSource, ConversionPlan, RowShape, ValuePlan};
 use crate::record::{Header, KafkaRecord, NO_TIMESTAMP};
 use crate::rescue::Rescue;
@@ -37,6 +38,8 @@ pub struct BatchBuilder<'p> {
     value: ValueColumns<'p>,
     rescue_text: String,
     bytes: Vec<u8>,
+    /// The one-pass path's state (`onepass`), when the value row supports it.
+    one_pass: Option<OnePass>,
 }
 
 enum ValueColumns<'p> {
@@ -61,6 +64,10 @@ impl<'p> BatchBuilder<'p> {
             },
             ValuePlan::NestedJson(shape) => ValueColumns::Nested(Column::new_row(shape, capacity)),
         };
+        let one_pass = match &plan.value {
+            ValuePlan::FlatJson(shape) | ValuePlan::NestedJson(shape) => OnePass::new(shape),
+            _ => None,
+        };
         Self {
             plan,
             rows: 0,
@@ -73,6 +80,7 @@ impl<'p> BatchBuilder<'p> {
             value,
             rescue_text: String::new(),
             bytes: Vec::new(),
+            one_pass,
         }
     }
 
@@ -119,7 +127,30 @@ impl<'p> BatchBuilder<'p> {
         if let Some(metadata) = &mut self.metadata {
             metadata.append(record);
         }
+        let one_pass = match (record.value, self.one_pass.as_mut()) {
+            (Some(bytes), Some(state)) if scratch.one_pass() => match &mut self.value {
+                ValueColumns::Flat { shape, columns } => state.write_row(bytes, shape, columns),
+                ValueColumns::Nested(Column {
+                    data:
+                        Data::Row {
+                            nulls,
+                            children,
+                            shape,
+                        },
+                    ..
+                }) => {
+                    let written = state.write_row(bytes, shape, children);
+                    if written {
+                        nulls.append_non_null();
+                    }
+                    written
+                }
+                _ => false,
+            },
+            _ => false,
+        };
         let rescued = match &mut self.value {
+            _ if one_pass => false,
             ValueColumns::Binary(b) => {
                 b.append_option(record.value);
                 false

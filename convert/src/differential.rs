@@ -63,36 +63,38 @@ fn data_type() -> impl Strategy<Value = DataType> {
 
 /// A compiled plan for a random table: flat or nested, with or without `_kafka_rescue`.
 fn plan() -> impl Strategy<Value = ConversionPlan> {
-    (fields(data_type()), any::<bool>(), any::<bool>()).prop_filter_map(
-        "plan compiles",
-        |(business, nested, rescue)| {
-            let mut columns = if nested {
-                vec![Field::new(VALUE_COLUMN, nullable(DataType::Row(business)))]
-            } else {
-                business
-            };
-            if rescue {
-                columns.push(Field::new(RESCUE_COLUMN, nullable(DataType::String)));
-            }
-            let schema = Schema::new(columns);
-            let find = |name: &str| schema.columns.iter().position(|c| c.name == name);
-            let mapping = KafkaMapping {
-                value_type: ValueType::ParseJson,
-                layout: if nested {
-                    ValueLayout::Nested
-                } else {
-                    ValueLayout::Flat
-                },
-                key_binary: false,
-                system: SystemColumns {
-                    rescue: find(RESCUE_COLUMN),
-                    value: find(VALUE_COLUMN),
-                    ..SystemColumns::default()
-                },
-            };
-            ConversionPlan::compile(&schema, &mapping).ok()
+    (fields(data_type()), any::<bool>(), any::<bool>())
+        .prop_filter_map("plan compiles", |(business, nested, rescue)| {
+            table_plan(business, nested, rescue)
+        })
+}
+
+fn table_plan(business: Vec<Field>, nested: bool, rescue: bool) -> Option<ConversionPlan> {
+    let mut columns = if nested {
+        vec![Field::new(VALUE_COLUMN, nullable(DataType::Row(business)))]
+    } else {
+        business
+    };
+    if rescue {
+        columns.push(Field::new(RESCUE_COLUMN, nullable(DataType::String)));
+    }
+    let schema = Schema::new(columns);
+    let find = |name: &str| schema.columns.iter().position(|c| c.name == name);
+    let mapping = KafkaMapping {
+        value_type: ValueType::ParseJson,
+        layout: if nested {
+            ValueLayout::Nested
+        } else {
+            ValueLayout::Flat
         },
-    )
+        key_binary: false,
+        system: SystemColumns {
+            rescue: find(RESCUE_COLUMN),
+            value: find(VALUE_COLUMN),
+            ..SystemColumns::default()
+        },
+    };
+    ConversionPlan::compile(&schema, &mapping).ok()
 }
 
 /// Number and string tokens near the edges of the type rules.
@@ -157,20 +159,24 @@ enum Json {
     Object(Vec<(&'static str, bool, Json)>),
 }
 
-fn json() -> BoxedStrategy<Json> {
-    let leaf = prop_oneof![
+fn leaf() -> impl Strategy<Value = Json> + Clone {
+    prop_oneof![
         Just(Json::Null),
         any::<bool>().prop_map(Json::Bool),
         prop::sample::select(&NUMBERS[..]).prop_map(Json::Number),
         (prop::sample::select(&STRINGS[..]), any::<bool>()).prop_map(|(s, e)| Json::String(s, e)),
-    ];
-    leaf.prop_recursive(4, 24, 4, |inner| {
-        prop_oneof![
-            proptest::collection::vec(inner.clone(), 0..4).prop_map(Json::Array),
-            object(inner),
-        ]
-    })
-    .boxed()
+    ]
+}
+
+fn json() -> BoxedStrategy<Json> {
+    leaf()
+        .prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Json::Array),
+                object(inner),
+            ]
+        })
+        .boxed()
 }
 
 /// An object of `member` values: unique keys three times in four, else any (repeated) keys.
@@ -247,12 +253,17 @@ fn render(out: &mut String, value: &Json, spaced: bool) {
 
 /// A document as text, sometimes damaged by one byte edit.
 fn value_text() -> impl Strategy<Value = Vec<u8>> {
+    damaged(document().boxed())
+}
+
+/// `doc` rendered, sometimes damaged by one byte edit.
+fn damaged(doc: BoxedStrategy<Json>) -> impl Strategy<Value = Vec<u8>> {
     let edit = prop_oneof![
         7 => Just(None),
         1 => (any::<prop::sample::Index>(), prop::sample::select(&b"{}[],:\"\\ 0-.eu\xff\x01tn"[..]), 0u8..3)
             .prop_map(Some),
     ];
-    (document(), any::<bool>(), edit).prop_map(|(doc, spaced, edit)| {
+    (doc, any::<bool>(), edit).prop_map(|(doc, spaced, edit)| {
         let mut text = String::new();
         render(&mut text, &doc, spaced);
         let mut bytes = text.into_bytes();
@@ -298,8 +309,55 @@ fn compare(plan: &ConversionPlan, values: &[Vec<u8>]) -> Result<(), TestCaseErro
     Ok(())
 }
 
+/// Converts `values` on the one-pass path (where it applies) and on the two-pass path only:
+/// batches and errors must be identical (the errors always come from the two-pass path).
+fn compare_paths(plan: &ConversionPlan, values: &[Vec<u8>]) -> Result<(), TestCaseError> {
+    let records = || values.iter().map(|v| KafkaRecord::with_value(v));
+    let one = plan.convert_batch_with(&mut JsonScratch::default(), records());
+    let two = plan.convert_batch_with(&mut JsonScratch::two_pass(), records());
+    prop_assert_eq!(one, two);
+    Ok(())
+}
+
+/// Types the one-pass path converts itself (every scalar but BINARY/BYTES).
+fn one_pass_type() -> impl Strategy<Value = DataType> {
+    scalar_type().prop_filter("one-pass type", |t| {
+        !matches!(t, DataType::Binary(_) | DataType::Bytes)
+    })
+}
+
+/// A flat or nested table of one-pass types, with or without `_kafka_rescue`.
+fn one_pass_plan() -> impl Strategy<Value = ConversionPlan> {
+    (fields(one_pass_type()), any::<bool>(), any::<bool>())
+        .prop_filter_map("plan compiles", |(business, nested, rescue)| {
+            table_plan(business, nested, rescue)
+        })
+}
+
+/// A root object of scalar members (one in eight a container), mostly the table's names.
+fn flat_document() -> BoxedStrategy<Json> {
+    let member = prop_oneof![7 => leaf(), 1 => json()];
+    object(member).boxed()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn one_pass_converts_like_two_passes(
+        plan in one_pass_plan(),
+        values in proptest::collection::vec(damaged(flat_document()), 1..5),
+    ) {
+        compare_paths(&plan, &values)?;
+    }
+
+    #[test]
+    fn one_pass_agrees_on_any_table(
+        plan in plan(),
+        values in proptest::collection::vec(value_text(), 1..3),
+    ) {
+        compare_paths(&plan, &values)?;
+    }
 
     #[test]
     fn one_pass_parser_converts_like_the_reference(

@@ -63,6 +63,9 @@ pub struct JsonScratch {
     open: Vec<Open>,
     /// Node index of every container, in document order (the order of the checks).
     containers: Vec<u32>,
+    /// Convert every record on the two-pass path (parse to the tape, then write), never in
+    /// one pass: for the differential tests and the fuzz target that compare the two.
+    two_pass: bool,
     /// Tests only: parse with the previous parser (simd-json tape), to compare against.
     #[cfg(test)]
     reference: Option<Box<crate::json_reference::ReferenceScratch>>,
@@ -90,11 +93,27 @@ pub(crate) struct Doc<'s> {
 }
 
 impl JsonScratch {
+    /// A scratch with which every JSON record takes the two-pass path (tape, then writer)
+    /// instead of the one-pass path of the common case; the results are the same, which the
+    /// differential tests and the `convert_onepass` fuzz target check.
+    pub fn two_pass() -> Self {
+        Self {
+            two_pass: true,
+            ..Self::default()
+        }
+    }
+
+    /// Whether records may be written in one pass.
+    pub(crate) fn one_pass(&self) -> bool {
+        !self.two_pass
+    }
+
     /// A scratch that parses with the previous simd-json based parser (tests compare the two).
     #[cfg(test)]
     pub(crate) fn reference() -> Self {
         Self {
             reference: Some(Box::default()),
+            two_pass: true,
             ..Self::default()
         }
     }
@@ -230,7 +249,7 @@ impl Fail {
     }
 }
 
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
+pub(crate) fn skip_ws(b: &[u8], mut i: usize) -> usize {
     while let Some(b' ' | b'\n' | b'\r' | b'\t') = b.get(i) {
         i += 1;
     }
@@ -257,7 +276,7 @@ fn zero_bytes(v: u64) -> u64 {
 }
 
 /// The first index at or after `i` of `"`, `\` or a control byte, or `b.len()`.
-fn string_stop(b: &[u8], mut i: usize) -> usize {
+pub(crate) fn string_stop(b: &[u8], mut i: usize) -> usize {
     while let Some(chunk) = b.get(i..i + 8) {
         let Ok(word) = <[u8; 8]>::try_from(chunk) else {
             break;
@@ -287,6 +306,40 @@ fn hex4(b: &[u8], at: usize) -> Option<u32> {
         unit = (unit << 4) | (d as char).to_digit(16)?;
     }
     Some(unit)
+}
+
+/// The end of the number token `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?` that
+/// starts at `start`, or `None` when the bytes there are not one.
+#[inline]
+pub(crate) fn number_end(b: &[u8], start: usize) -> Option<usize> {
+    let mut i = start;
+    if b.get(i) == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = skip_digits(b, i + 1),
+        _ => return None,
+    }
+    if b.get(i) == Some(&b'.') {
+        let digits = i + 1;
+        i = skip_digits(b, digits);
+        if i == digits {
+            return None;
+        }
+    }
+    if let Some(b'e' | b'E') = b.get(i) {
+        i += 1;
+        if let Some(b'+' | b'-') = b.get(i) {
+            i += 1;
+        }
+        let digits = i;
+        i = skip_digits(b, digits);
+        if i == digits {
+            return None;
+        }
+    }
+    Some(i)
 }
 
 fn skip_digits(b: &[u8], mut i: usize) -> usize {
@@ -428,35 +481,7 @@ impl Parser<'_> {
     }
 
     fn number(&mut self, start: usize) -> Result<usize, Fail> {
-        let b = self.b;
-        let bad = || lex_error(start, LexErrorKind::BadNumber);
-        let mut i = start;
-        if b.get(i) == Some(&b'-') {
-            i += 1;
-        }
-        match b.get(i) {
-            Some(b'0') => i += 1,
-            Some(b'1'..=b'9') => i = skip_digits(b, i + 1),
-            _ => return Err(bad()),
-        }
-        if b.get(i) == Some(&b'.') {
-            let digits = i + 1;
-            i = skip_digits(b, digits);
-            if i == digits {
-                return Err(bad());
-            }
-        }
-        if let Some(b'e' | b'E') = b.get(i) {
-            i += 1;
-            if let Some(b'+' | b'-') = b.get(i) {
-                i += 1;
-            }
-            let digits = i;
-            i = skip_digits(b, digits);
-            if i == digits {
-                return Err(bad());
-            }
-        }
+        let i = number_end(self.b, start).ok_or_else(|| lex_error(start, LexErrorKind::BadNumber))?;
         self.nodes.push(Node::Number {
             start: at32(start),
             end: at32(i),

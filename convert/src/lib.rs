@@ -45,6 +45,7 @@ mod error;
 mod json;
 #[cfg(test)]
 mod json_reference;
+mod onepass;
 mod plan;
 mod record;
 mod rescue;

@@ -1,0 +1,518 @@
+//! One pass from the bytes of a flat JSON object into the columns of its row, for the common
+//! case: every member's key is one of the row's fields (each at most once, no escapes in the
+//! key) and every value converts by its field's type rule without a refusal. Keys are matched
+//! against the plan while scanning, each number is parsed once from its text by its column's
+//! rule, and strings without escapes are sliced from the input; nothing is put on a tape.
+//!
+//! Builders cannot un-append, so the converted values of one record wait in one slot per field
+//! until the closing brace and the end of the input are reached, and are appended then. On
+//! anything else (an unknown or repeated member, an escape, a container value, a value its
+//! rule refuses, any syntax error, invalid UTF-8) nothing has been appended and the caller
+//! converts the record on the two-pass path (`json` parser, then `writer`), which produces the
+//! rows, rescue JSON and errors of behaviour.md. A record accepted here is valid strict JSON
+//! whose root has distinct known keys, for which the two-pass path stores the same values.
+
+use crate::builders::{Column, Data, TemporalKind};
+use crate::json::{number_end, skip_ws, string_stop, MAX_CONTAINER_MEMBERS};
+use crate::plan::{RowShape, Shape};
+use crate::values;
+
+/// One field's converted value, held until the record is known to be written in one pass.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Slot {
+    /// No member for this field yet.
+    Absent,
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float32(f32),
+    Float64(f64),
+    Decimal(i128),
+    /// A string without escapes: its body's byte range in the input.
+    Str(u32, u32),
+    Date(i32),
+    /// TIME, TIMESTAMP, TIMESTAMP_LTZ in the column's unit.
+    Temporal(i64),
+}
+
+/// What the one-pass path keeps across the records of a batch.
+pub(crate) struct OnePass {
+    slots: Vec<Slot>,
+    /// Per field, its name and closing quote when the name needs no escape in JSON (no `"`,
+    /// `\`, control characters): a key that starts with these bytes is that name.
+    quoted: Vec<Option<Vec<u8>>>,
+}
+
+impl OnePass {
+    /// The state for rows of `shape`, if every field has a type this path converts (scalars
+    /// other than BINARY/BYTES); rows with containers or binary values take the two-pass path.
+    pub(crate) fn new(shape: &RowShape) -> Option<Self> {
+        if !supports(shape) {
+            return None;
+        }
+        let quoted = shape
+            .names
+            .iter()
+            .map(|name| {
+                let plain = name.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
+                plain.then(|| [name.as_bytes(), b"\""].concat())
+            })
+            .collect();
+        Some(Self {
+            slots: Vec::with_capacity(shape.fields.len()),
+            quoted,
+        })
+    }
+
+    /// Writes the flat JSON object `input` into `columns` (one per field of `shape`) in one
+    /// pass. `false`: nothing was appended; convert the record on the two-pass path.
+    pub(crate) fn write_row(&mut self, input: &[u8], shape: &RowShape, columns: &mut [Column<'_>]) -> bool {
+        // The whole value must be UTF-8 (also inside strings, which are sliced as they are).
+        let Ok(text) = std::str::from_utf8(input) else {
+            return false;
+        };
+        let slots = &mut self.slots;
+        slots.clear();
+        slots.resize(columns.len(), Slot::Absent);
+        if scan(input, text, shape, &self.quoted, columns, slots).is_none() {
+            return false;
+        }
+        for (column, slot) in columns.iter_mut().zip(slots.iter()) {
+            append(column, *slot, text);
+        }
+        true
+    }
+}
+
+fn supports(shape: &RowShape) -> bool {
+    shape.fields.iter().all(|f| {
+        !matches!(
+            f.shape,
+            Shape::Binary | Shape::FixedBinary(_) | Shape::List { .. } | Shape::Map { .. } | Shape::Row(_)
+        )
+    })
+}
+
+/// Whether `b` holds `pattern` at `at` (patterns of 4 to 16 bytes compare as two
+/// overlapping words).
+#[inline]
+fn holds_at(b: &[u8], at: usize, pattern: &[u8]) -> bool {
+    let Some(window) = b.get(at..at + pattern.len()) else {
+        return false;
+    };
+    let n = pattern.len();
+    if (8..=16).contains(&n) {
+        word8(window, 0) == word8(pattern, 0) && word8(window, n - 8) == word8(pattern, n - 8)
+    } else if (4..8).contains(&n) {
+        word4(window, 0) == word4(pattern, 0) && word4(window, n - 4) == word4(pattern, n - 4)
+    } else {
+        window == pattern
+    }
+}
+
+#[inline]
+fn word8(s: &[u8], at: usize) -> Option<u64> {
+    let bytes = s.get(at..at + 8)?;
+    <[u8; 8]>::try_from(bytes).ok().map(u64::from_le_bytes)
+}
+
+#[inline]
+fn word4(s: &[u8], at: usize) -> Option<u32> {
+    let bytes = s.get(at..at + 4)?;
+    <[u8; 4]>::try_from(bytes).ok().map(u32::from_le_bytes)
+}
+
+/// A JSON number at `i` that is an integer of at most 18 digits (`-?(0|[1-9][0-9]*)` not
+/// followed by a fraction or exponent), and the index after it; `None` for anything else,
+/// which the caller parses the general way.
+#[inline]
+fn short_integer(b: &[u8], i: usize) -> Option<(i64, usize)> {
+    let negative = b.get(i) == Some(&b'-');
+    let start = i + usize::from(negative);
+    let mut j = start;
+    let mut magnitude: i64 = 0;
+    while let Some(&d) = b.get(j) {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        if j - start == 18 {
+            return None;
+        }
+        magnitude = magnitude * 10 + i64::from(digit);
+        j += 1;
+    }
+    let digits = j - start;
+    if digits == 0 || (digits > 1 && b.get(start) == Some(&b'0')) {
+        return None;
+    }
+    if let Some(b'.' | b'e' | b'E') = b.get(j) {
+        return None;
+    }
+    Some((if negative { -magnitude } else { magnitude }, j))
+}
+
+/// A JSON number at `i` of the form `-?(0|[1-9][0-9]*)(.[0-9]+)?`, at most 18 digits, with
+/// no more fraction digits than `scale` and no more integer digits than `precision - scale`:
+/// its unscaled value and the index after it (the short rule of `values::decimal`, applied
+/// while scanning). `None` for anything else, which the caller parses the general way.
+#[inline]
+fn short_decimal(b: &[u8], i: usize, precision: u8, scale: u8) -> Option<(i128, usize)> {
+    let negative = b.get(i) == Some(&b'-');
+    let start = i + usize::from(negative);
+    let mut j = start;
+    let mut value: u64 = 0;
+    let mut integer_digits = 0u32;
+    let mut significant = false;
+    while let Some(&d) = b.get(j) {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        if j - start == 18 {
+            return None;
+        }
+        value = value * 10 + u64::from(digit);
+        significant |= digit != 0;
+        integer_digits += u32::from(significant);
+        j += 1;
+    }
+    let integer_len = j - start;
+    if integer_len == 0 || (integer_len > 1 && b.get(start) == Some(&b'0')) {
+        return None;
+    }
+    let mut fraction_digits = 0u32;
+    if b.get(j) == Some(&b'.') {
+        j += 1;
+        while let Some(&d) = b.get(j) {
+            let digit = d.wrapping_sub(b'0');
+            if digit > 9 {
+                break;
+            }
+            if integer_len + fraction_digits as usize == 18 {
+                return None;
+            }
+            value = value * 10 + u64::from(digit);
+            fraction_digits += 1;
+            j += 1;
+        }
+        if fraction_digits == 0 {
+            return None;
+        }
+    }
+    if integer_len + fraction_digits as usize > 18
+        || fraction_digits > u32::from(scale)
+        || integer_digits + u32::from(scale) > u32::from(precision)
+    {
+        return None;
+    }
+    if let Some(b'e' | b'E') = b.get(j) {
+        return None;
+    }
+    let unscaled = i128::from(value) * 10i128.pow(u32::from(scale) - fraction_digits);
+    Some((if negative { -unscaled } else { unscaled }, j))
+}
+
+/// An integer column's value at `i`: the short path, else the general rule.
+#[inline]
+fn integer(b: &[u8], text: &str, i: usize, min: i64, max: i64, type_name: &str) -> Option<(Slot, usize)> {
+    if let Some((v, end)) = short_integer(b, i) {
+        return (min..=max).contains(&v).then_some((Slot::Int(v), end));
+    }
+    let end = number_end(b, i)?;
+    let v = values::integer(text.get(i..end)?, min, max, type_name).ok()?;
+    Some((Slot::Int(v), end))
+}
+
+/// The members of the root object into `slots`; `None` at the first thing this path leaves
+/// to the two-pass one.
+fn scan(
+    b: &[u8],
+    text: &str,
+    shape: &RowShape,
+    quoted: &[Option<Vec<u8>>],
+    columns: &[Column<'_>],
+    slots: &mut [Slot],
+) -> Option<()> {
+    u32::try_from(b.len()).ok()?;
+    let mut i = skip_ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = skip_ws(b, i + 1);
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+    } else {
+        let mut position = 0usize;
+        loop {
+            if position >= MAX_CONTAINER_MEMBERS || b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let start = i + 1;
+            // Producers usually write members in column order: try the field at this
+            // position by its bytes first, then scan the key and look it up.
+            let (field, after) = match quoted.get(position) {
+                Some(Some(pattern)) if holds_at(b, start, pattern) => (position, start + pattern.len()),
+                _ => {
+                    let stop = string_stop(b, start);
+                    if b.get(stop) != Some(&b'"') {
+                        return None;
+                    }
+                    (shape.lookup(text.get(start..stop)?, position)?, stop + 1)
+                }
+            };
+            let slot = slots.get_mut(field)?;
+            if *slot != Slot::Absent {
+                return None;
+            }
+            i = skip_ws(b, after);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i = skip_ws(b, i + 1);
+            let (value, end) = value(b, text, i, columns.get(field)?)?;
+            *slot = value;
+            i = skip_ws(b, end);
+            match b.get(i) {
+                Some(b',') => {
+                    i = skip_ws(b, i + 1);
+                    position += 1;
+                }
+                Some(b'}') => {
+                    i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    (skip_ws(b, i) == b.len()).then_some(())
+}
+
+/// The value starting at `i` converted for `column`, and the index after it.
+fn value(b: &[u8], text: &str, i: usize, column: &Column<'_>) -> Option<(Slot, usize)> {
+    let type_name = column.type_name;
+    match b.get(i)? {
+        b'n' => literal(b, i, b"null", Slot::Null),
+        b't' => match column.data {
+            Data::Boolean(_) => literal(b, i, b"true", Slot::Bool(true)),
+            _ => None,
+        },
+        b'f' => match column.data {
+            Data::Boolean(_) => literal(b, i, b"false", Slot::Bool(false)),
+            _ => None,
+        },
+        b'"' => {
+            let start = i + 1;
+            let stop = string_stop(b, start);
+            if b.get(stop) != Some(&b'"') {
+                return None;
+            }
+            let s = text.get(start..stop)?;
+            let slot = match &column.data {
+                Data::Utf8 { max_chars, .. } => {
+                    if let Some(n) = max_chars {
+                        if s.chars().count() > *n as usize {
+                            return None;
+                        }
+                    }
+                    Slot::Str(start as u32, stop as u32)
+                }
+                Data::Decimal { precision, scale, .. } => {
+                    Slot::Decimal(values::decimal(s, *precision, *scale).ok()?)
+                }
+                Data::Date32(_) => Slot::Date(values::date(s).ok()?),
+                Data::Temporal {
+                    kind,
+                    precision,
+                    unit,
+                    ..
+                } => {
+                    let nanos = match kind {
+                        TemporalKind::Time => values::time(s, *precision).map(i128::from),
+                        TemporalKind::Timestamp => values::timestamp(s, *precision),
+                        TemporalKind::TimestampLtz => values::timestamp_ltz(s, *precision),
+                    }
+                    .ok()?;
+                    Slot::Temporal(values::nanos_to_unit(nanos, *unit, type_name).ok()?)
+                }
+                _ => return None,
+            };
+            Some((slot, stop + 1))
+        }
+        b'-' | b'0'..=b'9' => {
+            match &column.data {
+                Data::Int8(_) => return integer(b, text, i, i8::MIN.into(), i8::MAX.into(), type_name),
+                Data::Int16(_) => return integer(b, text, i, i16::MIN.into(), i16::MAX.into(), type_name),
+                Data::Int32(_) => return integer(b, text, i, i32::MIN.into(), i32::MAX.into(), type_name),
+                Data::Int64(_) => return integer(b, text, i, i64::MIN, i64::MAX, type_name),
+                Data::Decimal { precision, scale, .. } => {
+                    if let Some((v, end)) = short_decimal(b, i, *precision, *scale) {
+                        return Some((Slot::Decimal(v), end));
+                    }
+                }
+                _ => {}
+            }
+            let end = number_end(b, i)?;
+            let t = text.get(i..end)?;
+            let slot = match &column.data {
+                Data::Int8(_) => {
+                    Slot::Int(values::integer(t, i8::MIN.into(), i8::MAX.into(), type_name).ok()?)
+                }
+                Data::Int16(_) => {
+                    Slot::Int(values::integer(t, i16::MIN.into(), i16::MAX.into(), type_name).ok()?)
+                }
+                Data::Int32(_) => {
+                    Slot::Int(values::integer(t, i32::MIN.into(), i32::MAX.into(), type_name).ok()?)
+                }
+                Data::Int64(_) => Slot::Int(values::integer(t, i64::MIN, i64::MAX, type_name).ok()?),
+                Data::Float32(_) => Slot::Float32(values::float(t).ok()?),
+                Data::Float64(_) => Slot::Float64(values::double(t).ok()?),
+                Data::Decimal { precision, scale, .. } => {
+                    Slot::Decimal(values::decimal(t, *precision, *scale).ok()?)
+                }
+                Data::Temporal {
+                    kind: TemporalKind::TimestampLtz,
+                    precision,
+                    unit,
+                    ..
+                } => {
+                    let nanos = values::epoch_millis(t, *precision).ok()?;
+                    Slot::Temporal(values::nanos_to_unit(nanos, *unit, type_name).ok()?)
+                }
+                _ => return None,
+            };
+            Some((slot, end))
+        }
+        _ => None,
+    }
+}
+
+fn literal(b: &[u8], i: usize, word: &[u8], slot: Slot) -> Option<(Slot, usize)> {
+    (b.get(i..i + word.len())? == word).then_some((slot, i + word.len()))
+}
+
+/// Appends one slot; `scan` filled each slot for its own column's type.
+fn append(column: &mut Column<'_>, slot: Slot, text: &str) {
+    match (&mut column.data, slot) {
+        (Data::Boolean(b), Slot::Bool(v)) => b.append_value(v),
+        (Data::Int8(b), Slot::Int(v)) => b.append_value(v as i8),
+        (Data::Int16(b), Slot::Int(v)) => b.append_value(v as i16),
+        (Data::Int32(b), Slot::Int(v)) => b.append_value(v as i32),
+        (Data::Int64(b), Slot::Int(v)) => b.append_value(v),
+        (Data::Float32(b), Slot::Float32(v)) => b.append_value(v),
+        (Data::Float64(b), Slot::Float64(v)) => b.append_value(v),
+        (Data::Decimal { builder, .. }, Slot::Decimal(v)) => builder.append_value(v),
+        (Data::Utf8 { builder, .. }, Slot::Str(start, end)) => {
+            builder.append_value(text.get(start as usize..end as usize).unwrap_or_default())
+        }
+        (Data::Date32(b), Slot::Date(v)) => b.append_value(v),
+        (Data::Temporal { values, nulls, .. }, Slot::Temporal(v)) => {
+            values.push(v);
+            nulls.append_non_null();
+        }
+        _ => column.append_null(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builders::row_columns;
+    use crate::mapping::{KafkaMapping, SystemColumns, ValueLayout, ValueType};
+    use crate::plan::{ConversionPlan, ValuePlan};
+    use crate::{DataType, Field, FieldType, Schema};
+
+    fn plan() -> ConversionPlan {
+        let col = |name: &str, t| Field::new(name, FieldType::nullable(t));
+        let schema = Schema::new(vec![
+            col("id", DataType::BigInt),
+            col("name", DataType::String),
+            col(
+                "amount",
+                DataType::Decimal {
+                    precision: 18,
+                    scale: 2,
+                },
+            ),
+            col("ok", DataType::Boolean),
+            col("code", DataType::Char(2)),
+            col("day", DataType::Date),
+            col("at", DataType::TimestampLtz(3)),
+            col("small", DataType::TinyInt),
+            col("ratio", DataType::Double),
+        ]);
+        let mapping = KafkaMapping {
+            value_type: ValueType::ParseJson,
+            layout: ValueLayout::Flat,
+            key_binary: false,
+            system: SystemColumns::default(),
+        };
+        ConversionPlan::compile(&schema, &mapping).expect("plan")
+    }
+
+    /// Whether `value` is written in one pass, and the number of rows each column then has.
+    fn one_pass(value: &str) -> (bool, Vec<usize>) {
+        let plan = plan();
+        let ValuePlan::FlatJson(shape) = &plan.value else {
+            panic!("flat plan")
+        };
+        let mut state = OnePass::new(shape).expect("one-pass types");
+        let mut columns = row_columns(shape, 4);
+        let written = state.write_row(value.as_bytes(), shape, &mut columns);
+        (written, columns.iter().map(Column::len).collect())
+    }
+
+    #[test]
+    fn the_common_case_is_written_in_one_pass() {
+        for value in [
+            r#"{"id":1,"name":"x","amount":1.50,"ok":true,"code":"ab","day":"2024-02-29","at":5,"small":-128,"ratio":1e2}"#,
+            r#" { "ratio" : -0.5 , "id" : -9223372036854775808 , "name" : "é😀" } "#,
+            r#"{"amount":"12.3","at":"2024-02-29T12:00:00Z","ok":false,"name":null}"#,
+            "{}",
+            "\t{\"id\":null}\r\n",
+        ] {
+            assert_eq!(one_pass(value), (true, vec![1; 9]), "{value}");
+        }
+    }
+
+    #[test]
+    fn everything_else_is_left_to_the_two_pass_path() {
+        for value in [
+            // Unknown, repeated or escaped keys.
+            r#"{"id":1,"other":2}"#,
+            r#"{"id":1,"id":1}"#,
+            r#"{"i\u0064":1}"#,
+            // Values the rules refuse (rescued or failing on the two-pass path).
+            r#"{"id":1.5}"#,
+            r#"{"small":128}"#,
+            r#"{"amount":1.555}"#,
+            r#"{"code":"abc"}"#,
+            r#"{"ok":1}"#,
+            r#"{"name":5}"#,
+            r#"{"day":"2023-02-29"}"#,
+            r#"{"ratio":1e309}"#,
+            // Escapes in values and containers.
+            r#"{"name":"a\nb"}"#,
+            r#"{"name":["a"]}"#,
+            r#"{"name":{}}"#,
+            // Syntax, roots and bytes.
+            r#"{"id":1,}"#,
+            r#"{"id":01}"#,
+            r#"{"id":1} x"#,
+            r#"{"id":tru}"#,
+            "[1]",
+            "",
+            "{\"name\":\"\u{1}\"}",
+        ] {
+            assert_eq!(one_pass(value), (false, vec![0; 9]), "{value}");
+        }
+        let plan = plan();
+        let ValuePlan::FlatJson(shape) = &plan.value else {
+            panic!("flat plan")
+        };
+        let mut columns = row_columns(shape, 1);
+        let mut state = OnePass::new(shape).expect("one-pass types");
+        assert!(!state.write_row(b"{\"name\":\"\xff\"}", shape, &mut columns));
+    }
+}
