@@ -20,6 +20,12 @@ DOCS = [
     b'[1]',
     b'',
     b'{"xs":[[1e309]]}',
+    # Scalar fields in column order, then shuffled and with an unknown member: the one-pass
+    # path's common case and two of its fallbacks.
+    b'{"bool":false,"i8":-1,"i16":300,"i32":-7,"i64":123456789012345678,"f32":0.25,"f64":-2.5e-3,'
+    b'"dec":"1.20","dec38":12345678901234567890.5,"ch":"ab","s":"t","date":"2024-01-01",'
+    b'"time":"01:02:03","ts":"2024-01-01T00:00:00","ltz":0}',
+    b'{"s":"z","i32":2147483647,"dec":99999999.99,"bool":null,"other":[1]}',
 ]
 
 

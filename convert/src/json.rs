@@ -95,7 +95,7 @@ pub(crate) struct Doc<'s> {
 impl JsonScratch {
     /// A scratch with which every JSON record takes the two-pass path (tape, then writer)
     /// instead of the one-pass path of the common case; the results are the same, which the
-    /// differential tests and the `convert_onepass` fuzz target check.
+    /// differential tests and the `convert_batch` fuzz target check.
     pub fn two_pass() -> Self {
         Self {
             two_pass: true,

@@ -1,8 +1,11 @@
 //! Client-controlled bytes into the converter: any bytes as the keys, values and headers of
 //! one partition batch, converted with `convert_batch_with` under one of several table
 //! plans (flat and nested JSON with every type, with and without `_kafka_rescue`, string and
-//! binary values with all system columns). It must never panic; a batch converts to as many
-//! rows as it has records, or fails naming one of its records in a bounded message.
+//! binary values with all system columns; flat and nested JSON of scalar fields only, which
+//! the one-pass path converts). It must never panic; a batch converts to as many rows as it
+//! has records, or fails naming one of its records in a bounded message; and the default
+//! conversion (one pass where it applies) gives exactly what the two-pass path
+//! (`JsonScratch::two_pass()`: tape, then writer) gives, batch or error.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -72,6 +75,19 @@ fn every_type() -> Vec<Field> {
     ]
 }
 
+/// The fields of `every_type` that the one-pass path converts (scalars but BINARY/BYTES).
+fn one_pass_types() -> Vec<Field> {
+    every_type()
+        .into_iter()
+        .filter(|f| {
+            !matches!(
+                f.field_type.data_type,
+                DataType::Binary(_) | DataType::Bytes | DataType::Array(_) | DataType::Map { .. } | DataType::Row(_)
+            )
+        })
+        .collect()
+}
+
 fn system() -> Vec<Field> {
     vec![
         col(KEY_COLUMN, DataType::Bytes),
@@ -127,6 +143,17 @@ fn plans() -> &'static [ConversionPlan] {
             plan(nested, ValueType::ParseJson, ValueLayout::Nested),
             plan(
                 vec![col(VALUE_COLUMN, DataType::Row(every_type()))],
+                ValueType::ParseJson,
+                ValueLayout::Nested,
+            ),
+            plan(
+                [one_pass_types(), vec![rescue()]].concat(),
+                ValueType::ParseJson,
+                ValueLayout::Flat,
+            ),
+            plan(one_pass_types(), ValueType::ParseJson, ValueLayout::Flat),
+            plan(
+                vec![col(VALUE_COLUMN, DataType::Row(one_pass_types())), rescue()],
                 ValueType::ParseJson,
                 ValueLayout::Nested,
             ),
@@ -203,4 +230,7 @@ fuzz_target!(|data: &[u8]| {
     // The broker reuses one scratch across batches: a second conversion must agree.
     let again = plan.convert_batch_with(&mut scratch, records.iter().copied());
     assert_eq!(first, again);
+    // One pass and two passes must agree exactly (the two-pass path is the oracle).
+    let two_pass = plan.convert_batch_with(&mut JsonScratch::two_pass(), records.iter().copied());
+    assert_eq!(first, two_pass);
 });
