@@ -21,6 +21,9 @@ use crate::catalog::model::{CatalogSnapshot, TableInfo};
 /// Capacity of one bucket's queue of pending appends.
 pub const BUCKET_QUEUE: usize = 64;
 
+/// At most this many queued jobs of a bucket are appended as one group (one file write).
+pub const GROUP_JOBS: usize = BUCKET_QUEUE;
+
 /// How often a core waiting for a dropped table's logs to close says so.
 const CLOSE_WAIT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -131,17 +134,30 @@ impl<R: Reply> Buckets<R> {
                     None
                 }
             };
-            while let Some((job, reply)) = rx.recv().await {
-                match appender.append(&mut state, job).await {
-                    OwnerResult::Done(outcome) => reply.send(outcome).await,
-                    // acks=-1 waits for group commit in its own task, so the next append of
-                    // this bucket is not held behind the fsync and shares the next one.
-                    OwnerResult::AfterSync(wait) => {
-                        glommio::spawn_local(async move {
-                            let outcome = wait.await;
-                            reply.send(outcome).await;
-                        })
-                        .detach();
+            while let Some(first) = rx.recv().await {
+                // Every job that queued meanwhile (while the previous group was written) joins
+                // this group: one file write for all of them.
+                let mut jobs = vec![first];
+                while jobs.len() < GROUP_JOBS {
+                    match futures_lite::future::poll_once(rx.recv()).await {
+                        Some(Some(next)) => jobs.push(next),
+                        _ => break,
+                    }
+                }
+                let (jobs, replies): (Vec<AppendJob>, Vec<R>) = jobs.into_iter().unzip();
+                let outcomes = appender.append_group(&mut state, jobs).await;
+                for (outcome, reply) in outcomes.into_iter().zip(replies) {
+                    match outcome {
+                        OwnerResult::Done(outcome) => reply.send(outcome).await,
+                        // acks=-1 waits for group commit in its own task, so the next append
+                        // of this bucket is not held behind the fsync and shares the next one.
+                        OwnerResult::AfterSync(wait) => {
+                            glommio::spawn_local(async move {
+                                let outcome = wait.await;
+                                reply.send(outcome).await;
+                            })
+                            .detach();
+                        }
                     }
                 }
             }

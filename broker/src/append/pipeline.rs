@@ -28,7 +28,7 @@ use crate::catalog::model::TableInfo;
 use crate::config::ServerConfig;
 use crate::log::checksum::custom_value;
 use crate::log::segment::VisitedBatch;
-use crate::log::{BucketLog, FlushPolicy, GlommioStore, LogConfig, LogError, LogRegistry};
+use crate::log::{AppendItem, BucketLog, FlushPolicy, GlommioStore, LogConfig, LogError, LogRegistry};
 use crate::producer::state::{
     decode_tag, encode_tag, BatchMeta, ProducerBatch, ProducerLimits, ProducerStates, StoredTag, Verdict,
     PRODUCERS_KEY,
@@ -64,6 +64,27 @@ fn now_ms() -> i64 {
 /// the bucket's appends wait, has little left to write (before: up to a whole 256 MiB segment,
 /// 0.25–1.4 s).
 pub const WRITE_BEHIND_BYTES: u64 = 16 << 20;
+
+/// A group's converted batches are written together until they hold this many bytes of Arrow
+/// data; then they are written and the group goes on with a new write.
+pub const GROUP_WRITE_BYTES: usize = 4 << 20;
+
+/// A job of a group that passed its checks and conversion and waits for the group's write.
+struct Ready {
+    job: AppendJob,
+    /// Per Kafka batch of the job: its producer fields and record count.
+    batch_rows: Vec<(Option<ProducerBatch>, u64)>,
+    idempotent: Vec<ProducerBatch>,
+    arrow_batch: arrow_array::RecordBatch,
+    /// The producers' tag stored with the batch.
+    tag: Option<String>,
+    append_time_ms: i64,
+}
+
+enum Prepared {
+    Done(OwnerResult),
+    Ready(Ready),
+}
 
 /// What the bucket actor does with a job's result.
 pub enum OwnerResult {
@@ -164,24 +185,88 @@ impl Appender {
     /// Parses, converts and appends one partition batch; opens the bucket first if it is not
     /// open (a failed open is retried by the next job).
     pub async fn append(self: &Rc<Self>, state: &mut Option<BucketState>, job: AppendJob) -> OwnerResult {
+        self.append_group(state, vec![job])
+            .await
+            .pop()
+            .unwrap_or(OwnerResult::Done(Err(AppendError::NotOpen)))
+    }
+
+    /// Appends a group of jobs of one bucket (those that queued while the previous write was
+    /// in flight), one result per job in order. Each job is decoded, checked against the
+    /// idempotent producers' state and converted on its own, exactly as if it came alone; the
+    /// converted batches are then written with as few file writes as segment boundaries allow
+    /// ([`BucketLog::append_many`]), which is where a burst of small requests saves its
+    /// per-write cost. The producers' state learns of a job's batches once they are in the log;
+    /// a later job of the group is checked as coming after the earlier ones, and a job retrying
+    /// a batch that waits in the group has the group written first, so it is answered as the
+    /// duplicate it is.
+    pub async fn append_group(
+        self: &Rc<Self>,
+        state: &mut Option<BucketState>,
+        jobs: Vec<AppendJob>,
+    ) -> Vec<OwnerResult> {
+        let Some(first) = jobs.first() else {
+            return Vec::new();
+        };
         if state.is_none() {
-            match self.open_bucket(&job.table, job.bucket).await {
+            match self.open_bucket(&first.table, first.bucket).await {
                 Ok(opened) => *state = Some(opened),
                 Err(e) => {
                     self.log_storage_error(
-                        &job.table,
-                        format_args!("cannot open bucket {}: {e}", job.bucket),
+                        &first.table,
+                        format_args!("cannot open bucket {}: {e}", first.bucket),
                     );
-                    return OwnerResult::Done(Err(AppendError::Open(e)));
+                    let mut results = Vec::with_capacity(jobs.len());
+                    results.extend(
+                        (1..jobs.len()).map(|_| OwnerResult::Done(Err(AppendError::Open(e.duplicate())))),
+                    );
+                    results.insert(0, OwnerResult::Done(Err(AppendError::Open(e))));
+                    return results;
                 }
             }
         }
         let Some(bucket) = state.as_mut() else {
-            return OwnerResult::Done(Err(AppendError::NotOpen));
+            return jobs
+                .iter()
+                .map(|_| OwnerResult::Done(Err(AppendError::NotOpen)))
+                .collect();
         };
+        let mut results: Vec<Option<OwnerResult>> = jobs.iter().map(|_| None).collect();
+        let mut ready: Vec<(usize, Ready)> = Vec::new();
+        let mut ready_bytes = 0usize;
+        for (index, job) in jobs.into_iter().enumerate() {
+            match self.prepare(bucket, job, &mut ready, &mut results).await {
+                Prepared::Done(result) => results[index] = Some(result),
+                Prepared::Ready(prepared) => {
+                    ready_bytes += prepared.arrow_batch.get_array_memory_size();
+                    ready.push((index, prepared));
+                    // A group's batches are written with one copy into one buffer: bounded.
+                    if ready_bytes >= GROUP_WRITE_BYTES {
+                        self.commit(bucket, &mut ready, &mut results).await;
+                        ready_bytes = 0;
+                    }
+                }
+            }
+        }
+        self.commit(bucket, &mut ready, &mut results).await;
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or(OwnerResult::Done(Err(AppendError::NotOpen))))
+            .collect()
+    }
+
+    /// Decodes, checks and converts one job of a group; `ready` holds the group's jobs that
+    /// wait for their write (written first, into `results`, when this job retries one of them).
+    async fn prepare(
+        self: &Rc<Self>,
+        bucket: &mut BucketState,
+        job: AppendJob,
+        ready: &mut Vec<(usize, Ready)>,
+        results: &mut [Option<OwnerResult>],
+    ) -> Prepared {
         let plan = match self.plan_for(&job.table) {
             Ok(plan) => plan,
-            Err(e) => return OwnerResult::Done(Err(AppendError::Plan(e))),
+            Err(e) => return Prepared::Done(OwnerResult::Done(Err(AppendError::Plan(e)))),
         };
         let config = &self.config;
         let append_time_ms = now_ms();
@@ -199,7 +284,7 @@ impl Appender {
                     "partition batch refused: {rejection}; first bytes {:02x?}",
                     job.records.as_ref().map(|r| &r[..r.len().min(24)])
                 );
-                return OwnerResult::Done(Err(AppendError::Batch(rejection)));
+                return Prepared::Done(OwnerResult::Done(Err(AppendError::Batch(rejection))));
             }
         };
         held(
@@ -213,10 +298,24 @@ impl Appender {
         );
         let idempotent: Vec<ProducerBatch> = batches.iter().filter_map(|b| b.producer).collect();
         if !idempotent.is_empty() {
-            match bucket.producers.check(&idempotent, append_time_ms) {
+            let waiting = |ready: &[(usize, Ready)]| -> Vec<ProducerBatch> {
+                ready
+                    .iter()
+                    .flat_map(|(_, r)| r.idempotent.iter().copied())
+                    .collect()
+            };
+            if idempotent.iter().any(|b| waiting(ready).contains(b)) {
+                // A retry of a batch not yet written: write the group so far, then check.
+                self.commit(bucket, ready, results).await;
+            }
+            // The state does not know the group's waiting batches yet: check this job's
+            // batches as the continuation of theirs.
+            let mut checked = waiting(ready);
+            checked.extend_from_slice(&idempotent);
+            match bucket.producers.check(&checked, append_time_ms) {
                 Ok(Verdict::Append) => {}
-                Ok(Verdict::Duplicate(stored)) => return self.duplicate(bucket, job, stored),
-                Err(e) => return OwnerResult::Done(Err(AppendError::Sequence(e))),
+                Ok(Verdict::Duplicate(stored)) => return Prepared::Done(self.duplicate(bucket, job, stored)),
+                Err(e) => return Prepared::Done(OwnerResult::Done(Err(AppendError::Sequence(e)))),
             }
         }
         // Decoding a big batch took a while: let the core poll its connections before converting.
@@ -225,11 +324,8 @@ impl Appender {
         }
         let arrow_batch = match self.convert(&plan, &batches, job.partition, append_time_ms).await {
             Ok(batch) => batch,
-            Err(e) => return OwnerResult::Done(Err(AppendError::Convert(Box::new(e)))),
+            Err(e) => return Prepared::Done(OwnerResult::Done(Err(AppendError::Convert(Box::new(e))))),
         };
-        let rows = arrow_batch.num_rows() as u64;
-        // An ALTER of the compression applies from the next batch on.
-        bucket.log.set_compression(job.table.compression);
         let tag = (!idempotent.is_empty()).then(|| {
             encode_tag(&StoredTag {
                 append_ms: append_time_ms,
@@ -239,40 +335,87 @@ impl Appender {
                     .collect(),
             })
         });
-        let tags: Vec<(&str, &str)> = tag.iter().map(|t| (PRODUCERS_KEY, t.as_str())).collect();
-        let appended = match bucket.log.append_tagged(&arrow_batch, &tags).await {
-            Ok(appended) => appended,
-            Err(e) => {
-                self.log_storage_error(&job.table, format_args!("append failed: {e}"));
-                return OwnerResult::Done(Err(AppendError::Storage(e)));
-            }
-        };
-        if !idempotent.is_empty() {
-            // The rows are in the log: from now on a retry of these batches is a duplicate.
-            let mut offset = appended.base_offset;
-            let mut stored = Vec::with_capacity(idempotent.len());
-            for batch in &batches {
-                let rows = batch.records.len() as u64;
-                if let (Some(producer), Some(last)) = (batch.producer, rows.checked_sub(1)) {
-                    stored.push((producer, offset, offset + last));
-                }
-                offset += rows;
-            }
-            bucket.producers.record(&stored, append_time_ms);
+        Prepared::Ready(Ready {
+            job,
+            batch_rows: batches
+                .iter()
+                .map(|b| (b.producer, b.records.len() as u64))
+                .collect(),
+            idempotent,
+            arrow_batch,
+            tag,
+            append_time_ms,
+        })
+    }
+
+    /// Writes the group's waiting jobs (`ready`, emptied) and puts each one's result into
+    /// `results`.
+    async fn commit(
+        self: &Rc<Self>,
+        bucket: &mut BucketState,
+        ready: &mut Vec<(usize, Ready)>,
+        results: &mut [Option<OwnerResult>],
+    ) {
+        if ready.is_empty() {
+            return;
         }
-        self.write_behind(bucket, &job.table, appended.bytes, appended.next_offset);
-        // Counted here, on the owner, once the rows are in the log: refused batches count nothing.
-        let telemetry = &self.telemetry;
-        telemetry.metrics().record_appended(rows);
-        telemetry.with_table(&job.table, |series| {
-            series.record_appended(telemetry.core(), rows, appended.bytes)
-        });
-        let outcome = Appended {
-            base_offset: appended.base_offset,
-            log_start_offset: bucket.log.log_start_offset(),
-            rows,
-        };
-        self.answer(bucket, job, outcome, appended.next_offset)
+        let waiting = std::mem::take(ready);
+        let tags: Vec<Vec<(&str, &str)>> = waiting
+            .iter()
+            .map(|(_, r)| r.tag.iter().map(|t| (PRODUCERS_KEY, t.as_str())).collect())
+            .collect();
+        let items: Vec<AppendItem<'_>> = waiting
+            .iter()
+            .zip(&tags)
+            .map(|((_, r), tags)| AppendItem {
+                batch: &r.arrow_batch,
+                tags,
+                // An ALTER of the compression applies from the next batch on.
+                compression: Some(r.job.table.compression),
+            })
+            .collect();
+        let appended = bucket.log.append_many(&items).await;
+        drop(items);
+        drop(tags);
+        if let Some((_, last)) = waiting.last() {
+            bucket.log.set_compression(last.job.table.compression);
+        }
+        for ((index, r), appended) in waiting.into_iter().zip(appended) {
+            let appended = match appended {
+                Ok(appended) => appended,
+                Err(e) => {
+                    self.log_storage_error(&r.job.table, format_args!("append failed: {e}"));
+                    results[index] = Some(OwnerResult::Done(Err(AppendError::Storage(e))));
+                    continue;
+                }
+            };
+            let rows = r.arrow_batch.num_rows() as u64;
+            if !r.idempotent.is_empty() {
+                // The rows are in the log: from now on a retry of these batches is a duplicate.
+                let mut offset = appended.base_offset;
+                let mut stored = Vec::with_capacity(r.idempotent.len());
+                for &(producer, batch_rows) in &r.batch_rows {
+                    if let (Some(producer), Some(last)) = (producer, batch_rows.checked_sub(1)) {
+                        stored.push((producer, offset, offset + last));
+                    }
+                    offset += batch_rows;
+                }
+                bucket.producers.record(&stored, r.append_time_ms);
+            }
+            self.write_behind(bucket, &r.job.table, appended.bytes, appended.next_offset);
+            // Counted here, on the owner, once the rows are in the log: refused batches count nothing.
+            let telemetry = &self.telemetry;
+            telemetry.metrics().record_appended(rows);
+            telemetry.with_table(&r.job.table, |series| {
+                series.record_appended(telemetry.core(), rows, appended.bytes)
+            });
+            let outcome = Appended {
+                base_offset: appended.base_offset,
+                log_start_offset: bucket.log.log_start_offset(),
+                rows,
+            };
+            results[index] = Some(self.answer(bucket, r.job, outcome, appended.next_offset));
+        }
     }
 
     /// A retry of a stored batch: nothing is appended; the answer is the stored batch's base

@@ -459,3 +459,72 @@ fn idempotent_retries_are_answered_with_their_offsets_and_survive_a_reopen() {
     });
     assert_eq!(stored_ids(&check, &check_table, 0), vec![100, 1, 2, 3, 4, 6]);
 }
+
+/// Appended offsets and rows of a group's results (errors as their message).
+async fn group_outcomes(results: Vec<OwnerResult>) -> Vec<Result<(u64, u64), String>> {
+    let mut out = Vec::new();
+    for result in results {
+        out.push(
+            outcome_of(result)
+                .await
+                .map(|a| (a.base_offset, a.rows))
+                .map_err(|e| e.to_string()),
+        );
+    }
+    out
+}
+
+#[test]
+fn a_group_of_jobs_is_written_together_and_answered_as_if_each_came_alone() {
+    let (dir, config, table) = fixture();
+    let registry = Arc::new(LogRegistry::new());
+    let _dir = dir;
+    let check = config.clone();
+    let check_table = table.clone();
+    run_local(async move {
+        let appender = appender(&config, &registry);
+        let mut state = None;
+        // Plain rows, two batches of producer 7 in sequence, a refused record, a retry of the
+        // producer's first batch (still waiting in the group), and an out-of-order batch.
+        let jobs = vec![
+            job(
+                &table,
+                0,
+                batch(&[r#"{"id": 1}"#, r#"{"id": 2}"#], Compression::None),
+                1,
+            ),
+            job(&table, 0, idempotent(7, 0, 0, &[3]), 1),
+            job(&table, 0, idempotent(7, 0, 1, &[4, 5]), -1),
+            job(&table, 0, batch(&[r#"{"id": "x"}"#], Compression::None), 1),
+            job(&table, 0, idempotent(7, 0, 0, &[3]), 1),
+            job(&table, 0, idempotent(7, 0, 9, &[6]), 1),
+            job(&table, 0, batch(&[r#"{"id": 7}"#], Compression::Zstd), 1),
+        ];
+        let results = group_outcomes(appender.append_group(&mut state, jobs).await).await;
+        assert_eq!(results[0], Ok((0, 2)));
+        assert_eq!(results[1], Ok((2, 1)));
+        assert_eq!(results[2], Ok((3, 2)));
+        assert!(
+            results[3].as_ref().is_err_and(|e| e.contains("id")),
+            "{:?}",
+            results[3]
+        );
+        // The retry is answered with the stored batch's offset and appends nothing.
+        assert_eq!(results[4], Ok((2, 0)));
+        assert!(
+            results[5].as_ref().is_err_and(|e| e.contains("sequence")),
+            "{:?}",
+            results[5]
+        );
+        assert_eq!(results[6], Ok((5, 1)));
+        // The producer's state knows both batches: the next sequence is 3.
+        let next = group_outcomes(
+            appender
+                .append_group(&mut state, vec![job(&table, 0, idempotent(7, 0, 3, &[8]), 1)])
+                .await,
+        )
+        .await;
+        assert_eq!(next, vec![Ok((6, 1))]);
+    });
+    assert_eq!(stored_ids(&check, &check_table, 0), vec![1, 2, 3, 4, 5, 7, 8]);
+}

@@ -318,74 +318,163 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         batch: &RecordBatch,
         tags: &[(&str, &str)],
     ) -> Result<AppendOutcome, LogError> {
-        let outcome = {
-            let _permit = self.exclusive().await?;
-            self.append_locked(batch, tags).await?
+        let item = AppendItem {
+            batch,
+            tags,
+            compression: None,
         };
-        if self.config.flush_policy == FlushPolicy::Always {
-            self.sync_to(outcome.next_offset).await?;
-        }
-        Ok(outcome)
+        self.append_many(std::slice::from_ref(&item))
+            .await
+            .pop()
+            .unwrap_or_else(|| {
+                Err(LogError::Failed {
+                    dir: self.dir.clone(),
+                })
+            })
     }
 
-    async fn append_locked(
-        &self,
-        batch: &RecordBatch,
-        tags: &[(&str, &str)],
-    ) -> Result<AppendOutcome, LogError> {
-        self.check_not_failed()?;
-        let base_offset = self.state.borrow().next_offset;
-        let rows = batch.num_rows() as u64;
-        if rows == 0 {
-            return Ok(AppendOutcome {
-                base_offset,
-                next_offset: base_offset,
-                bytes: 0,
-            });
+    /// Appends `items` in order as the next contiguous rows, each as its own IPC message (its
+    /// own checksum and tags), with as few file writes as the segment boundaries allow: the
+    /// messages of consecutive items that fit in the active segment are written with one
+    /// `write_at` (a group write: the bucket actor hands over every job that queued while the
+    /// previous write was in flight). One result per item, in order; what [`BucketLog::append`]
+    /// promises holds for each `Ok` item. A failed write fails every item of that write and every
+    /// later one; items before it stay appended.
+    pub async fn append_many(&self, items: &[AppendItem<'_>]) -> Vec<Result<AppendOutcome, LogError>> {
+        let mut results = Vec::with_capacity(items.len());
+        {
+            let _permit = match self.exclusive().await {
+                Ok(permit) => permit,
+                Err(e) => return fail_all(e, items.len()),
+            };
+            while results.len() < items.len() {
+                match self.append_run(&items[results.len()..]).await {
+                    Ok(outcomes) => results.extend(outcomes.into_iter().map(Ok)),
+                    // Nothing was written and only this item is at fault: the others go on.
+                    Err(e @ (LogError::Encode(_) | LogError::Seal(_) | LogError::OffsetOverflow { .. })) => {
+                        results.push(Err(e))
+                    }
+                    Err(e) => {
+                        let left = items.len() - results.len();
+                        results.extend(fail_all(e, left));
+                    }
+                }
+            }
         }
-        let next_offset = base_offset
-            .checked_add(rows)
-            .ok_or_else(|| LogError::OffsetOverflow {
-                dir: self.dir.clone(),
-            })?;
+        if self.config.flush_policy == FlushPolicy::Always {
+            let end = results
+                .iter()
+                .filter_map(|r| r.as_ref().ok())
+                .map(|o| o.next_offset)
+                .max();
+            if let Some(end) = end {
+                if let Err(e) = self.sync_to(end).await {
+                    let failed = results.iter().filter(|r| r.is_ok()).count();
+                    let mut errors = fail_all(e, failed).into_iter();
+                    for result in results.iter_mut().filter(|r| r.is_ok()) {
+                        if let Some(error) = errors.next() {
+                            *result = error;
+                        }
+                    }
+                }
+            }
+        }
+        results
+    }
 
+    /// One write: the longest prefix of `items` (at least one) whose messages go into the same
+    /// segment, rolling or creating the segment first when the first item needs it. An item
+    /// whose encoding fails ends the prefix before it, or is the prefix's only (failed) item.
+    async fn append_run(&self, items: &[AppendItem<'_>]) -> Result<Vec<AppendOutcome>, LogError> {
+        self.check_not_failed()?;
+        let Some(first) = items.first() else {
+            return Ok(Vec::new());
+        };
+        if first.batch.num_rows() == 0 {
+            let offset = self.state.borrow().next_offset;
+            return Ok(vec![AppendOutcome {
+                base_offset: offset,
+                next_offset: offset,
+                bytes: 0,
+            }]);
+        }
         let needs_roll = match &self.state.borrow().active {
             None => false,
             Some(active) => {
-                let schema_changed = !Arc::ptr_eq(&active.schema, batch.schema_ref())
-                    && *active.schema != **batch.schema_ref();
-                schema_changed || active.len >= self.config.segment_size
+                !same_schema(&active.schema, first.batch.schema_ref())
+                    || active.len >= self.config.segment_size
             }
         };
         if needs_roll {
-            self.roll(batch.schema_ref()).await?;
+            self.roll(first.batch.schema_ref()).await?;
         }
-        let creating = self.state.borrow().active.is_none();
-        if creating {
-            self.create_segment(base_offset, batch.schema_ref()).await?;
+        if self.state.borrow().active.is_none() {
+            let base_offset = self.state.borrow().next_offset;
+            self.create_segment(base_offset, first.batch.schema_ref()).await?;
         }
 
         // Encode under a short borrow; never hold a RefCell borrow across an await.
-        let (file, pos, bytes) = {
+        let (file, pos, bytes, outcomes) = {
             let state = self.state.borrow();
             let active = state
                 .active
                 .as_ref()
                 .expect("an active segment exists after create_segment");
-            // Compression is per message: after an ALTER the same stream goes on with the other
-            // codec. The encoder writes into its own Vec only; a failure leaves nothing behind.
-            let encoded = encode_message(batch, self.compression.get())?;
-            let bytes = super::checksum::seal_with(&encoded, tags)?;
-            (active.file.clone(), active.len, bytes)
+            let mut bytes = Vec::new();
+            let mut outcomes = Vec::with_capacity(items.len());
+            let mut next_offset = state.next_offset;
+            for (i, item) in items.iter().enumerate() {
+                if i > 0
+                    && (!same_schema(&active.schema, item.batch.schema_ref())
+                        || active.len + bytes.len() as u64 >= self.config.segment_size)
+                {
+                    break;
+                }
+                let base_offset = next_offset;
+                let rows = item.batch.num_rows() as u64;
+                let encoded = if rows == 0 {
+                    Ok(Vec::new())
+                } else {
+                    base_offset
+                        .checked_add(rows)
+                        .ok_or_else(|| LogError::OffsetOverflow {
+                            dir: self.dir.clone(),
+                        })
+                        .and_then(|_| {
+                            // Compression is per message: after an ALTER the same stream goes on
+                            // with the other codec. The encoder writes into its own Vec only; a
+                            // failure leaves nothing behind.
+                            let compression = item.compression.unwrap_or(self.compression.get());
+                            let encoded = encode_message(item.batch, compression)?;
+                            Ok(super::checksum::seal_with(&encoded, item.tags)?)
+                        })
+                };
+                let message = match encoded {
+                    Ok(message) => message,
+                    Err(e) if i == 0 => return Err(e),
+                    Err(_) => break, // this item fails alone, as the first of the next run
+                };
+                next_offset = base_offset + rows;
+                outcomes.push(AppendOutcome {
+                    base_offset,
+                    next_offset,
+                    bytes: message.len() as u64,
+                });
+                bytes.extend_from_slice(&message);
+            }
+            (active.file.clone(), active.len, bytes, outcomes)
         };
         let written = bytes.len() as u64;
-        if let Err(err) = write_all(&*file, bytes, pos).await {
-            // Remove whatever part of the message landed so the stream stays well-formed.
-            if file.truncate(pos).await.is_err() {
-                self.fail();
+        if written > 0 {
+            if let Err(err) = write_all(&*file, bytes, pos).await {
+                // Remove whatever part of the messages landed so the stream stays well-formed.
+                if file.truncate(pos).await.is_err() {
+                    self.fail();
+                }
+                return Err(LogError::io(self.active_path(), "write", err));
             }
-            return Err(LogError::io(self.active_path(), "write", err));
         }
+        let next_offset = outcomes.last().map_or(0, |o| o.next_offset);
         let now = self.store.now();
         {
             let mut state = self.state.borrow_mut();
@@ -393,15 +482,13 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
                 active.len = pos + written;
             }
             state.next_offset = next_offset;
-            state.active_last_append = now;
+            if written > 0 {
+                state.active_last_append = now;
+            }
         }
         // Publish only after the bytes are in the file: readers on other threads never pass it.
         self.stats.next_offset.store(next_offset, Ordering::Release);
-        Ok(AppendOutcome {
-            base_offset,
-            next_offset,
-            bytes: written,
-        })
+        Ok(outcomes)
     }
 
     /// Creates segment `base_offset`, writes its schema message and makes the new directory
@@ -721,6 +808,30 @@ async fn finish_roll_io<S: SegmentStore>(roll: &FinishRoll<S>) -> Result<(), Log
         }
     }
     sync_directory(&*roll.store, &roll.dir).await
+}
+
+/// One batch for [`BucketLog::append_many`].
+pub struct AppendItem<'a> {
+    pub batch: &'a RecordBatch,
+    /// Custom-metadata pairs stored with the batch's IPC message (see
+    /// [`BucketLog::append_tagged`]).
+    pub tags: &'a [(&'a str, &'a str)],
+    /// The batch's compression; `None`: the log's current one ([`BucketLog::set_compression`]).
+    pub compression: Option<ArrowCompression>,
+}
+
+fn same_schema(a: &SchemaRef, b: &SchemaRef) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
+}
+
+/// `error` for the first of `count` items, and for each other one an error naming the same
+/// thing (an I/O error keeps its path, operation, kind and message).
+fn fail_all(error: LogError, count: usize) -> Vec<Result<AppendOutcome, LogError>> {
+    let mut out: Vec<Result<AppendOutcome, LogError>> = (1..count).map(|_| Err(error.duplicate())).collect();
+    if count > 0 {
+        out.insert(0, Err(error));
+    }
+    out
 }
 
 /// Writes all of `bytes` at `pos` in one call. A short write (only seen when the disk is full

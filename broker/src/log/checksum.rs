@@ -30,7 +30,7 @@ pub const CHECKSUM_KEY: &str = "kafluss.crc32c";
 const ALIGNMENT: usize = 64;
 
 /// Why a message could not be sealed (it did not come from the IPC writer as expected).
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[error("cannot add a checksum to the IPC message: {0}")]
 pub struct SealError(&'static str);
 

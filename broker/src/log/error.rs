@@ -48,6 +48,25 @@ impl LogError {
         }
     }
 
+    /// An error naming the same thing as this one, for a second waiter on the same failure
+    /// (an I/O error keeps its path, operation, kind and message; the source chain of an
+    /// encoding error becomes its message).
+    pub fn duplicate(&self) -> LogError {
+        match self {
+            LogError::Io { path, op, source } => LogError::io(
+                path.clone(),
+                op,
+                io::Error::new(source.kind(), source.to_string()),
+            ),
+            LogError::Failed { dir } => LogError::Failed { dir: dir.clone() },
+            LogError::OffsetOverflow { dir } => LogError::OffsetOverflow { dir: dir.clone() },
+            LogError::CorruptSegment { path, reason } => LogError::corrupt(path.clone(), reason.clone()),
+            LogError::UnexpectedFile { path } => LogError::UnexpectedFile { path: path.clone() },
+            LogError::Encode(e) => LogError::Encode(ArrowError::ExternalError(e.to_string().into())),
+            LogError::Seal(e) => LogError::Seal(e.clone()),
+        }
+    }
+
     pub(crate) fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
         LogError::CorruptSegment {
             path: path.into(),

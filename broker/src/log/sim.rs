@@ -140,6 +140,7 @@ struct SimDisk {
     faults: SimFaults,
     rng: SimRng,
     syncs: u64,
+    writes: u64,
     clock: SystemTime,
     /// Files whose fsyncs wait until [`SimStore::release_syncs`] (a slow disk, on demand).
     held: BTreeSet<PathBuf>,
@@ -183,6 +184,7 @@ impl SimStore {
                 faults: SimFaults::default(),
                 rng: SimRng::new(seed),
                 syncs: 0,
+                writes: 0,
                 clock: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
                 held: BTreeSet::new(),
                 renamed: BTreeMap::new(),
@@ -194,6 +196,11 @@ impl SimStore {
 
     pub fn set_faults(&self, faults: SimFaults) {
         self.disk.borrow_mut().faults = faults;
+    }
+
+    /// File writes (`write_at` calls, failed ones included) so far.
+    pub fn write_count(&self) -> u64 {
+        self.disk.borrow().writes
     }
 
     /// File fsyncs that succeeded or failed so far (directory syncs not counted).
@@ -318,6 +325,7 @@ impl SegmentFile for SimFile {
     async fn write_at(&self, buf: Vec<u8>, pos: u64) -> io::Result<usize> {
         let mut disk = self.disk.borrow_mut();
         let disk = &mut *disk;
+        disk.writes += 1;
         if disk.rng.chance(disk.faults.fail_write) {
             return Err(injected("write"));
         }
