@@ -13,6 +13,7 @@
 
 pub mod client;
 pub mod error;
+pub mod fsync_probe;
 pub mod histogram;
 mod pipeline;
 pub mod plot;

@@ -35,6 +35,25 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         partitions: u32,
     },
+    /// Measure the disk's own fsync latency: append --write-bytes to a file in --dir and
+    /// fdatasync it, for --duration seconds; prints p50/p99/p99.9/max (and JSON with --json-out).
+    FsyncProbe {
+        /// Directory on the file system to measure (the broker's data directory's).
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        /// Seconds to probe.
+        #[arg(long, default_value_t = 5)]
+        duration: u64,
+        /// Bytes appended before each fdatasync.
+        #[arg(long, default_value_t = 65536)]
+        write_bytes: usize,
+        /// At most this many fsyncs.
+        #[arg(long, default_value_t = 1_000_000)]
+        max_syncs: u64,
+        /// Write the figures as JSON here.
+        #[arg(long)]
+        json_out: Option<std::path::PathBuf>,
+    },
     /// Print values of a generator, one per line (input for kcat -l; JSON and text only).
     Values {
         /// Value generator (json-flat, json-nested or text: values hold no newline).
@@ -355,11 +374,36 @@ fn run_sink(listen: &str, partitions: u32) -> Result<(), BenchError> {
     }
 }
 
+fn fsync_probe(
+    dir: &std::path::Path,
+    seconds: u64,
+    write_bytes: usize,
+    max_syncs: u64,
+    json_out: Option<&std::path::Path>,
+) -> Result<u8, BenchError> {
+    let probe = kafluss_bench::fsync_probe::run(dir, Duration::from_secs(seconds), write_bytes, max_syncs)?;
+    println!("{}", probe.text(dir));
+    if let Some(path) = json_out {
+        std::fs::write(path, probe.to_json().to_string()).map_err(|source| BenchError::Io {
+            context: format!("writing {}", path.display()),
+            source,
+        })?;
+    }
+    Ok(0)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Produce(args) => produce(&args).map(|clean| if clean { 0 } else { 3 }),
         Command::Sink { listen, partitions } => run_sink(&listen, partitions).map(|()| 0),
+        Command::FsyncProbe {
+            dir,
+            duration,
+            write_bytes,
+            max_syncs,
+            json_out,
+        } => fsync_probe(&dir, duration, write_bytes, max_syncs, json_out.as_deref()),
         Command::Values {
             value,
             message_size,
