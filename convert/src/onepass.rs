@@ -38,29 +38,37 @@ pub(crate) enum Slot {
 /// What the one-pass path keeps across the records of a batch.
 pub(crate) struct OnePass {
     slots: Vec<Slot>,
-    /// Per field, its name and closing quote when the name needs no escape in JSON (no `"`,
-    /// `\`, control characters): a key that starts with these bytes is that name.
-    quoted: Vec<Option<Vec<u8>>>,
+}
+
+/// Per field of a row, its name and closing quote when the name needs no escape in JSON (no
+/// `"`, `\`, control characters): a key that starts with these bytes is that name. `None` when
+/// the row has a field of a type the one-pass path does not convert (containers, BINARY/BYTES).
+/// Computed once per plan (`RowShape::one_pass_keys`), not per batch.
+pub(crate) fn one_pass_keys(
+    names: &[String],
+    fields: &[crate::plan::FieldShape],
+) -> Option<Vec<Option<Vec<u8>>>> {
+    if !supports(fields) {
+        return None;
+    }
+    Some(
+        names
+            .iter()
+            .map(|name| {
+                let plain = name.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
+                plain.then(|| [name.as_bytes(), b"\""].concat())
+            })
+            .collect(),
+    )
 }
 
 impl OnePass {
     /// The state for rows of `shape`, if every field has a type this path converts (scalars
     /// other than BINARY/BYTES); rows with containers or binary values take the two-pass path.
     pub(crate) fn new(shape: &RowShape) -> Option<Self> {
-        if !supports(shape) {
-            return None;
-        }
-        let quoted = shape
-            .names
-            .iter()
-            .map(|name| {
-                let plain = name.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
-                plain.then(|| [name.as_bytes(), b"\""].concat())
-            })
-            .collect();
+        shape.one_pass_keys.as_ref()?;
         Some(Self {
             slots: Vec::with_capacity(shape.fields.len()),
-            quoted,
         })
     }
 
@@ -74,7 +82,10 @@ impl OnePass {
         let slots = &mut self.slots;
         slots.clear();
         slots.resize(columns.len(), Slot::Absent);
-        if scan(input, text, shape, &self.quoted, columns, slots).is_none() {
+        let Some(quoted) = shape.one_pass_keys.as_deref() else {
+            return false;
+        };
+        if scan(input, text, shape, quoted, columns, slots).is_none() {
             return false;
         }
         for (column, slot) in columns.iter_mut().zip(slots.iter()) {
@@ -84,8 +95,8 @@ impl OnePass {
     }
 }
 
-fn supports(shape: &RowShape) -> bool {
-    shape.fields.iter().all(|f| {
+fn supports(fields: &[crate::plan::FieldShape]) -> bool {
+    fields.iter().all(|f| {
         !matches!(
             f.shape,
             Shape::Binary | Shape::FixedBinary(_) | Shape::List { .. } | Shape::Map { .. } | Shape::Row(_)

@@ -99,6 +99,9 @@ pub(crate) struct RowShape {
     pub arrow_fields: Fields,
     /// Only for wide rows; narrow ones compare names in order.
     by_name: Option<HashMap<String, usize>>,
+    /// The keys the one-pass path compares (`onepass::one_pass_keys`); `None`: it does not
+    /// apply to this row.
+    pub one_pass_keys: Option<Vec<Option<Vec<u8>>>>,
 }
 
 /// Rows narrower than this find members by comparing names.
@@ -362,11 +365,13 @@ fn compile_row(fields: &[&Field], path: &str, depth: usize) -> Result<RowShape, 
         .iter()
         .map(|f| crate::schema::arrow_field(&f.name, &f.field_type))
         .collect();
+    let one_pass_keys = crate::onepass::one_pass_keys(&names, &shapes);
     Ok(RowShape {
         names,
         fields: shapes,
         arrow_fields,
         by_name,
+        one_pass_keys,
     })
 }
 
