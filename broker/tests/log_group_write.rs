@@ -8,6 +8,8 @@ mod log_support;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
+
 use kafluss_broker::log::sim::{SimFaults, SimStore};
 use kafluss_broker::log::{
     AppendItem, ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig, LogError,
@@ -37,6 +39,18 @@ fn ids_on_disk(store: &SimStore, dir: &Path) -> Vec<i64> {
         .collect()
 }
 
+/// One item per batch, each with `tags` and the log's compression.
+fn items<'a>(batches: &'a [RecordBatch], tags: &'a [(&'a str, &'a str)]) -> Vec<AppendItem<'a>> {
+    batches
+        .iter()
+        .map(|batch| AppendItem {
+            batch,
+            tags,
+            compression: None,
+        })
+        .collect()
+}
+
 async fn open(store: &SimStore, dir: &Path, segment_size: u64) -> BucketLog<SimStore> {
     BucketLog::open_with_store(
         store.clone(),
@@ -57,14 +71,7 @@ fn a_group_is_one_write_with_each_batch_at_its_own_offsets() {
         log.append(&batch(0, 1)).await.unwrap();
         let batches: Vec<_> = (0..5).map(|i| batch(1 + 3 * i, 3)).collect();
         let tags = [("k", "v")];
-        let items: Vec<AppendItem<'_>> = batches
-            .iter()
-            .map(|b| AppendItem {
-                batch: b,
-                tags: &tags,
-                compression: None,
-            })
-            .collect();
+        let items = items(&batches, &tags);
         let before = store.write_count();
         let outcomes = log.append_many(&items).await;
         assert_eq!(store.write_count() - before, 1, "five batches, one write");
@@ -87,14 +94,7 @@ fn a_full_segment_splits_the_group_into_one_write_per_segment() {
         // Small segments: a few batches fill one.
         let log = open(&store, &dir, 2_000).await;
         let batches: Vec<_> = (0..12).map(|i| batch(4 * i, 4)).collect();
-        let items: Vec<AppendItem<'_>> = batches
-            .iter()
-            .map(|b| AppendItem {
-                batch: b,
-                tags: &[],
-                compression: None,
-            })
-            .collect();
+        let items = items(&batches, &[]);
         let outcomes = log.append_many(&items).await;
         assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
         assert!(log.segment_count() > 1, "the group spans segments");
@@ -114,14 +114,7 @@ fn a_failed_group_write_fails_every_batch_of_it_and_leaves_nothing() {
         let log = open(&store, &dir, 1 << 20).await;
         log.append(&batch(0, 2)).await.unwrap();
         let batches: Vec<_> = (0..3).map(|i| batch(2 + i, 1)).collect();
-        let items: Vec<AppendItem<'_>> = batches
-            .iter()
-            .map(|b| AppendItem {
-                batch: b,
-                tags: &[],
-                compression: None,
-            })
-            .collect();
+        let items = items(&batches, &[]);
         store.set_faults(SimFaults {
             fail_write: 1_000_000,
             ..SimFaults::default()
