@@ -140,27 +140,36 @@ fn word4(s: &[u8], at: usize) -> Option<u32> {
 fn short_integer(b: &[u8], i: usize) -> Option<(i64, usize)> {
     let negative = b.get(i) == Some(&b'-');
     let start = i + usize::from(negative);
-    let mut j = start;
-    let mut magnitude: i64 = 0;
-    while let Some(&d) = b.get(j) {
-        let digit = d.wrapping_sub(b'0');
-        if digit > 9 {
-            break;
-        }
-        if j - start == 18 {
-            return None;
-        }
-        magnitude = magnitude * 10 + i64::from(digit);
-        j += 1;
-    }
-    let digits = j - start;
-    if digits == 0 || (digits > 1 && b.get(start) == Some(&b'0')) {
+    let (magnitude, j) = digits(b, start, 0, SHORT_DIGITS)?;
+    let len = j - start;
+    if len == 0 || (len > 1 && b.get(start) == Some(&b'0')) {
         return None;
     }
     if let Some(b'.' | b'e' | b'E') = b.get(j) {
         return None;
     }
+    // At most 18 digits: below 10^18, so it fits an i64.
+    let magnitude = i64::try_from(magnitude).ok()?;
     Some((if negative { -magnitude } else { magnitude }, j))
+}
+
+/// Digits a short number may have in all (so its value fits an `i64`).
+const SHORT_DIGITS: usize = 18;
+
+/// The decimal digits at `j` appended to `value`, and the index after them; `None` when there
+/// are more than `room` of them.
+#[inline]
+fn digits(b: &[u8], mut j: usize, mut value: u64, mut room: usize) -> Option<(u64, usize)> {
+    while let Some(&d) = b.get(j) {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        room = room.checked_sub(1)?;
+        value = value * 10 + u64::from(digit);
+        j += 1;
+    }
+    Some((value, j))
 }
 
 /// A JSON number at `i` of the form `-?(0|[1-9][0-9]*)(.[0-9]+)?`, at most 18 digits, with
@@ -171,50 +180,23 @@ fn short_integer(b: &[u8], i: usize) -> Option<(i64, usize)> {
 fn short_decimal(b: &[u8], i: usize, precision: u8, scale: u8) -> Option<(i128, usize)> {
     let negative = b.get(i) == Some(&b'-');
     let start = i + usize::from(negative);
-    let mut j = start;
-    let mut value: u64 = 0;
-    let mut integer_digits = 0u32;
-    let mut significant = false;
-    while let Some(&d) = b.get(j) {
-        let digit = d.wrapping_sub(b'0');
-        if digit > 9 {
-            break;
-        }
-        if j - start == 18 {
-            return None;
-        }
-        value = value * 10 + u64::from(digit);
-        significant |= digit != 0;
-        integer_digits += u32::from(significant);
-        j += 1;
-    }
+    let (mut value, mut j) = digits(b, start, 0, SHORT_DIGITS)?;
     let integer_len = j - start;
     if integer_len == 0 || (integer_len > 1 && b.get(start) == Some(&b'0')) {
         return None;
     }
+    // No leading zeros: the integer part's significant digits are all of them, or none for 0.
+    let integer_digits = if value == 0 { 0 } else { integer_len as u32 };
     let mut fraction_digits = 0u32;
     if b.get(j) == Some(&b'.') {
-        j += 1;
-        while let Some(&d) = b.get(j) {
-            let digit = d.wrapping_sub(b'0');
-            if digit > 9 {
-                break;
-            }
-            if integer_len + fraction_digits as usize == 18 {
-                return None;
-            }
-            value = value * 10 + u64::from(digit);
-            fraction_digits += 1;
-            j += 1;
-        }
+        let fraction = j + 1;
+        (value, j) = digits(b, fraction, value, SHORT_DIGITS - integer_len)?;
+        fraction_digits = (j - fraction) as u32;
         if fraction_digits == 0 {
             return None;
         }
     }
-    if integer_len + fraction_digits as usize > 18
-        || fraction_digits > u32::from(scale)
-        || integer_digits + u32::from(scale) > u32::from(precision)
-    {
+    if fraction_digits > u32::from(scale) || integer_digits + u32::from(scale) > u32::from(precision) {
         return None;
     }
     if let Some(b'e' | b'E') = b.get(j) {
