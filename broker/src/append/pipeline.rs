@@ -298,19 +298,17 @@ impl Appender {
         );
         let idempotent: Vec<ProducerBatch> = batches.iter().filter_map(|b| b.producer).collect();
         if !idempotent.is_empty() {
-            let waiting = |ready: &[(usize, Ready)]| -> Vec<ProducerBatch> {
-                ready
-                    .iter()
-                    .flat_map(|(_, r)| r.idempotent.iter().copied())
-                    .collect()
-            };
-            if idempotent.iter().any(|b| waiting(ready).contains(b)) {
-                // A retry of a batch not yet written: write the group so far, then check.
-                self.commit(bucket, ready, results).await;
-            }
             // The state does not know the group's waiting batches yet: check this job's
             // batches as the continuation of theirs.
-            let mut checked = waiting(ready);
+            let mut checked: Vec<ProducerBatch> = ready
+                .iter()
+                .flat_map(|(_, r)| r.idempotent.iter().copied())
+                .collect();
+            if idempotent.iter().any(|b| checked.contains(b)) {
+                // A retry of a batch not yet written: write the group so far, then check.
+                self.commit(bucket, ready, results).await;
+                checked.clear();
+            }
             checked.extend_from_slice(&idempotent);
             match bucket.producers.check(&checked, append_time_ms) {
                 Ok(Verdict::Append) => {}
