@@ -272,6 +272,10 @@ fn forward_requests(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
             Some([0, 0]) => produce_cut(&shared.faults),
             _ => Cut::No,
         };
+        if cut == Cut::No {
+            // Noted before it is forwarded: whoever reads the answer then sees the request.
+            note_request(&frame, &shared.observations);
+        }
         let sent = if cut == Cut::MidRequest {
             frame.len() / 2
         } else {
@@ -290,7 +294,6 @@ fn forward_requests(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
             let _ = to.shutdown(Shutdown::Both);
             return;
         }
-        note_request(&frame, &shared.observations);
     }
     let _ = to.shutdown(Shutdown::Write);
 }
