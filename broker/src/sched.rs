@@ -12,7 +12,13 @@
 //! latency), and a shorter preemption timer by itself, were tried and dropped: with either,
 //! glommio 0.9 left a core parked in `io_uring_enter` with no wake-up to come, during
 //! start-up (1 hang in 3–5 starts of `broker/tests/broker_shutdown.rs`, none in 16 without;
-//! docs/benchmarks.md).
+//! docs/benchmarks.md). The cause is in glommio 0.9's executor loop: `run_task_queues` stops
+//! before running anything when the latency ring already holds a completion (`need_preempt`),
+//! returns `false` as if no queue were runnable, and the loop parks with runnable queues and no
+//! wake-up to come (fixed in the `glommio/glommio` fork, pull request 53, "do not park the
+//! executor while a task queue is still runnable"; no release on crates.io carries it). A
+//! shorter preemption timer puts a completion there far more often, hence the hangs; see
+//! docs/architecture.md.
 
 use std::time::Duration;
 
