@@ -358,25 +358,33 @@ impl Appender {
             return;
         }
         let waiting = std::mem::take(ready);
-        let tags: Vec<Vec<(&str, &str)>> = waiting
+        // Runs of jobs with the same schema and codec are stored as one message: one IPC
+        // encoding, one compression of each column, one checksum, instead of one per job.
+        let (runs, messages): (Vec<_>, Vec<_>) = group_messages(&waiting).into_iter().unzip();
+        let tags: Vec<Vec<(&str, &str)>> = messages
             .iter()
-            .map(|(_, r)| r.tag.iter().map(|t| (PRODUCERS_KEY, t.as_str())).collect())
+            .map(|m| m.tag.iter().map(|t| (PRODUCERS_KEY, t.as_str())).collect())
             .collect();
-        let items: Vec<AppendItem<'_>> = waiting
+        let items: Vec<AppendItem<'_>> = messages
             .iter()
             .zip(&tags)
-            .map(|((_, r), tags)| AppendItem {
-                batch: &r.arrow_batch,
+            .map(|(m, tags)| AppendItem {
+                batch: &m.batch,
                 tags,
                 // An ALTER of the compression applies from the next batch on.
-                compression: Some(r.job.table.compression),
+                compression: Some(m.compression),
             })
             .collect();
-        let appended = bucket.log.append_many(&items).await;
+        let stored = bucket.log.append_many(&items).await;
         drop(items);
         drop(tags);
+        drop(messages);
         if let Some((_, last)) = waiting.last() {
             bucket.log.set_compression(last.job.table.compression);
+        }
+        let mut appended = Vec::with_capacity(waiting.len());
+        for (run, stored) in runs.iter().zip(stored) {
+            split_outcome(&waiting[run.clone()], stored, &mut appended);
         }
         for ((index, r), appended) in waiting.into_iter().zip(appended) {
             let appended = match appended {
@@ -566,6 +574,119 @@ impl Appender {
         if let Some(suppressed) = self.telemetry.log_repeat(&path, "storage") {
             tracing::error!(table = %path, suppressed, "{what}");
         }
+    }
+}
+
+/// One message of a group write: the batches of a run of jobs, concatenated, with their tag.
+struct GroupMessage {
+    batch: arrow_array::RecordBatch,
+    tag: Option<String>,
+    compression: crate::log::ArrowCompression,
+}
+
+/// Splits a group's waiting jobs into runs stored as one message each: consecutive jobs with
+/// the same schema and codec (an ALTER between two jobs starts a new run).
+fn message_runs(waiting: &[(usize, Ready)]) -> Vec<std::ops::Range<usize>> {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, (_, r)) in waiting.iter().enumerate() {
+        match runs.last_mut() {
+            Some(run)
+                if {
+                    let first = &waiting[run.start].1;
+                    first.job.table.compression == r.job.table.compression
+                        && (Arc::ptr_eq(first.arrow_batch.schema_ref(), r.arrow_batch.schema_ref())
+                            || first.arrow_batch.schema_ref() == r.arrow_batch.schema_ref())
+                } =>
+            {
+                run.end = i + 1
+            }
+            _ => runs.push(i..i + 1),
+        }
+    }
+    runs
+}
+
+/// The messages of a group: one per run ([`message_runs`]) with the run's jobs.
+fn group_messages(waiting: &[(usize, Ready)]) -> Vec<(std::ops::Range<usize>, GroupMessage)> {
+    let mut messages = Vec::new();
+    for run in message_runs(waiting) {
+        match run_message(&waiting[run.clone()]) {
+            Some(message) => messages.push((run, message)),
+            // Not concatenated (32-bit offsets would overflow): each job is its own message.
+            None => messages.extend(run.map(|i| (i..i + 1, single_message(&waiting[i].1)))),
+        }
+    }
+    messages
+}
+
+fn single_message(r: &Ready) -> GroupMessage {
+    GroupMessage {
+        batch: r.arrow_batch.clone(),
+        tag: r.tag.clone(),
+        compression: r.job.table.compression,
+    }
+}
+
+/// The message of one run: its jobs' rows in order, and, when any job has idempotent batches,
+/// one tag listing every Kafka batch of the run (with its rows, so each keeps its offsets).
+fn run_message(run: &[(usize, Ready)]) -> Option<GroupMessage> {
+    let first = &run[0].1;
+    if run.len() == 1 {
+        return Some(single_message(first));
+    }
+    let batch = arrow_select::concat::concat_batches(
+        first.arrow_batch.schema_ref(),
+        run.iter().map(|(_, r)| &r.arrow_batch),
+    )
+    .ok()?;
+    let tag = run.iter().any(|(_, r)| r.tag.is_some()).then(|| {
+        encode_tag(&StoredTag {
+            append_ms: run.iter().map(|(_, r)| r.append_time_ms).max().unwrap_or(0),
+            batches: run
+                .iter()
+                .flat_map(|(_, r)| r.batch_rows.iter().copied())
+                .collect(),
+        })
+    });
+    Some(GroupMessage {
+        batch,
+        tag,
+        compression: first.job.table.compression,
+    })
+}
+
+/// Each job's share of its run's stored message: its own offsets, and the message's bytes
+/// shared by rows (the last job takes the remainder, so the bytes add up).
+fn split_outcome(
+    run: &[(usize, Ready)],
+    stored: Result<crate::log::AppendOutcome, LogError>,
+    out: &mut Vec<Result<crate::log::AppendOutcome, LogError>>,
+) {
+    let stored = match stored {
+        Ok(stored) => stored,
+        Err(e) => {
+            out.extend((1..run.len()).map(|_| Err(e.duplicate())));
+            out.push(Err(e));
+            return;
+        }
+    };
+    let total_rows = stored.next_offset - stored.base_offset;
+    let mut base_offset = stored.base_offset;
+    let mut bytes_left = stored.bytes;
+    for (i, (_, r)) in run.iter().enumerate() {
+        let rows = r.arrow_batch.num_rows() as u64;
+        let bytes = if i + 1 == run.len() || total_rows == 0 {
+            bytes_left
+        } else {
+            (u128::from(stored.bytes) * u128::from(rows) / u128::from(total_rows)) as u64
+        };
+        bytes_left -= bytes.min(bytes_left);
+        out.push(Ok(crate::log::AppendOutcome {
+            base_offset,
+            next_offset: base_offset + rows,
+            bytes,
+        }));
+        base_offset += rows;
     }
 }
 

@@ -294,6 +294,11 @@ fn idempotent(producer_id: i64, epoch: i16, first_seq: i32, ids: &[i64]) -> Byte
 /// The `id` column of every row of `bucket_dir`, in offset order (pyarrow-free: the scan
 /// reader the HTTP scans use).
 fn stored_ids(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<i64> {
+    stored_messages(config, table, bucket).concat()
+}
+
+/// The `id`s of each stored IPC record-batch message of the bucket, in log order.
+fn stored_messages(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<Vec<i64>> {
     let table_dir = config.data_dir.join(table.relative_dir());
     let dir = crate::log::bucket_dir(&table_dir, bucket);
     let mut names: Vec<_> = std::fs::read_dir(&dir)
@@ -302,11 +307,12 @@ fn stored_ids(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<i64>
         .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
         .collect();
     names.sort();
-    let mut ids = Vec::new();
+    let mut messages = Vec::new();
     for path in names {
         let file = std::fs::File::open(&path).unwrap();
         let reader = arrow_ipc::reader::StreamReader::try_new(file, None).unwrap();
         for batch in reader {
+            let mut ids = Vec::new();
             let batch = batch.unwrap();
             let column = batch
                 .column_by_name("id")
@@ -316,9 +322,10 @@ fn stored_ids(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<i64>
                 .unwrap()
                 .clone();
             ids.extend(column.iter().map(|v| v.unwrap()));
+            messages.push(ids);
         }
     }
-    ids
+    messages
 }
 
 #[test]
@@ -525,6 +532,25 @@ fn a_group_of_jobs_is_written_together_and_answered_as_if_each_came_alone() {
         )
         .await;
         assert_eq!(next, vec![Ok((6, 1))]);
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+
+        // Reopened (as after a restart), the producer's state comes back from the one tag of
+        // the message that holds its two batches: each retry gets its own batch's offset.
+        let reopened = self::appender(&config, &Arc::new(LogRegistry::new()));
+        let mut state = None;
+        let retries = vec![
+            job(&table, 0, idempotent(7, 0, 0, &[3]), 1),
+            job(&table, 0, idempotent(7, 0, 1, &[4, 5]), 1),
+            job(&table, 0, idempotent(7, 0, 4, &[9]), 1),
+        ];
+        let results = group_outcomes(reopened.append_group(&mut state, retries).await).await;
+        assert_eq!(results, vec![Ok((2, 0)), Ok((3, 0)), Ok((7, 1))]);
+        super::pipeline::close_bucket(state.take().unwrap()).await;
     });
-    assert_eq!(stored_ids(&check, &check_table, 0), vec![1, 2, 3, 4, 5, 7, 8]);
+    // The jobs written together went into one IPC message (until the retry had the group
+    // written); each later write is its own.
+    assert_eq!(
+        stored_messages(&check, &check_table, 0),
+        vec![vec![1, 2, 3, 4, 5], vec![7], vec![8], vec![9]]
+    );
 }
