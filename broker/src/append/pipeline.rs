@@ -594,8 +594,8 @@ fn message_runs(waiting: &[(usize, Ready)]) -> Vec<std::ops::Range<usize>> {
                 if {
                     let first = &waiting[run.start].1;
                     first.job.table.compression == r.job.table.compression
-                        && (Arc::ptr_eq(first.arrow_batch.schema_ref(), r.arrow_batch.schema_ref())
-                            || first.arrow_batch.schema_ref() == r.arrow_batch.schema_ref())
+                        // `Arc<Schema>` equality compares pointers first.
+                        && first.arrow_batch.schema_ref() == r.arrow_batch.schema_ref()
                 } =>
             {
                 run.end = i + 1
