@@ -76,8 +76,6 @@ struct Ready {
     batch_rows: Vec<(Option<ProducerBatch>, u64)>,
     idempotent: Vec<ProducerBatch>,
     arrow_batch: arrow_array::RecordBatch,
-    /// The producers' tag stored with the batch.
-    tag: Option<String>,
     append_time_ms: i64,
 }
 
@@ -324,15 +322,6 @@ impl Appender {
             Ok(batch) => batch,
             Err(e) => return Prepared::Done(OwnerResult::Done(Err(AppendError::Convert(Box::new(e))))),
         };
-        let tag = (!idempotent.is_empty()).then(|| {
-            encode_tag(&StoredTag {
-                append_ms: append_time_ms,
-                batches: batches
-                    .iter()
-                    .map(|b| (b.producer, b.records.len() as u64))
-                    .collect(),
-            })
-        });
         Prepared::Ready(Ready {
             job,
             batch_rows: batches
@@ -341,7 +330,6 @@ impl Appender {
                 .collect(),
             idempotent,
             arrow_batch,
-            tag,
             append_time_ms,
         })
     }
@@ -610,36 +598,31 @@ fn message_runs(waiting: &[(usize, Ready)]) -> Vec<std::ops::Range<usize>> {
 fn group_messages(waiting: &[(usize, Ready)]) -> Vec<(std::ops::Range<usize>, GroupMessage)> {
     let mut messages = Vec::new();
     for run in message_runs(waiting) {
-        match run_message(&waiting[run.clone()]) {
-            Some(message) => messages.push((run, message)),
+        match run_batch(&waiting[run.clone()]) {
+            Some(batch) => messages.push((run.clone(), run_message(&waiting[run], batch))),
             // Not concatenated (32-bit offsets would overflow): each job is its own message.
-            None => messages.extend(run.map(|i| (i..i + 1, single_message(&waiting[i].1)))),
+            None => messages.extend(run.map(|i| {
+                let one = &waiting[i..i + 1];
+                (i..i + 1, run_message(one, one[0].1.arrow_batch.clone()))
+            })),
         }
     }
     messages
 }
 
-fn single_message(r: &Ready) -> GroupMessage {
-    GroupMessage {
-        batch: r.arrow_batch.clone(),
-        tag: r.tag.clone(),
-        compression: r.job.table.compression,
+/// The rows of a run's jobs in order, as one batch (None: they do not concatenate).
+fn run_batch(run: &[(usize, Ready)]) -> Option<arrow_array::RecordBatch> {
+    let first = &run[0].1.arrow_batch;
+    if run.len() == 1 {
+        return Some(first.clone());
     }
+    arrow_select::concat::concat_batches(first.schema_ref(), run.iter().map(|(_, r)| &r.arrow_batch)).ok()
 }
 
-/// The message of one run: its jobs' rows in order, and, when any job has idempotent batches,
-/// one tag listing every Kafka batch of the run (with its rows, so each keeps its offsets).
-fn run_message(run: &[(usize, Ready)]) -> Option<GroupMessage> {
-    let first = &run[0].1;
-    if run.len() == 1 {
-        return Some(single_message(first));
-    }
-    let batch = arrow_select::concat::concat_batches(
-        first.arrow_batch.schema_ref(),
-        run.iter().map(|(_, r)| &r.arrow_batch),
-    )
-    .ok()?;
-    let tag = run.iter().any(|(_, r)| r.tag.is_some()).then(|| {
+/// The message of one run holding `batch` and, when any job has idempotent batches, one
+/// producers' tag listing every Kafka batch of the run with its rows (so each keeps its offsets).
+fn run_message(run: &[(usize, Ready)], batch: arrow_array::RecordBatch) -> GroupMessage {
+    let tag = run.iter().any(|(_, r)| !r.idempotent.is_empty()).then(|| {
         encode_tag(&StoredTag {
             append_ms: run.iter().map(|(_, r)| r.append_time_ms).max().unwrap_or(0),
             batches: run
@@ -648,11 +631,11 @@ fn run_message(run: &[(usize, Ready)]) -> Option<GroupMessage> {
                 .collect(),
         })
     });
-    Some(GroupMessage {
+    GroupMessage {
         batch,
         tag,
-        compression: first.job.table.compression,
-    })
+        compression: run[0].1.job.table.compression,
+    }
 }
 
 /// Each job's share of its run's stored message: its own offsets, and the message's bytes
