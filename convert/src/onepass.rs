@@ -47,43 +47,62 @@ pub(crate) struct FieldRule {
 }
 
 /// A field's name and closing quote, when the name needs no escape in JSON (no `"`, `\`,
-/// control characters): a key that starts with these bytes is that name. Up to 16 bytes
-/// compare as two masked words when 16 bytes of input are there.
+/// control characters): a key that starts with these bytes is that name. Names of up to 14
+/// bytes compare as two masked words (with the `:` that usually follows) when 16 bytes of
+/// input are there.
 #[derive(Debug)]
 struct Key {
     bytes: Vec<u8>,
+    /// `bytes` and `:`, little-endian, when they fit 16 bytes.
     words: [u64; 2],
+    /// The bytes of `words` that hold `bytes`.
     masks: [u64; 2],
+    /// The bytes of `words` that hold `bytes` and the `:`.
+    colon_masks: [u64; 2],
 }
 
 impl Key {
     fn new(bytes: Vec<u8>) -> Self {
         let mut words = [0u64; 2];
         let mut masks = [0u64; 2];
-        if bytes.len() <= 16 {
-            for (n, &c) in bytes.iter().enumerate() {
+        let mut colon_masks = [0u64; 2];
+        if bytes.len() < 16 {
+            for (n, &c) in bytes.iter().chain(b":").enumerate() {
                 words[n / 8] |= u64::from(c) << (8 * (n % 8));
-                masks[n / 8] |= 0xff << (8 * (n % 8));
+                colon_masks[n / 8] |= 0xff << (8 * (n % 8));
+                if n < bytes.len() {
+                    masks[n / 8] |= 0xff << (8 * (n % 8));
+                }
             }
         }
-        Self { bytes, words, masks }
+        Self {
+            bytes,
+            words,
+            masks,
+            colon_masks,
+        }
     }
 
-    /// Whether `b` holds this key (with its closing quote) at `at`.
-    #[inline]
-    fn at(&self, b: &[u8], at: usize) -> bool {
-        if self.bytes.len() <= 16 {
+    /// Whether `b` holds this key (with its closing quote) at `at`: the index after it, and
+    /// whether that is after a `:` right behind the quote.
+    #[inline(always)]
+    fn at(&self, b: &[u8], at: usize) -> Option<(usize, bool)> {
+        let n = self.bytes.len();
+        if n < 16 {
             if let Some(window) = b.get(at..at + 16) {
                 let (w0, w1) = window.split_at(8);
                 let (Ok(w0), Ok(w1)) = (<[u8; 8]>::try_from(w0), <[u8; 8]>::try_from(w1)) else {
-                    return false;
+                    return None;
                 };
-                let d0 = (u64::from_le_bytes(w0) ^ self.words[0]) & self.masks[0];
-                let d1 = (u64::from_le_bytes(w1) ^ self.words[1]) & self.masks[1];
-                return d0 | d1 == 0;
+                let x0 = u64::from_le_bytes(w0) ^ self.words[0];
+                let x1 = u64::from_le_bytes(w1) ^ self.words[1];
+                if (x0 & self.colon_masks[0]) | (x1 & self.colon_masks[1]) == 0 {
+                    return Some((at + n + 1, true));
+                }
+                return ((x0 & self.masks[0]) | (x1 & self.masks[1]) == 0).then_some((at + n, false));
             }
         }
-        b.get(at..at + self.bytes.len()) == Some(&self.bytes[..])
+        (b.get(at..at + n) == Some(&self.bytes[..])).then_some((at + n, false))
     }
 }
 
@@ -234,17 +253,18 @@ const SHORT_DIGITS: usize = 18;
 /// The decimal digits at `j` appended to `value`, and the index after them; `None` when there
 /// are more than `room` of them.
 #[inline]
-fn digits(b: &[u8], mut j: usize, mut value: u64, mut room: usize) -> Option<(u64, usize)> {
+fn digits(b: &[u8], mut j: usize, mut value: u64, room: usize) -> Option<(u64, usize)> {
+    let start = j;
     while let Some(&d) = b.get(j) {
         let digit = d.wrapping_sub(b'0');
         if digit > 9 {
             break;
         }
-        room = room.checked_sub(1)?;
-        value = value * 10 + u64::from(digit);
+        // Wraps only past `room` digits, which are refused below.
+        value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
         j += 1;
     }
-    Some((value, j))
+    (j - start <= room).then_some((value, j))
 }
 
 /// A JSON number at `i` of the form `-?(0|[1-9][0-9]*)(.[0-9]+)?`, at most 18 digits, with
@@ -302,27 +322,32 @@ fn scan(b: &[u8], text: &str, shape: &RowShape, rules: &[FieldRule], slots: &mut
             let start = i + 1;
             // Producers usually write members in column order: try the field at this
             // position by its bytes first, then scan the key and look it up.
-            let (field, after) = match rules.get(position) {
-                Some(FieldRule { key: Some(key), .. }) if key.at(b, start) => {
-                    (position, start + key.bytes.len())
-                }
-                _ => {
+            let (field, after, colon) = match rules
+                .get(position)
+                .and_then(|rule| rule.key.as_ref()?.at(b, start))
+            {
+                Some((after, colon)) => (position, after, colon),
+                None => {
                     let stop = string_stop(b, start);
                     if b.get(stop) != Some(&b'"') {
                         return None;
                     }
-                    (shape.lookup(text.get(start..stop)?, position)?, stop + 1)
+                    (shape.lookup(text.get(start..stop)?, position)?, stop + 1, false)
                 }
             };
             let slot = slots.get_mut(field)?;
             if *slot != Slot::Absent {
                 return None;
             }
-            i = skip_ws(b, after);
-            if b.get(i) != Some(&b':') {
-                return None;
+            i = after;
+            if !colon {
+                i = skip_ws(b, i);
+                if b.get(i) != Some(&b':') {
+                    return None;
+                }
+                i += 1;
             }
-            i = skip_ws(b, i + 1);
+            i = skip_ws(b, i);
             i = value(b, text, i, rules.get(field)?.kind, slot)?;
             i = skip_ws(b, i);
             match b.get(i) {
