@@ -214,14 +214,18 @@ impl OnePass {
         let Some(rules) = shape.one_pass.as_deref() else {
             return false;
         };
+        // Every slot is `Absent` between records: appending takes them, a refusal resets them.
         let slots = &mut self.slots;
-        slots.clear();
-        slots.resize(columns.len(), Slot::Absent);
+        if slots.len() != columns.len() {
+            slots.clear();
+            slots.resize(columns.len(), Slot::Absent);
+        }
         if scan(input, text, shape, rules, slots).is_none() {
+            slots.fill(Slot::Absent);
             return false;
         }
-        for (column, slot) in columns.iter_mut().zip(slots.iter()) {
-            append(column, *slot, text);
+        for (column, slot) in columns.iter_mut().zip(slots.iter_mut()) {
+            append(column, std::mem::replace(slot, Slot::Absent), text);
         }
         true
     }
@@ -369,15 +373,16 @@ fn scan(b: &[u8], text: &str, shape: &RowShape, rules: &[FieldRule], slots: &mut
 /// The value starting at `i` converted by `kind` into `slot`, and the index after it.
 #[inline]
 fn value(b: &[u8], text: &str, i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
-    let (value, end) = match b.get(i)? {
-        b'n' => literal(b, i, b"null", Slot::Null)?,
+    // Each arm writes its slot itself (one tag and one payload store).
+    match b.get(i)? {
+        b'n' => literal(b, i, b"null", Slot::Null, slot),
         b't' => match kind {
-            Kind::Boolean => literal(b, i, b"true", Slot::Bool(true))?,
-            _ => return None,
+            Kind::Boolean => literal(b, i, b"true", Slot::Bool(true), slot),
+            _ => None,
         },
         b'f' => match kind {
-            Kind::Boolean => literal(b, i, b"false", Slot::Bool(false))?,
-            _ => return None,
+            Kind::Boolean => literal(b, i, b"false", Slot::Bool(false), slot),
+            _ => None,
         },
         b'"' => {
             let start = i + 1;
@@ -385,40 +390,41 @@ fn value(b: &[u8], text: &str, i: usize, kind: Kind, slot: &mut Slot) -> Option<
             if b.get(stop) != Some(&b'"') {
                 return None;
             }
-            let value = match kind {
+            match kind {
                 Kind::Utf8 { max_chars } => {
                     if let Some(n) = max_chars {
                         if text.get(start..stop)?.chars().count() > n as usize {
                             return None;
                         }
                     }
-                    Slot::Str(start as u32, stop as u32)
+                    *slot = Slot::Str(start as u32, stop as u32);
                 }
-                _ => string_value(text.get(start..stop)?, kind)?,
-            };
-            (value, stop + 1)
+                _ => *slot = string_value(text.get(start..stop)?, kind)?,
+            }
+            Some(stop + 1)
         }
         b'-' | b'0'..=b'9' => match kind {
-            Kind::Int { min, max } => {
-                if let Some((v, end)) = short_integer(b, i) {
+            Kind::Int { min, max } => match short_integer(b, i) {
+                Some((v, end)) => {
                     if v < min || v > max {
                         return None;
                     }
-                    (Slot::Int(v), end)
-                } else {
-                    number_value(b, text, i, kind)?
+                    *slot = Slot::Int(v);
+                    Some(end)
                 }
-            }
-            Kind::Decimal { precision, scale } => match short_decimal(b, i, precision, scale) {
-                Some((v, end)) => (Slot::Decimal(v), end),
-                None => number_value(b, text, i, kind)?,
+                None => number_value(b, text, i, kind, slot),
             },
-            _ => number_value(b, text, i, kind)?,
+            Kind::Decimal { precision, scale } => match short_decimal(b, i, precision, scale) {
+                Some((v, end)) => {
+                    *slot = Slot::Decimal(v);
+                    Some(end)
+                }
+                None => number_value(b, text, i, kind, slot),
+            },
+            _ => number_value(b, text, i, kind, slot),
         },
-        _ => return None,
-    };
-    *slot = value;
-    Some(end)
+        _ => None,
+    }
 }
 
 /// A string's body `s` converted by a rule other than STRING/CHAR.
@@ -447,11 +453,11 @@ fn string_value(s: &str, kind: Kind) -> Option<Slot> {
 
 /// The number at `i` converted the general way (its token's text by the type rule).
 #[inline(never)]
-fn number_value(b: &[u8], text: &str, i: usize, kind: Kind) -> Option<(Slot, usize)> {
+fn number_value(b: &[u8], text: &str, i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
     let end = number_end(b, i)?;
     let t = text.get(i..end)?;
     // Type names are only part of the messages of refusals, which are dropped here.
-    let slot = match kind {
+    let value = match kind {
         Kind::Int { min, max } => Slot::Int(values::integer(t, min, max, "").ok()?),
         Kind::Float32 => Slot::Float32(values::float(t).ok()?),
         Kind::Float64 => Slot::Float64(values::double(t).ok()?),
@@ -466,12 +472,17 @@ fn number_value(b: &[u8], text: &str, i: usize, kind: Kind) -> Option<(Slot, usi
         }
         _ => return None,
     };
-    Some((slot, end))
+    *slot = value;
+    Some(end)
 }
 
 #[inline]
-fn literal(b: &[u8], i: usize, word: &[u8], slot: Slot) -> Option<(Slot, usize)> {
-    (b.get(i..i + word.len())? == word).then_some((slot, i + word.len()))
+fn literal(b: &[u8], i: usize, word: &[u8], value: Slot, slot: &mut Slot) -> Option<usize> {
+    if b.get(i..i + word.len())? != word {
+        return None;
+    }
+    *slot = value;
+    Some(i + word.len())
 }
 
 /// Appends one slot; `scan` filled each slot for its own column's type.
