@@ -12,9 +12,12 @@
 //! rows, rescue JSON and errors of behaviour.md. A record accepted here is valid strict JSON
 //! whose root has distinct known keys, for which the two-pass path stores the same values.
 
+use arrow_schema::TimeUnit;
+
 use crate::builders::{Column, Data, TemporalKind};
 use crate::json::{number_end, skip_ws, string_stop, MAX_CONTAINER_MEMBERS};
-use crate::plan::{RowShape, Shape};
+use crate::plan::{FieldShape, RowShape, Shape};
+use crate::schema::time_unit;
 use crate::values;
 
 /// One field's converted value, held until the record is known to be written in one pass.
@@ -35,38 +38,167 @@ pub(crate) enum Slot {
     Temporal(i64),
 }
 
+/// What the one-pass path knows of one field of a row, computed once per plan
+/// (`RowShape::one_pass`): its key as the bytes a member's key starts with, and its type rule.
+#[derive(Debug)]
+pub(crate) struct FieldRule {
+    key: Option<Key>,
+    kind: Kind,
+}
+
+/// A field's name and closing quote, when the name needs no escape in JSON (no `"`, `\`,
+/// control characters): a key that starts with these bytes is that name. Names of up to 14
+/// bytes compare as two masked words (with the `:` that usually follows) when 16 bytes of
+/// input are there.
+#[derive(Debug)]
+struct Key {
+    bytes: Vec<u8>,
+    /// `bytes` and `:`, little-endian, when they fit 16 bytes.
+    words: [u64; 2],
+    /// The bytes of `words` that hold `bytes`.
+    masks: [u64; 2],
+    /// The bytes of `words` that hold `bytes` and the `:`.
+    colon_masks: [u64; 2],
+}
+
+impl Key {
+    fn new(bytes: Vec<u8>) -> Self {
+        let mut words = [0u64; 2];
+        let mut masks = [0u64; 2];
+        let mut colon_masks = [0u64; 2];
+        if bytes.len() < 16 {
+            for (n, &c) in bytes.iter().chain(b":").enumerate() {
+                words[n / 8] |= u64::from(c) << (8 * (n % 8));
+                colon_masks[n / 8] |= 0xff << (8 * (n % 8));
+                if n < bytes.len() {
+                    masks[n / 8] |= 0xff << (8 * (n % 8));
+                }
+            }
+        }
+        Self {
+            bytes,
+            words,
+            masks,
+            colon_masks,
+        }
+    }
+
+    /// Whether `b` holds this key (with its closing quote) at `at`: the index after it, and
+    /// whether that is after a `:` right behind the quote.
+    #[inline(always)]
+    fn at(&self, b: &[u8], at: usize) -> Option<(usize, bool)> {
+        let n = self.bytes.len();
+        if n < 16 {
+            if let Some(window) = b.get(at..at + 16) {
+                let (w0, w1) = window.split_at(8);
+                let (Ok(w0), Ok(w1)) = (<[u8; 8]>::try_from(w0), <[u8; 8]>::try_from(w1)) else {
+                    return None;
+                };
+                let x0 = u64::from_le_bytes(w0) ^ self.words[0];
+                let x1 = u64::from_le_bytes(w1) ^ self.words[1];
+                if (x0 & self.colon_masks[0]) | (x1 & self.colon_masks[1]) == 0 {
+                    return Some((at + n + 1, true));
+                }
+                return ((x0 & self.masks[0]) | (x1 & self.masks[1]) == 0).then_some((at + n, false));
+            }
+        }
+        (b.get(at..at + n) == Some(&self.bytes[..])).then_some((at + n, false))
+    }
+}
+
+/// The type rule of a field, in the few bytes the scan reads.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Boolean,
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Float32,
+    Float64,
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
+    Utf8 {
+        max_chars: Option<u32>,
+    },
+    Date,
+    Temporal {
+        kind: TemporalKind,
+        precision: u8,
+        unit: TimeUnit,
+    },
+}
+
+/// Per field of a row, what the one-pass path compares and converts (`FieldRule`). `None`
+/// when the row has a field of a type the one-pass path does not convert (containers,
+/// BINARY/BYTES). Computed once per plan, not per batch.
+pub(crate) fn one_pass_rules(names: &[String], fields: &[FieldShape]) -> Option<Vec<FieldRule>> {
+    names
+        .iter()
+        .zip(fields)
+        .map(|(name, field)| {
+            let kind = match field.shape {
+                Shape::Boolean => Kind::Boolean,
+                Shape::Int8 => Kind::Int {
+                    min: i8::MIN.into(),
+                    max: i8::MAX.into(),
+                },
+                Shape::Int16 => Kind::Int {
+                    min: i16::MIN.into(),
+                    max: i16::MAX.into(),
+                },
+                Shape::Int32 => Kind::Int {
+                    min: i32::MIN.into(),
+                    max: i32::MAX.into(),
+                },
+                Shape::Int64 => Kind::Int {
+                    min: i64::MIN,
+                    max: i64::MAX,
+                },
+                Shape::Float32 => Kind::Float32,
+                Shape::Float64 => Kind::Float64,
+                Shape::Decimal { precision, scale } => Kind::Decimal { precision, scale },
+                Shape::Utf8 { max_chars } => Kind::Utf8 { max_chars },
+                Shape::Date32 => Kind::Date,
+                Shape::Time { precision } => Kind::Temporal {
+                    kind: TemporalKind::Time,
+                    precision,
+                    unit: time_unit(precision),
+                },
+                Shape::Timestamp { precision, utc } => Kind::Temporal {
+                    kind: if utc {
+                        TemporalKind::TimestampLtz
+                    } else {
+                        TemporalKind::Timestamp
+                    },
+                    precision,
+                    unit: time_unit(precision),
+                },
+                Shape::Binary
+                | Shape::FixedBinary(_)
+                | Shape::List { .. }
+                | Shape::Map { .. }
+                | Shape::Row(_) => return None,
+            };
+            let plain = name.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
+            let key = plain.then(|| Key::new([name.as_bytes(), b"\""].concat()));
+            Some(FieldRule { key, kind })
+        })
+        .collect()
+}
+
 /// What the one-pass path keeps across the records of a batch.
 pub(crate) struct OnePass {
     slots: Vec<Slot>,
-}
-
-/// Per field of a row, its name and closing quote when the name needs no escape in JSON (no
-/// `"`, `\`, control characters): a key that starts with these bytes is that name. `None` when
-/// the row has a field of a type the one-pass path does not convert (containers, BINARY/BYTES).
-/// Computed once per plan (`RowShape::one_pass_keys`), not per batch.
-pub(crate) fn one_pass_keys(
-    names: &[String],
-    fields: &[crate::plan::FieldShape],
-) -> Option<Vec<Option<Vec<u8>>>> {
-    if !supports(fields) {
-        return None;
-    }
-    Some(
-        names
-            .iter()
-            .map(|name| {
-                let plain = name.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
-                plain.then(|| [name.as_bytes(), b"\""].concat())
-            })
-            .collect(),
-    )
 }
 
 impl OnePass {
     /// The state for rows of `shape`, if every field has a type this path converts (scalars
     /// other than BINARY/BYTES); rows with containers or binary values take the two-pass path.
     pub(crate) fn new(shape: &RowShape) -> Option<Self> {
-        shape.one_pass_keys.as_ref()?;
+        shape.one_pass.as_ref()?;
         Some(Self {
             slots: Vec::with_capacity(shape.fields.len()),
         })
@@ -79,58 +211,24 @@ impl OnePass {
         let Ok(text) = std::str::from_utf8(input) else {
             return false;
         };
-        let slots = &mut self.slots;
-        slots.clear();
-        slots.resize(columns.len(), Slot::Absent);
-        let Some(quoted) = shape.one_pass_keys.as_deref() else {
+        let Some(rules) = shape.one_pass.as_deref() else {
             return false;
         };
-        if scan(input, text, shape, quoted, columns, slots).is_none() {
+        // Every slot is `Absent` between records: appending takes them, a refusal resets them.
+        let slots = &mut self.slots;
+        if slots.len() != columns.len() {
+            slots.clear();
+            slots.resize(columns.len(), Slot::Absent);
+        }
+        if scan(input, text, shape, rules, slots).is_none() {
+            slots.fill(Slot::Absent);
             return false;
         }
-        for (column, slot) in columns.iter_mut().zip(slots.iter()) {
-            append(column, *slot, text);
+        for (column, slot) in columns.iter_mut().zip(slots.iter_mut()) {
+            append(column, std::mem::replace(slot, Slot::Absent), text);
         }
         true
     }
-}
-
-fn supports(fields: &[crate::plan::FieldShape]) -> bool {
-    fields.iter().all(|f| {
-        !matches!(
-            f.shape,
-            Shape::Binary | Shape::FixedBinary(_) | Shape::List { .. } | Shape::Map { .. } | Shape::Row(_)
-        )
-    })
-}
-
-/// Whether `b` holds `pattern` at `at` (patterns of 4 to 16 bytes compare as two
-/// overlapping words).
-#[inline]
-fn holds_at(b: &[u8], at: usize, pattern: &[u8]) -> bool {
-    let Some(window) = b.get(at..at + pattern.len()) else {
-        return false;
-    };
-    let n = pattern.len();
-    if (8..=16).contains(&n) {
-        word8(window, 0) == word8(pattern, 0) && word8(window, n - 8) == word8(pattern, n - 8)
-    } else if (4..8).contains(&n) {
-        word4(window, 0) == word4(pattern, 0) && word4(window, n - 4) == word4(pattern, n - 4)
-    } else {
-        window == pattern
-    }
-}
-
-#[inline]
-fn word8(s: &[u8], at: usize) -> Option<u64> {
-    let bytes = s.get(at..at + 8)?;
-    <[u8; 8]>::try_from(bytes).ok().map(u64::from_le_bytes)
-}
-
-#[inline]
-fn word4(s: &[u8], at: usize) -> Option<u32> {
-    let bytes = s.get(at..at + 4)?;
-    <[u8; 4]>::try_from(bytes).ok().map(u32::from_le_bytes)
 }
 
 /// A JSON number at `i` that is an integer of at most 18 digits (`-?(0|[1-9][0-9]*)` not
@@ -149,7 +247,7 @@ fn short_integer(b: &[u8], i: usize) -> Option<(i64, usize)> {
         return None;
     }
     // At most 18 digits: below 10^18, so it fits an i64.
-    let magnitude = i64::try_from(magnitude).ok()?;
+    let magnitude = magnitude as i64;
     Some((if negative { -magnitude } else { magnitude }, j))
 }
 
@@ -159,17 +257,18 @@ const SHORT_DIGITS: usize = 18;
 /// The decimal digits at `j` appended to `value`, and the index after them; `None` when there
 /// are more than `room` of them.
 #[inline]
-fn digits(b: &[u8], mut j: usize, mut value: u64, mut room: usize) -> Option<(u64, usize)> {
+fn digits(b: &[u8], mut j: usize, mut value: u64, room: usize) -> Option<(u64, usize)> {
+    let start = j;
     while let Some(&d) = b.get(j) {
         let digit = d.wrapping_sub(b'0');
         if digit > 9 {
             break;
         }
-        room = room.checked_sub(1)?;
-        value = value * 10 + u64::from(digit);
+        // Wraps only past `room` digits, which are refused below.
+        value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
         j += 1;
     }
-    Some((value, j))
+    (j - start <= room).then_some((value, j))
 }
 
 /// A JSON number at `i` of the form `-?(0|[1-9][0-9]*)(.[0-9]+)?`, at most 18 digits, with
@@ -206,27 +305,10 @@ fn short_decimal(b: &[u8], i: usize, precision: u8, scale: u8) -> Option<(i128, 
     Some((if negative { -unscaled } else { unscaled }, j))
 }
 
-/// An integer column's value at `i`: the short path, else the general rule.
-#[inline]
-fn integer(b: &[u8], text: &str, i: usize, min: i64, max: i64, type_name: &str) -> Option<(Slot, usize)> {
-    if let Some((v, end)) = short_integer(b, i) {
-        return (min..=max).contains(&v).then_some((Slot::Int(v), end));
-    }
-    let end = number_end(b, i)?;
-    let v = values::integer(text.get(i..end)?, min, max, type_name).ok()?;
-    Some((Slot::Int(v), end))
-}
-
 /// The members of the root object into `slots`; `None` at the first thing this path leaves
 /// to the two-pass one.
-fn scan(
-    b: &[u8],
-    text: &str,
-    shape: &RowShape,
-    quoted: &[Option<Vec<u8>>],
-    columns: &[Column<'_>],
-    slots: &mut [Slot],
-) -> Option<()> {
+#[inline]
+fn scan(b: &[u8], text: &str, shape: &RowShape, rules: &[FieldRule], slots: &mut [Slot]) -> Option<()> {
     u32::try_from(b.len()).ok()?;
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -244,28 +326,34 @@ fn scan(
             let start = i + 1;
             // Producers usually write members in column order: try the field at this
             // position by its bytes first, then scan the key and look it up.
-            let (field, after) = match quoted.get(position) {
-                Some(Some(pattern)) if holds_at(b, start, pattern) => (position, start + pattern.len()),
-                _ => {
+            let (field, after, colon) = match rules
+                .get(position)
+                .and_then(|rule| rule.key.as_ref()?.at(b, start))
+            {
+                Some((after, colon)) => (position, after, colon),
+                None => {
                     let stop = string_stop(b, start);
                     if b.get(stop) != Some(&b'"') {
                         return None;
                     }
-                    (shape.lookup(text.get(start..stop)?, position)?, stop + 1)
+                    (shape.lookup(text.get(start..stop)?, position)?, stop + 1, false)
                 }
             };
             let slot = slots.get_mut(field)?;
             if *slot != Slot::Absent {
                 return None;
             }
-            i = skip_ws(b, after);
-            if b.get(i) != Some(&b':') {
-                return None;
+            i = after;
+            if !colon {
+                i = skip_ws(b, i);
+                if b.get(i) != Some(&b':') {
+                    return None;
+                }
+                i += 1;
             }
-            i = skip_ws(b, i + 1);
-            let (value, end) = value(b, text, i, columns.get(field)?)?;
-            *slot = value;
-            i = skip_ws(b, end);
+            i = skip_ws(b, i);
+            i = value(b, text, i, rules.get(field)?.kind, slot)?;
+            i = skip_ws(b, i);
             match b.get(i) {
                 Some(b',') => {
                     i = skip_ws(b, i + 1);
@@ -282,17 +370,18 @@ fn scan(
     (skip_ws(b, i) == b.len()).then_some(())
 }
 
-/// The value starting at `i` converted for `column`, and the index after it.
-fn value(b: &[u8], text: &str, i: usize, column: &Column<'_>) -> Option<(Slot, usize)> {
-    let type_name = column.type_name;
+/// The value starting at `i` converted by `kind` into `slot`, and the index after it.
+#[inline]
+fn value(b: &[u8], text: &str, i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
+    // Each arm writes its slot itself (one tag and one payload store).
     match b.get(i)? {
-        b'n' => literal(b, i, b"null", Slot::Null),
-        b't' => match column.data {
-            Data::Boolean(_) => literal(b, i, b"true", Slot::Bool(true)),
+        b'n' => literal(b, i, b"null", Slot::Null, slot),
+        b't' => match kind {
+            Kind::Boolean => literal(b, i, b"true", Slot::Bool(true), slot),
             _ => None,
         },
-        b'f' => match column.data {
-            Data::Boolean(_) => literal(b, i, b"false", Slot::Bool(false)),
+        b'f' => match kind {
+            Kind::Boolean => literal(b, i, b"false", Slot::Bool(false), slot),
             _ => None,
         },
         b'"' => {
@@ -301,91 +390,103 @@ fn value(b: &[u8], text: &str, i: usize, column: &Column<'_>) -> Option<(Slot, u
             if b.get(stop) != Some(&b'"') {
                 return None;
             }
-            let s = text.get(start..stop)?;
-            let slot = match &column.data {
-                Data::Utf8 { max_chars, .. } => {
+            match kind {
+                Kind::Utf8 { max_chars } => {
                     if let Some(n) = max_chars {
-                        if s.chars().count() > *n as usize {
+                        if text.get(start..stop)?.chars().count() > n as usize {
                             return None;
                         }
                     }
-                    Slot::Str(start as u32, stop as u32)
+                    *slot = Slot::Str(start as u32, stop as u32);
                 }
-                Data::Decimal { precision, scale, .. } => {
-                    Slot::Decimal(values::decimal(s, *precision, *scale).ok()?)
-                }
-                Data::Date32(_) => Slot::Date(values::date(s).ok()?),
-                Data::Temporal {
-                    kind,
-                    precision,
-                    unit,
-                    ..
-                } => {
-                    let nanos = match kind {
-                        TemporalKind::Time => values::time(s, *precision).map(i128::from),
-                        TemporalKind::Timestamp => values::timestamp(s, *precision),
-                        TemporalKind::TimestampLtz => values::timestamp_ltz(s, *precision),
-                    }
-                    .ok()?;
-                    Slot::Temporal(values::nanos_to_unit(nanos, *unit, type_name).ok()?)
-                }
-                _ => return None,
-            };
-            Some((slot, stop + 1))
-        }
-        b'-' | b'0'..=b'9' => {
-            match &column.data {
-                Data::Int8(_) => return integer(b, text, i, i8::MIN.into(), i8::MAX.into(), type_name),
-                Data::Int16(_) => return integer(b, text, i, i16::MIN.into(), i16::MAX.into(), type_name),
-                Data::Int32(_) => return integer(b, text, i, i32::MIN.into(), i32::MAX.into(), type_name),
-                Data::Int64(_) => return integer(b, text, i, i64::MIN, i64::MAX, type_name),
-                Data::Decimal { precision, scale, .. } => {
-                    if let Some((v, end)) = short_decimal(b, i, *precision, *scale) {
-                        return Some((Slot::Decimal(v), end));
-                    }
-                }
-                _ => {}
+                _ => *slot = string_value(text.get(start..stop)?, kind)?,
             }
-            let end = number_end(b, i)?;
-            let t = text.get(i..end)?;
-            let slot = match &column.data {
-                Data::Int8(_) => {
-                    Slot::Int(values::integer(t, i8::MIN.into(), i8::MAX.into(), type_name).ok()?)
-                }
-                Data::Int16(_) => {
-                    Slot::Int(values::integer(t, i16::MIN.into(), i16::MAX.into(), type_name).ok()?)
-                }
-                Data::Int32(_) => {
-                    Slot::Int(values::integer(t, i32::MIN.into(), i32::MAX.into(), type_name).ok()?)
-                }
-                Data::Int64(_) => Slot::Int(values::integer(t, i64::MIN, i64::MAX, type_name).ok()?),
-                Data::Float32(_) => Slot::Float32(values::float(t).ok()?),
-                Data::Float64(_) => Slot::Float64(values::double(t).ok()?),
-                Data::Decimal { precision, scale, .. } => {
-                    Slot::Decimal(values::decimal(t, *precision, *scale).ok()?)
-                }
-                Data::Temporal {
-                    kind: TemporalKind::TimestampLtz,
-                    precision,
-                    unit,
-                    ..
-                } => {
-                    let nanos = values::epoch_millis(t, *precision).ok()?;
-                    Slot::Temporal(values::nanos_to_unit(nanos, *unit, type_name).ok()?)
-                }
-                _ => return None,
-            };
-            Some((slot, end))
+            Some(stop + 1)
         }
+        b'-' | b'0'..=b'9' => match kind {
+            Kind::Int { min, max } => match short_integer(b, i) {
+                Some((v, end)) => {
+                    if v < min || v > max {
+                        return None;
+                    }
+                    *slot = Slot::Int(v);
+                    Some(end)
+                }
+                None => number_value(b, text, i, kind, slot),
+            },
+            Kind::Decimal { precision, scale } => match short_decimal(b, i, precision, scale) {
+                Some((v, end)) => {
+                    *slot = Slot::Decimal(v);
+                    Some(end)
+                }
+                None => number_value(b, text, i, kind, slot),
+            },
+            _ => number_value(b, text, i, kind, slot),
+        },
         _ => None,
     }
 }
 
-fn literal(b: &[u8], i: usize, word: &[u8], slot: Slot) -> Option<(Slot, usize)> {
-    (b.get(i..i + word.len())? == word).then_some((slot, i + word.len()))
+/// A string's body `s` converted by a rule other than STRING/CHAR.
+#[inline(never)]
+fn string_value(s: &str, kind: Kind) -> Option<Slot> {
+    Some(match kind {
+        Kind::Decimal { precision, scale } => Slot::Decimal(values::decimal(s, precision, scale).ok()?),
+        Kind::Date => Slot::Date(values::date(s).ok()?),
+        Kind::Temporal {
+            kind,
+            precision,
+            unit,
+        } => {
+            let nanos = match kind {
+                TemporalKind::Time => values::time(s, precision).map(i128::from),
+                TemporalKind::Timestamp => values::timestamp(s, precision),
+                TemporalKind::TimestampLtz => values::timestamp_ltz(s, precision),
+            }
+            .ok()?;
+            // The type name is only part of the message of a refusal, which is dropped here.
+            Slot::Temporal(values::nanos_to_unit(nanos, unit, "").ok()?)
+        }
+        _ => return None,
+    })
+}
+
+/// The number at `i` converted the general way (its token's text by the type rule).
+#[inline(never)]
+fn number_value(b: &[u8], text: &str, i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
+    let end = number_end(b, i)?;
+    let t = text.get(i..end)?;
+    // Type names are only part of the messages of refusals, which are dropped here.
+    let value = match kind {
+        Kind::Int { min, max } => Slot::Int(values::integer(t, min, max, "").ok()?),
+        Kind::Float32 => Slot::Float32(values::float(t).ok()?),
+        Kind::Float64 => Slot::Float64(values::double(t).ok()?),
+        Kind::Decimal { precision, scale } => Slot::Decimal(values::decimal(t, precision, scale).ok()?),
+        Kind::Temporal {
+            kind: TemporalKind::TimestampLtz,
+            precision,
+            unit,
+        } => {
+            let nanos = values::epoch_millis(t, precision).ok()?;
+            Slot::Temporal(values::nanos_to_unit(nanos, unit, "").ok()?)
+        }
+        _ => return None,
+    };
+    *slot = value;
+    Some(end)
+}
+
+#[inline]
+fn literal(b: &[u8], i: usize, word: &[u8], value: Slot, slot: &mut Slot) -> Option<usize> {
+    if b.get(i..i + word.len())? != word {
+        return None;
+    }
+    *slot = value;
+    Some(i + word.len())
 }
 
 /// Appends one slot; `scan` filled each slot for its own column's type.
+#[inline]
 fn append(column: &mut Column<'_>, slot: Slot, text: &str) {
     match (&mut column.data, slot) {
         (Data::Boolean(b), Slot::Bool(v)) => b.append_value(v),

@@ -99,9 +99,9 @@ pub(crate) struct RowShape {
     pub arrow_fields: Fields,
     /// Only for wide rows; narrow ones compare names in order.
     by_name: Option<HashMap<String, usize>>,
-    /// The keys the one-pass path compares (`onepass::one_pass_keys`); `None`: it does not
-    /// apply to this row.
-    pub one_pass_keys: Option<Vec<Option<Vec<u8>>>>,
+    /// The keys and type rules of the one-pass path (`onepass::one_pass_rules`); `None`: it
+    /// does not apply to this row.
+    pub one_pass: Option<Vec<crate::onepass::FieldRule>>,
 }
 
 /// Rows narrower than this find members by comparing names.
@@ -365,13 +365,13 @@ fn compile_row(fields: &[&Field], path: &str, depth: usize) -> Result<RowShape, 
         .iter()
         .map(|f| crate::schema::arrow_field(&f.name, &f.field_type))
         .collect();
-    let one_pass_keys = crate::onepass::one_pass_keys(&names, &shapes);
+    let one_pass = crate::onepass::one_pass_rules(&names, &shapes);
     Ok(RowShape {
         names,
         fields: shapes,
         arrow_fields,
         by_name,
-        one_pass_keys,
+        one_pass,
     })
 }
 
