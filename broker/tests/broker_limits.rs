@@ -81,9 +81,18 @@ fn partial_requests_cannot_grow_memory_past_the_request_budget() {
     // 10 clients each announce a 40 MB request and send all of it but the last byte: without a
     // budget the server buffered all of them (+400 MB); with `kafka.max-request-memory` one
     // core holds at most that much of requests, and the other clients wait (TCP pushes back).
+    // The stall detector is off: reading a 40 MB body into a zero-filled buffer can hold a
+    // debug build's core past 100 ms, and glommio's stall report then resolves the stack's
+    // symbols, which loads the binary's debug information into memory (once per process).
+    // That is not request memory: the runs that failed here (1 of 4, growth 269-272 MB) were
+    // the ones whose log held a stall report.
     let server = Server::start(
         1,
-        &["kafka.max-request-size=40mb", "kafka.max-request-memory=48mb"],
+        &[
+            "kafka.max-request-size=40mb",
+            "kafka.max-request-memory=48mb",
+            "server.stall-threshold=0",
+        ],
     );
     let before = rss_bytes(&server);
     let size: usize = 40 << 20;
