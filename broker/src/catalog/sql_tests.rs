@@ -725,30 +725,11 @@ mod properties {
             .collect()
     }
 
-    /// A plain identifier. Words the grammar reserves (as Flink SQL does) are left out: `CREATE
-    /// TABLE if (` is rightly a syntax error, not a table called `if`.
+    /// A plain identifier, other than `if`: keywords are not reserved, but `CREATE TABLE if (`
+    /// reads as the start of `IF NOT EXISTS` and is rightly a syntax error. (31 keywords tried
+    /// as each name of the statements below: only `if` fails, and only there.)
     fn identifier() -> impl Strategy<Value = String> {
-        const RESERVED: &[&str] = &[
-            "if",
-            "not",
-            "exists",
-            "with",
-            "table",
-            "database",
-            "set",
-            "as",
-            "like",
-            "comment",
-            "partitioned",
-            "by",
-            "primary",
-            "key",
-            "null",
-            "row",
-            "map",
-            "array",
-        ];
-        "[a-z][a-z0-9_]{0,8}".prop_filter("a reserved word", |word| !RESERVED.contains(&word.as_str()))
+        "[a-z][a-z0-9_]{0,8}".prop_filter("`if` starts IF NOT EXISTS", |word| word != "if")
     }
 
     /// A quoted token whose body may hold `;`, comment markers, newlines and the quote itself
