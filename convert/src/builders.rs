@@ -7,11 +7,12 @@ use arrow_array::builder::{
     BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder,
     Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder, StringBuilder,
 };
+use arrow_array::StringArray;
 use arrow_array::{
     ArrayRef, ListArray, MapArray, StructArray, Time32MillisecondArray, Time64MicrosecondArray,
     Time64NanosecondArray, TimestampMicrosecondArray, TimestampMillisecondArray, TimestampNanosecondArray,
 };
-use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType as ArrowType, FieldRef, TimeUnit};
 
 use crate::plan::{FieldShape, RowShape, Shape};
@@ -46,7 +47,7 @@ pub(crate) enum Data<'p> {
         scale: u8,
     },
     Utf8 {
-        builder: StringBuilder,
+        builder: Utf8Builder,
         max_chars: Option<u32>,
     },
     Binary(BinaryBuilder),
@@ -100,7 +101,7 @@ impl<'p> Column<'p> {
                 scale: *scale,
             },
             Shape::Utf8 { max_chars } => Data::Utf8 {
-                builder: StringBuilder::with_capacity(capacity, capacity * 8),
+                builder: Utf8Builder::with_capacity(capacity, capacity * 8),
                 max_chars: *max_chars,
             },
             Shape::Binary => Data::Binary(BinaryBuilder::with_capacity(capacity, capacity * 8)),
@@ -232,7 +233,7 @@ impl<'p> Column<'p> {
             Data::Float32(mut b) => Arc::new(b.finish()),
             Data::Float64(mut b) => Arc::new(b.finish()),
             Data::Decimal { mut builder, .. } => Arc::new(builder.finish()),
-            Data::Utf8 { mut builder, .. } => Arc::new(builder.finish()),
+            Data::Utf8 { builder, .. } => Arc::new(builder.finish()?),
             Data::Binary(mut b) => Arc::new(b.finish()),
             Data::FixedBinary { mut builder, .. } => Arc::new(builder.finish()),
             Data::Date32(mut b) => Arc::new(b.finish()),
@@ -295,6 +296,57 @@ impl<'p> Column<'p> {
                 )?)
             }
         })
+    }
+}
+
+/// The builder of a STRING/CHAR column. Arrow's `StringBuilder` takes only `&str`; this one
+/// also takes the bytes of a string that its caller has checked are UTF-8 (the one-pass scan
+/// checks each JSON string body as it finds its end, and its other bytes are ASCII), so the
+/// value is not checked a second time per row. `finish` builds the array with
+/// `StringArray::try_new`, which checks the whole buffer once: bytes that were not UTF-8 would
+/// fail the batch there, never make an invalid array.
+pub(crate) struct Utf8Builder {
+    values: Vec<u8>,
+    offsets: Vec<i32>,
+    nulls: NullBufferBuilder,
+}
+
+impl Utf8Builder {
+    fn with_capacity(items: usize, bytes: usize) -> Self {
+        Self {
+            values: Vec::with_capacity(bytes),
+            offsets: offsets_with_capacity(items),
+            nulls: NullBufferBuilder::new(items),
+        }
+    }
+
+    pub(crate) fn append_value(&mut self, value: &str) {
+        self.append_utf8(value.as_bytes());
+    }
+
+    /// Appends `value`, which the caller has checked is UTF-8.
+    #[inline]
+    pub(crate) fn append_utf8(&mut self, value: &[u8]) {
+        self.values.extend_from_slice(value);
+        self.offsets.push(offset(self.values.len()));
+        self.nulls.append_non_null();
+    }
+
+    pub(crate) fn append_null(&mut self) {
+        self.offsets.push(offset(self.values.len()));
+        self.nulls.append_null();
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn finish(mut self) -> Result<StringArray, ArrowError> {
+        StringArray::try_new(
+            OffsetBuffer::new(ScalarBuffer::from(self.offsets)),
+            Buffer::from_vec(self.values),
+            self.nulls.finish(),
+        )
     }
 }
 

@@ -276,7 +276,16 @@ fn zero_bytes(v: u64) -> u64 {
 }
 
 /// The first index at or after `i` of `"`, `\` or a control byte, or `b.len()`.
-pub(crate) fn string_stop(b: &[u8], mut i: usize) -> usize {
+#[inline]
+pub(crate) fn string_stop(b: &[u8], i: usize) -> usize {
+    string_stop_ascii(b, i).0
+}
+
+/// `string_stop`, and whether the bytes from `i` up to it are all ASCII.
+#[inline(always)]
+pub(crate) fn string_stop_ascii(b: &[u8], mut i: usize) -> (usize, bool) {
+    // The high bits of every byte passed so far.
+    let mut high = 0u64;
     while let Some(chunk) = b.get(i..i + 8) {
         let Ok(word) = <[u8; 8]>::try_from(chunk) else {
             break;
@@ -286,17 +295,22 @@ pub(crate) fn string_stop(b: &[u8], mut i: usize) -> usize {
             | zero_bytes(w ^ (ONES * u64::from(b'\\')))
             | zero_bytes(w & (ONES * 0xE0));
         if stops != 0 {
-            return i + (stops.trailing_zeros() / 8) as usize;
+            let before = stops.trailing_zeros() / 8;
+            // The bytes of `w` before the stop (at most 7 of them).
+            high |= w & ((1u64 << (8 * before)) - 1);
+            return (i + before as usize, high & HIGHS == 0);
         }
+        high |= w;
         i += 8;
     }
     while let Some(&c) = b.get(i) {
         if c == b'"' || c == b'\\' || c < 0x20 {
             break;
         }
+        high |= u64::from(c);
         i += 1;
     }
-    i
+    (i, high & HIGHS == 0)
 }
 
 fn hex4(b: &[u8], at: usize) -> Option<u32> {
@@ -963,6 +977,25 @@ mod tests {
             assert_eq!(string_stop(&b, 0), len);
             let b = "é".repeat(len);
             assert_eq!(string_stop(b.as_bytes(), 0), b.len());
+        }
+    }
+
+    #[test]
+    fn string_stops_say_whether_the_bytes_before_them_are_ascii() {
+        for len in 0..40 {
+            let mut b = vec![b'a'; len];
+            b.push(b'"');
+            // A non-ASCII byte after the stop, in the same word or the next, does not count.
+            b.extend_from_slice("é".repeat(9).as_bytes());
+            assert_eq!(string_stop_ascii(&b, 0), (len, true), "{len}");
+            for high in 0..len {
+                let mut c = b.clone();
+                c[high] = 0x80;
+                assert_eq!(string_stop_ascii(&c, 0), (len, false), "{len} {high}");
+            }
+            // No stop: the end of the input.
+            assert_eq!(string_stop_ascii(&vec![b'a'; len], 0), (len, true));
+            assert_eq!(string_stop_ascii(&vec![0xff; len], 0), (len, len == 0));
         }
     }
 }

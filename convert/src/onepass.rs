@@ -15,7 +15,7 @@
 use arrow_schema::TimeUnit;
 
 use crate::builders::{Column, Data, TemporalKind};
-use crate::json::{number_end, skip_ws, string_stop, MAX_CONTAINER_MEMBERS};
+use crate::json::{number_end, skip_ws, string_stop, string_stop_ascii, MAX_CONTAINER_MEMBERS};
 use crate::plan::{FieldShape, RowShape, Shape};
 use crate::schema::time_unit;
 use crate::values;
@@ -48,38 +48,36 @@ pub(crate) struct FieldRule {
 
 /// A field's name and closing quote, when the name needs no escape in JSON (no `"`, `\`,
 /// control characters): a key that starts with these bytes is that name. Names of up to 14
-/// bytes compare as two masked words (with the `:` that usually follows) when 16 bytes of
-/// input are there.
+/// bytes compare as one masked 16-byte word (with the `:` that usually follows) when 16 bytes
+/// of input are there.
 #[derive(Debug)]
 struct Key {
     bytes: Vec<u8>,
     /// `bytes` and `:`, little-endian, when they fit 16 bytes.
-    words: [u64; 2],
-    /// The bytes of `words` that hold `bytes`.
-    masks: [u64; 2],
-    /// The bytes of `words` that hold `bytes` and the `:`.
-    colon_masks: [u64; 2],
+    word: u128,
+    /// The bytes of `word` that hold `bytes`.
+    mask: u128,
+    /// The bytes of `word` that hold `bytes` and the `:`.
+    colon_mask: u128,
 }
 
 impl Key {
     fn new(bytes: Vec<u8>) -> Self {
-        let mut words = [0u64; 2];
-        let mut masks = [0u64; 2];
-        let mut colon_masks = [0u64; 2];
+        let (mut word, mut mask, mut colon_mask) = (0u128, 0u128, 0u128);
         if bytes.len() < 16 {
             for (n, &c) in bytes.iter().chain(b":").enumerate() {
-                words[n / 8] |= u64::from(c) << (8 * (n % 8));
-                colon_masks[n / 8] |= 0xff << (8 * (n % 8));
+                word |= u128::from(c) << (8 * n);
+                colon_mask |= 0xff << (8 * n);
                 if n < bytes.len() {
-                    masks[n / 8] |= 0xff << (8 * (n % 8));
+                    mask |= 0xff << (8 * n);
                 }
             }
         }
         Self {
             bytes,
-            words,
-            masks,
-            colon_masks,
+            word,
+            mask,
+            colon_mask,
         }
     }
 
@@ -90,16 +88,14 @@ impl Key {
         let n = self.bytes.len();
         if n < 16 {
             if let Some(window) = b.get(at..at + 16) {
-                let (w0, w1) = window.split_at(8);
-                let (Ok(w0), Ok(w1)) = (<[u8; 8]>::try_from(w0), <[u8; 8]>::try_from(w1)) else {
+                let Ok(window) = <[u8; 16]>::try_from(window) else {
                     return None;
                 };
-                let x0 = u64::from_le_bytes(w0) ^ self.words[0];
-                let x1 = u64::from_le_bytes(w1) ^ self.words[1];
-                if (x0 & self.colon_masks[0]) | (x1 & self.colon_masks[1]) == 0 {
+                let x = u128::from_le_bytes(window) ^ self.word;
+                if x & self.colon_mask == 0 {
                     return Some((at + n + 1, true));
                 }
-                return ((x0 & self.masks[0]) | (x1 & self.masks[1]) == 0).then_some((at + n, false));
+                return (x & self.mask == 0).then_some((at + n, false));
             }
         }
         (b.get(at..at + n) == Some(&self.bytes[..])).then_some((at + n, false))
@@ -207,10 +203,6 @@ impl OnePass {
     /// Writes the flat JSON object `input` into `columns` (one per field of `shape`) in one
     /// pass. `false`: nothing was appended; convert the record on the two-pass path.
     pub(crate) fn write_row(&mut self, input: &[u8], shape: &RowShape, columns: &mut [Column<'_>]) -> bool {
-        // The whole value must be UTF-8 (also inside strings, which are sliced as they are).
-        let Ok(text) = std::str::from_utf8(input) else {
-            return false;
-        };
         let Some(rules) = shape.one_pass.as_deref() else {
             return false;
         };
@@ -220,12 +212,12 @@ impl OnePass {
             slots.clear();
             slots.resize(columns.len(), Slot::Absent);
         }
-        if scan(input, text, shape, rules, slots).is_none() {
+        if scan(input, shape, rules, slots).is_none() {
             slots.fill(Slot::Absent);
             return false;
         }
         for (column, slot) in columns.iter_mut().zip(slots.iter_mut()) {
-            append(column, std::mem::replace(slot, Slot::Absent), text);
+            append(column, std::mem::replace(slot, Slot::Absent), input);
         }
         true
     }
@@ -306,9 +298,10 @@ fn short_decimal(b: &[u8], i: usize, precision: u8, scale: u8) -> Option<(i128, 
 }
 
 /// The members of the root object into `slots`; `None` at the first thing this path leaves
-/// to the two-pass one.
+/// to the two-pass one. Every byte it accepts outside strings is ASCII, and it checks that
+/// each string (key or value) is UTF-8, so an accepted value is UTF-8 as a whole.
 #[inline]
-fn scan(b: &[u8], text: &str, shape: &RowShape, rules: &[FieldRule], slots: &mut [Slot]) -> Option<()> {
+fn scan(b: &[u8], shape: &RowShape, rules: &[FieldRule], slots: &mut [Slot]) -> Option<()> {
     u32::try_from(b.len()).ok()?;
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
@@ -318,10 +311,18 @@ fn scan(b: &[u8], text: &str, shape: &RowShape, rules: &[FieldRule], slots: &mut
     if b.get(i) == Some(&b'}') {
         i += 1;
     } else {
+        // Whitespace between tokens is rare: each step reads the next byte once and skips
+        // whitespace only where it finds some.
         let mut position = 0usize;
-        loop {
-            if position >= MAX_CONTAINER_MEMBERS || b.get(i) != Some(&b'"') {
+        'members: loop {
+            if position >= MAX_CONTAINER_MEMBERS {
                 return None;
+            }
+            if b.get(i) != Some(&b'"') {
+                i = skip_ws(b, i);
+                if b.get(i) != Some(&b'"') {
+                    return None;
+                }
             }
             let start = i + 1;
             // Producers usually write members in column order: try the field at this
@@ -336,11 +337,12 @@ fn scan(b: &[u8], text: &str, shape: &RowShape, rules: &[FieldRule], slots: &mut
                     if b.get(stop) != Some(&b'"') {
                         return None;
                     }
-                    (shape.lookup(text.get(start..stop)?, position)?, stop + 1, false)
+                    let key = std::str::from_utf8(b.get(start..stop)?).ok()?;
+                    (shape.lookup(key, position)?, stop + 1, false)
                 }
             };
             let slot = slots.get_mut(field)?;
-            if *slot != Slot::Absent {
+            if !matches!(slot, Slot::Absent) {
                 return None;
             }
             i = after;
@@ -351,30 +353,35 @@ fn scan(b: &[u8], text: &str, shape: &RowShape, rules: &[FieldRule], slots: &mut
                 }
                 i += 1;
             }
-            i = skip_ws(b, i);
-            i = value(b, text, i, rules.get(field)?.kind, slot)?;
-            i = skip_ws(b, i);
-            match b.get(i) {
-                Some(b',') => {
-                    i = skip_ws(b, i + 1);
-                    position += 1;
+            i = value(b, i, rules.get(field)?.kind, slot)?;
+            loop {
+                match b.get(i) {
+                    Some(b',') => {
+                        i += 1;
+                        position += 1;
+                        continue 'members;
+                    }
+                    Some(b'}') => {
+                        i += 1;
+                        break 'members;
+                    }
+                    Some(b' ' | b'\n' | b'\r' | b'\t') => i = skip_ws(b, i),
+                    _ => return None,
                 }
-                Some(b'}') => {
-                    i += 1;
-                    break;
-                }
-                _ => return None,
             }
         }
     }
     (skip_ws(b, i) == b.len()).then_some(())
 }
 
-/// The value starting at `i` converted by `kind` into `slot`, and the index after it.
+/// The value at `i` (after any whitespace) converted by `kind` into `slot`, and the index
+/// after it.
 #[inline]
-fn value(b: &[u8], text: &str, i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
+fn value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
     // Each arm writes its slot itself (one tag and one payload store).
     match b.get(i)? {
+        // After the skipped whitespace comes another byte: one call deep at most.
+        b' ' | b'\n' | b'\r' | b'\t' => value(b, skip_ws(b, i), kind, slot),
         b'n' => literal(b, i, b"null", Slot::Null, slot),
         b't' => match kind {
             Kind::Boolean => literal(b, i, b"true", Slot::Bool(true), slot),
@@ -386,20 +393,25 @@ fn value(b: &[u8], text: &str, i: usize, kind: Kind, slot: &mut Slot) -> Option<
         },
         b'"' => {
             let start = i + 1;
-            let stop = string_stop(b, start);
+            let (stop, ascii) = string_stop_ascii(b, start);
             if b.get(stop) != Some(&b'"') {
                 return None;
             }
+            let body = b.get(start..stop)?;
             match kind {
                 Kind::Utf8 { max_chars } => {
-                    if let Some(n) = max_chars {
-                        if text.get(start..stop)?.chars().count() > n as usize {
-                            return None;
-                        }
+                    // An ASCII body is UTF-8, of one character per byte.
+                    let chars = if ascii {
+                        body.len()
+                    } else {
+                        std::str::from_utf8(body).ok()?.chars().count()
+                    };
+                    if max_chars.is_some_and(|n| chars > n as usize) {
+                        return None;
                     }
                     *slot = Slot::Str(start as u32, stop as u32);
                 }
-                _ => *slot = string_value(text.get(start..stop)?, kind)?,
+                _ => *slot = string_value(std::str::from_utf8(body).ok()?, kind)?,
             }
             Some(stop + 1)
         }
@@ -412,16 +424,16 @@ fn value(b: &[u8], text: &str, i: usize, kind: Kind, slot: &mut Slot) -> Option<
                     *slot = Slot::Int(v);
                     Some(end)
                 }
-                None => number_value(b, text, i, kind, slot),
+                None => number_value(b, i, kind, slot),
             },
             Kind::Decimal { precision, scale } => match short_decimal(b, i, precision, scale) {
                 Some((v, end)) => {
                     *slot = Slot::Decimal(v);
                     Some(end)
                 }
-                None => number_value(b, text, i, kind, slot),
+                None => number_value(b, i, kind, slot),
             },
-            _ => number_value(b, text, i, kind, slot),
+            _ => number_value(b, i, kind, slot),
         },
         _ => None,
     }
@@ -453,9 +465,9 @@ fn string_value(s: &str, kind: Kind) -> Option<Slot> {
 
 /// The number at `i` converted the general way (its token's text by the type rule).
 #[inline(never)]
-fn number_value(b: &[u8], text: &str, i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
+fn number_value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
     let end = number_end(b, i)?;
-    let t = text.get(i..end)?;
+    let t = std::str::from_utf8(b.get(i..end)?).ok()?;
     // Type names are only part of the messages of refusals, which are dropped here.
     let value = match kind {
         Kind::Int { min, max } => Slot::Int(values::integer(t, min, max, "").ok()?),
@@ -485,9 +497,10 @@ fn literal(b: &[u8], i: usize, word: &[u8], value: Slot, slot: &mut Slot) -> Opt
     Some(i + word.len())
 }
 
-/// Appends one slot; `scan` filled each slot for its own column's type.
+/// Appends one slot; `scan` filled each slot for its own column's type (and checked that each
+/// string is UTF-8).
 #[inline]
-fn append(column: &mut Column<'_>, slot: Slot, text: &str) {
+fn append(column: &mut Column<'_>, slot: Slot, input: &[u8]) {
     match (&mut column.data, slot) {
         (Data::Boolean(b), Slot::Bool(v)) => b.append_value(v),
         (Data::Int8(b), Slot::Int(v)) => b.append_value(v as i8),
@@ -498,7 +511,7 @@ fn append(column: &mut Column<'_>, slot: Slot, text: &str) {
         (Data::Float64(b), Slot::Float64(v)) => b.append_value(v),
         (Data::Decimal { builder, .. }, Slot::Decimal(v)) => builder.append_value(v),
         (Data::Utf8 { builder, .. }, Slot::Str(start, end)) => {
-            builder.append_value(text.get(start as usize..end as usize).unwrap_or_default())
+            builder.append_utf8(input.get(start as usize..end as usize).unwrap_or_default())
         }
         (Data::Date32(b), Slot::Date(v)) => b.append_value(v),
         (Data::Temporal { values, nulls, .. }, Slot::Temporal(v)) => {
