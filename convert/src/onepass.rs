@@ -226,7 +226,7 @@ impl OnePass {
 /// A JSON number at `i` that is an integer of at most 18 digits (`-?(0|[1-9][0-9]*)` not
 /// followed by a fraction or exponent), and the index after it; `None` for anything else,
 /// which the caller parses the general way.
-#[inline]
+#[inline(always)]
 fn short_integer(b: &[u8], i: usize) -> Option<(i64, usize)> {
     let negative = b.get(i) == Some(&b'-');
     let start = i + usize::from(negative);
@@ -248,7 +248,7 @@ const SHORT_DIGITS: usize = 18;
 
 /// The decimal digits at `j` appended to `value`, and the index after them; `None` when there
 /// are more than `room` of them.
-#[inline]
+#[inline(always)]
 fn digits(b: &[u8], mut j: usize, mut value: u64, room: usize) -> Option<(u64, usize)> {
     let start = j;
     while let Some(&d) = b.get(j) {
@@ -267,7 +267,7 @@ fn digits(b: &[u8], mut j: usize, mut value: u64, room: usize) -> Option<(u64, u
 /// no more fraction digits than `scale` and no more integer digits than `precision - scale`:
 /// its unscaled value and the index after it (the short rule of `values::decimal`, applied
 /// while scanning). `None` for anything else, which the caller parses the general way.
-#[inline]
+#[inline(always)]
 fn short_decimal(b: &[u8], i: usize, precision: u8, scale: u8) -> Option<(i128, usize)> {
     let negative = b.get(i) == Some(&b'-');
     let start = i + usize::from(negative);
@@ -376,12 +376,11 @@ fn scan(b: &[u8], shape: &RowShape, rules: &[FieldRule], slots: &mut [Slot]) -> 
 
 /// The value at `i` (after any whitespace) converted by `kind` into `slot`, and the index
 /// after it.
-#[inline]
+#[inline(always)]
 fn value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
     // Each arm writes its slot itself (one tag and one payload store).
     match b.get(i)? {
-        // After the skipped whitespace comes another byte: one call deep at most.
-        b' ' | b'\n' | b'\r' | b'\t' => value(b, skip_ws(b, i), kind, slot),
+        b' ' | b'\n' | b'\r' | b'\t' => spaced_value(b, i, kind, slot),
         b'n' => literal(b, i, b"null", Slot::Null, slot),
         b't' => match kind {
             Kind::Boolean => literal(b, i, b"true", Slot::Bool(true), slot),
@@ -437,6 +436,13 @@ fn value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
         },
         _ => None,
     }
+}
+
+/// `value` after whitespace (out of line: rare, and it breaks the recursion; after the
+/// skipped whitespace comes another byte, so it is one call deep at most).
+#[inline(never)]
+fn spaced_value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
+    value(b, skip_ws(b, i), kind, slot)
 }
 
 /// A string's body `s` converted by a rule other than STRING/CHAR.
