@@ -1,18 +1,23 @@
 //! Arrow builders for JSON-converted values: one `Column` tree per partition batch, made from
-//! the plan's shapes. Builders cannot un-append, so a batch that fails is dropped whole.
+//! the plan's shapes. A batch that fails is dropped whole. Scalar columns other than
+//! BINARY/BYTES are kafluss's own (`Primitive`, `BooleanColumn`, `Utf8Builder`, temporal) so
+//! that they can be cut back to a row count: the one-pass path appends each member's value as
+//! it reads it, and takes the appended values back when it leaves a record to the two-pass
+//! path.
 
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder, Float32Builder,
-    Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder, StringBuilder,
+use arrow_array::builder::{BinaryBuilder, FixedSizeBinaryBuilder, StringBuilder};
+use arrow_array::types::{
+    ArrowPrimitiveType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
+    Int64Type, Int8Type,
 };
-use arrow_array::StringArray;
 use arrow_array::{
-    ArrayRef, ListArray, MapArray, StructArray, Time32MillisecondArray, Time64MicrosecondArray,
-    Time64NanosecondArray, TimestampMicrosecondArray, TimestampMillisecondArray, TimestampNanosecondArray,
+    ArrayRef, BooleanArray, ListArray, MapArray, PrimitiveArray, StringArray, StructArray,
+    Time32MillisecondArray, Time64MicrosecondArray, Time64NanosecondArray, TimestampMicrosecondArray,
+    TimestampMillisecondArray, TimestampNanosecondArray,
 };
-use arrow_buffer::{Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType as ArrowType, FieldRef, TimeUnit};
 
 use crate::plan::{FieldShape, RowShape, Shape};
@@ -34,15 +39,15 @@ pub(crate) struct Column<'p> {
 }
 
 pub(crate) enum Data<'p> {
-    Boolean(BooleanBuilder),
-    Int8(Int8Builder),
-    Int16(Int16Builder),
-    Int32(Int32Builder),
-    Int64(Int64Builder),
-    Float32(Float32Builder),
-    Float64(Float64Builder),
+    Boolean(BooleanColumn),
+    Int8(Primitive<Int8Type>),
+    Int16(Primitive<Int16Type>),
+    Int32(Primitive<Int32Type>),
+    Int64(Primitive<Int64Type>),
+    Float32(Primitive<Float32Type>),
+    Float64(Primitive<Float64Type>),
     Decimal {
-        builder: Decimal128Builder,
+        builder: Primitive<Decimal128Type>,
         precision: u8,
         scale: u8,
     },
@@ -55,7 +60,7 @@ pub(crate) enum Data<'p> {
         builder: FixedSizeBinaryBuilder,
         width: u32,
     },
-    Date32(Date32Builder),
+    Date32(Primitive<Date32Type>),
     /// TIME, TIMESTAMP and TIMESTAMP_LTZ: values in `unit`, typed at `finish`.
     Temporal {
         values: Vec<i64>,
@@ -87,16 +92,15 @@ pub(crate) enum Data<'p> {
 impl<'p> Column<'p> {
     pub(crate) fn new(field: &'p FieldShape, capacity: usize) -> Self {
         let data = match &field.shape {
-            Shape::Boolean => Data::Boolean(BooleanBuilder::with_capacity(capacity)),
-            Shape::Int8 => Data::Int8(Int8Builder::with_capacity(capacity)),
-            Shape::Int16 => Data::Int16(Int16Builder::with_capacity(capacity)),
-            Shape::Int32 => Data::Int32(Int32Builder::with_capacity(capacity)),
-            Shape::Int64 => Data::Int64(Int64Builder::with_capacity(capacity)),
-            Shape::Float32 => Data::Float32(Float32Builder::with_capacity(capacity)),
-            Shape::Float64 => Data::Float64(Float64Builder::with_capacity(capacity)),
+            Shape::Boolean => Data::Boolean(BooleanColumn::with_capacity(capacity)),
+            Shape::Int8 => Data::Int8(Primitive::with_capacity(capacity)),
+            Shape::Int16 => Data::Int16(Primitive::with_capacity(capacity)),
+            Shape::Int32 => Data::Int32(Primitive::with_capacity(capacity)),
+            Shape::Int64 => Data::Int64(Primitive::with_capacity(capacity)),
+            Shape::Float32 => Data::Float32(Primitive::with_capacity(capacity)),
+            Shape::Float64 => Data::Float64(Primitive::with_capacity(capacity)),
             Shape::Decimal { precision, scale } => Data::Decimal {
-                builder: Decimal128Builder::with_capacity(capacity)
-                    .with_data_type(ArrowType::Decimal128(*precision, *scale as i8)),
+                builder: Primitive::with_capacity(capacity),
                 precision: *precision,
                 scale: *scale,
             },
@@ -110,7 +114,7 @@ impl<'p> Column<'p> {
                 builder: FixedSizeBinaryBuilder::with_capacity(capacity, *width as i32),
                 width: *width,
             },
-            Shape::Date32 => Data::Date32(Date32Builder::with_capacity(capacity)),
+            Shape::Date32 => Data::Date32(Primitive::with_capacity(capacity)),
             Shape::Time { precision } => temporal(TemporalKind::Time, *precision, capacity),
             Shape::Timestamp { precision, utc } => {
                 let kind = if *utc {
@@ -178,6 +182,33 @@ impl<'p> Column<'p> {
         }
     }
 
+    /// Cuts a scalar column back to `len` values. Only the one-pass path takes values back,
+    /// and its rows hold only such columns (`one_pass_rules`); any other column is left as
+    /// it is.
+    pub(crate) fn truncate_scalar(&mut self, len: usize) {
+        match &mut self.data {
+            Data::Boolean(b) => b.truncate(len),
+            Data::Int8(b) => b.truncate(len),
+            Data::Int16(b) => b.truncate(len),
+            Data::Int32(b) => b.truncate(len),
+            Data::Int64(b) => b.truncate(len),
+            Data::Float32(b) => b.truncate(len),
+            Data::Float64(b) => b.truncate(len),
+            Data::Decimal { builder, .. } => builder.truncate(len),
+            Data::Utf8 { builder, .. } => builder.truncate(len),
+            Data::Date32(b) => b.truncate(len),
+            Data::Temporal { values, nulls, .. } => {
+                values.truncate(len);
+                nulls.truncate(len);
+            }
+            Data::Binary(_)
+            | Data::FixedBinary { .. }
+            | Data::List { .. }
+            | Data::Map { .. }
+            | Data::Row { .. } => {}
+        }
+    }
+
     pub(crate) fn append_null(&mut self) {
         match &mut self.data {
             Data::Boolean(b) => b.append_null(),
@@ -225,18 +256,26 @@ impl<'p> Column<'p> {
 
     pub(crate) fn finish(self) -> Result<ArrayRef, ArrowError> {
         Ok(match self.data {
-            Data::Boolean(mut b) => Arc::new(b.finish()),
-            Data::Int8(mut b) => Arc::new(b.finish()),
-            Data::Int16(mut b) => Arc::new(b.finish()),
-            Data::Int32(mut b) => Arc::new(b.finish()),
-            Data::Int64(mut b) => Arc::new(b.finish()),
-            Data::Float32(mut b) => Arc::new(b.finish()),
-            Data::Float64(mut b) => Arc::new(b.finish()),
-            Data::Decimal { mut builder, .. } => Arc::new(builder.finish()),
+            Data::Boolean(b) => Arc::new(b.finish()?),
+            Data::Int8(b) => Arc::new(b.finish()?),
+            Data::Int16(b) => Arc::new(b.finish()?),
+            Data::Int32(b) => Arc::new(b.finish()?),
+            Data::Int64(b) => Arc::new(b.finish()?),
+            Data::Float32(b) => Arc::new(b.finish()?),
+            Data::Float64(b) => Arc::new(b.finish()?),
+            Data::Decimal {
+                builder,
+                precision,
+                scale,
+            } => Arc::new(
+                builder
+                    .finish()?
+                    .with_precision_and_scale(precision, scale as i8)?,
+            ),
             Data::Utf8 { builder, .. } => Arc::new(builder.finish()?),
             Data::Binary(mut b) => Arc::new(b.finish()),
             Data::FixedBinary { mut builder, .. } => Arc::new(builder.finish()),
-            Data::Date32(mut b) => Arc::new(b.finish()),
+            Data::Date32(b) => Arc::new(b.finish()?),
             Data::Temporal {
                 values,
                 mut nulls,
@@ -299,6 +338,91 @@ impl<'p> Column<'p> {
     }
 }
 
+/// The builder of a column of fixed-width values (integers, floats, DECIMAL, DATE).
+pub(crate) struct Primitive<T: ArrowPrimitiveType> {
+    values: Vec<T::Native>,
+    nulls: NullBufferBuilder,
+}
+
+impl<T: ArrowPrimitiveType> Primitive<T> {
+    fn with_capacity(capacity: usize) -> Self {
+        Self {
+            values: Vec::with_capacity(capacity),
+            nulls: NullBufferBuilder::new(capacity),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn append_value(&mut self, value: T::Native) {
+        self.values.push(value);
+        self.nulls.append_non_null();
+    }
+
+    pub(crate) fn append_null(&mut self) {
+        self.values.push(T::Native::default());
+        self.nulls.append_null();
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.values.truncate(len);
+        self.nulls.truncate(len);
+    }
+
+    fn finish(mut self) -> Result<PrimitiveArray<T>, ArrowError> {
+        PrimitiveArray::try_new(ScalarBuffer::from(self.values), self.nulls.finish())
+    }
+}
+
+/// The builder of a BOOLEAN column.
+pub(crate) struct BooleanColumn {
+    values: BooleanBufferBuilder,
+    nulls: NullBufferBuilder,
+}
+
+impl BooleanColumn {
+    fn with_capacity(capacity: usize) -> Self {
+        Self {
+            values: BooleanBufferBuilder::new(capacity),
+            nulls: NullBufferBuilder::new(capacity),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn append_value(&mut self, value: bool) {
+        self.values.append(value);
+        self.nulls.append_non_null();
+    }
+
+    pub(crate) fn append_null(&mut self) {
+        self.values.append(false);
+        self.nulls.append_null();
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.values.truncate(len);
+        self.nulls.truncate(len);
+    }
+
+    fn finish(mut self) -> Result<BooleanArray, ArrowError> {
+        let nulls = self.nulls.finish();
+        // `BooleanArray::new` panics on a length mismatch, which the appends above rule out.
+        if nulls.as_ref().is_some_and(|n| n.len() != self.values.len()) {
+            return Err(ArrowError::InvalidArgumentError(
+                "BOOLEAN column: values and validity differ in length".into(),
+            ));
+        }
+        Ok(BooleanArray::new(self.values.finish(), nulls))
+    }
+}
+
 /// The builder of a STRING/CHAR column. Arrow's `StringBuilder` takes only `&str`; this one
 /// also takes the bytes of a string that its caller has checked are UTF-8 (the one-pass scan
 /// checks each JSON string body as it finds its end, and its other bytes are ASCII), so the
@@ -339,6 +463,15 @@ impl Utf8Builder {
 
     pub(crate) fn len(&self) -> usize {
         self.offsets.len() - 1
+    }
+
+    fn truncate(&mut self, len: usize) {
+        if len < self.len() {
+            self.offsets.truncate(len + 1);
+            let end = self.offsets.last().map_or(0, |&o| o as usize);
+            self.values.truncate(end);
+            self.nulls.truncate(len);
+        }
     }
 
     fn finish(mut self) -> Result<StringArray, ArrowError> {

@@ -276,9 +276,38 @@ fn zero_bytes(v: u64) -> u64 {
 }
 
 /// The first index at or after `i` of `"`, `\` or a control byte, or `b.len()`.
-#[inline]
-pub(crate) fn string_stop(b: &[u8], i: usize) -> usize {
-    string_stop_ascii(b, i).0
+pub(crate) fn string_stop(b: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = b.get(i..i + 8) {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let stops = string_stops(u64::from_le_bytes(word));
+        if stops != 0 {
+            return i + (stops.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while let Some(&c) = b.get(i) {
+        if is_string_stop(c) {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// The high bit of each byte of `w` that ends a string's plain run: `"`, `\` or a control
+/// byte (the lowest exactly; higher ones may be false positives).
+#[inline(always)]
+fn string_stops(w: u64) -> u64 {
+    zero_bytes(w ^ (ONES * u64::from(b'"')))
+        | zero_bytes(w ^ (ONES * u64::from(b'\\')))
+        | zero_bytes(w & (ONES * 0xE0))
+}
+
+#[inline(always)]
+fn is_string_stop(c: u8) -> bool {
+    c == b'"' || c == b'\\' || c < 0x20
 }
 
 /// `string_stop`, and whether the bytes from `i` up to it are all ASCII.
@@ -291,9 +320,7 @@ pub(crate) fn string_stop_ascii(b: &[u8], mut i: usize) -> (usize, bool) {
             break;
         };
         let w = u64::from_le_bytes(word);
-        let stops = zero_bytes(w ^ (ONES * u64::from(b'"')))
-            | zero_bytes(w ^ (ONES * u64::from(b'\\')))
-            | zero_bytes(w & (ONES * 0xE0));
+        let stops = string_stops(w);
         if stops != 0 {
             let before = stops.trailing_zeros() / 8;
             // The bytes of `w` before the stop (at most 7 of them).
@@ -304,7 +331,7 @@ pub(crate) fn string_stop_ascii(b: &[u8], mut i: usize) -> (usize, bool) {
         i += 8;
     }
     while let Some(&c) = b.get(i) {
-        if c == b'"' || c == b'\\' || c < 0x20 {
+        if is_string_stop(c) {
             break;
         }
         high |= u64::from(c);

@@ -2,48 +2,27 @@
 //! case: every member's key is one of the row's fields (each at most once, no escapes in the
 //! key) and every value converts by its field's type rule without a refusal. Keys are matched
 //! against the plan while scanning, each number is parsed once from its text by its column's
-//! rule, and strings without escapes are sliced from the input; nothing is put on a tape.
+//! rule, strings without escapes are copied from the input, and each value is appended to its
+//! column as soon as it is read; nothing is put on a tape.
 //!
-//! Builders cannot un-append, so the converted values of one record wait in one slot per field
-//! until the closing brace and the end of the input are reached, and are appended then. On
-//! anything else (an unknown or repeated member, an escape, a container value, a value its
-//! rule refuses, any syntax error, invalid UTF-8) nothing has been appended and the caller
-//! converts the record on the two-pass path (`json` parser, then `writer`), which produces the
-//! rows, rescue JSON and errors of behaviour.md. A record accepted here is valid strict JSON
-//! whose root has distinct known keys, for which the two-pass path stores the same values.
-
-use arrow_schema::TimeUnit;
+//! On anything else (an unknown or repeated member, an escape, a container value, a value its
+//! rule refuses, any syntax error, invalid UTF-8) the values this record appended are taken
+//! back (the scalar columns can be cut back: `Column::truncate_scalar`) and the caller converts
+//! the record on the two-pass path (`json` parser, then `writer`), which produces the rows,
+//! rescue JSON and errors of behaviour.md. A record accepted here is valid strict JSON whose
+//! root has distinct known keys, for which the two-pass path stores the same values.
 
 use crate::builders::{Column, Data, TemporalKind};
 use crate::json::{number_end, skip_ws, string_stop, string_stop_ascii, MAX_CONTAINER_MEMBERS};
 use crate::plan::{FieldShape, RowShape, Shape};
-use crate::schema::time_unit;
 use crate::values;
 
-/// One field's converted value, held until the record is known to be written in one pass.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Slot {
-    /// No member for this field yet.
-    Absent,
-    Null,
-    Bool(bool),
-    Int(i64),
-    Float32(f32),
-    Float64(f64),
-    Decimal(i128),
-    /// A string without escapes: its body's byte range in the input.
-    Str(u32, u32),
-    Date(i32),
-    /// TIME, TIMESTAMP, TIMESTAMP_LTZ in the column's unit.
-    Temporal(i64),
-}
-
 /// What the one-pass path knows of one field of a row, computed once per plan
-/// (`RowShape::one_pass`): its key as the bytes a member's key starts with, and its type rule.
+/// (`RowShape::one_pass`): its key as the bytes a member's key starts with. Its type rule is
+/// its column's (`Data`).
 #[derive(Debug)]
 pub(crate) struct FieldRule {
     key: Option<Key>,
-    kind: Kind,
 }
 
 /// A field's name and closing quote, when the name needs no escape in JSON (no `"`, `\`,
@@ -102,92 +81,45 @@ impl Key {
     }
 }
 
-/// The type rule of a field, in the few bytes the scan reads.
-#[derive(Debug, Clone, Copy)]
-enum Kind {
-    Boolean,
-    Int {
-        min: i64,
-        max: i64,
-    },
-    Float32,
-    Float64,
-    Decimal {
-        precision: u8,
-        scale: u8,
-    },
-    Utf8 {
-        max_chars: Option<u32>,
-    },
-    Date,
-    Temporal {
-        kind: TemporalKind,
-        precision: u8,
-        unit: TimeUnit,
-    },
-}
-
-/// Per field of a row, what the one-pass path compares and converts (`FieldRule`). `None`
-/// when the row has a field of a type the one-pass path does not convert (containers,
-/// BINARY/BYTES). Computed once per plan, not per batch.
+/// Per field of a row, what the one-pass path compares (`FieldRule`). `None` when the row has
+/// a field of a type the one-pass path does not convert (containers, BINARY/BYTES). Computed
+/// once per plan, not per batch.
 pub(crate) fn one_pass_rules(names: &[String], fields: &[FieldShape]) -> Option<Vec<FieldRule>> {
     names
         .iter()
         .zip(fields)
         .map(|(name, field)| {
-            let kind = match field.shape {
-                Shape::Boolean => Kind::Boolean,
-                Shape::Int8 => Kind::Int {
-                    min: i8::MIN.into(),
-                    max: i8::MAX.into(),
-                },
-                Shape::Int16 => Kind::Int {
-                    min: i16::MIN.into(),
-                    max: i16::MAX.into(),
-                },
-                Shape::Int32 => Kind::Int {
-                    min: i32::MIN.into(),
-                    max: i32::MAX.into(),
-                },
-                Shape::Int64 => Kind::Int {
-                    min: i64::MIN,
-                    max: i64::MAX,
-                },
-                Shape::Float32 => Kind::Float32,
-                Shape::Float64 => Kind::Float64,
-                Shape::Decimal { precision, scale } => Kind::Decimal { precision, scale },
-                Shape::Utf8 { max_chars } => Kind::Utf8 { max_chars },
-                Shape::Date32 => Kind::Date,
-                Shape::Time { precision } => Kind::Temporal {
-                    kind: TemporalKind::Time,
-                    precision,
-                    unit: time_unit(precision),
-                },
-                Shape::Timestamp { precision, utc } => Kind::Temporal {
-                    kind: if utc {
-                        TemporalKind::TimestampLtz
-                    } else {
-                        TemporalKind::Timestamp
-                    },
-                    precision,
-                    unit: time_unit(precision),
-                },
+            match field.shape {
+                Shape::Boolean
+                | Shape::Int8
+                | Shape::Int16
+                | Shape::Int32
+                | Shape::Int64
+                | Shape::Float32
+                | Shape::Float64
+                | Shape::Decimal { .. }
+                | Shape::Utf8 { .. }
+                | Shape::Date32
+                | Shape::Time { .. }
+                | Shape::Timestamp { .. } => {}
                 Shape::Binary
                 | Shape::FixedBinary(_)
                 | Shape::List { .. }
                 | Shape::Map { .. }
                 | Shape::Row(_) => return None,
-            };
+            }
             let plain = name.bytes().all(|c| c >= 0x20 && c != b'"' && c != b'\\');
             let key = plain.then(|| Key::new([name.as_bytes(), b"\""].concat()));
-            Some(FieldRule { key, kind })
+            Some(FieldRule { key })
         })
         .collect()
 }
 
 /// What the one-pass path keeps across the records of a batch.
 pub(crate) struct OnePass {
-    slots: Vec<Slot>,
+    /// One bit per field: whether the record being read has appended its value. All clear
+    /// between records.
+    seen: Vec<u64>,
 }
 
 impl OnePass {
@@ -196,7 +128,7 @@ impl OnePass {
     pub(crate) fn new(shape: &RowShape) -> Option<Self> {
         shape.one_pass.as_ref()?;
         Some(Self {
-            slots: Vec::with_capacity(shape.fields.len()),
+            seen: vec![0; shape.fields.len().div_ceil(64)],
         })
     }
 
@@ -206,21 +138,39 @@ impl OnePass {
         let Some(rules) = shape.one_pass.as_deref() else {
             return false;
         };
-        // Every slot is `Absent` between records: appending takes them, a refusal resets them.
-        let slots = &mut self.slots;
-        if slots.len() != columns.len() {
-            slots.clear();
-            slots.resize(columns.len(), Slot::Absent);
+        let seen = &mut self.seen;
+        if seen.len() != columns.len().div_ceil(64) {
+            seen.clear();
+            seen.resize(columns.len().div_ceil(64), 0);
         }
-        if scan(input, shape, rules, slots).is_none() {
-            slots.fill(Slot::Absent);
-            return false;
+        let members = scan(input, shape, rules, columns, seen);
+        match members {
+            // Every field has its value (the members are distinct fields).
+            Some(n) if n == columns.len() => {}
+            // The fields without a member are null.
+            Some(_) => {
+                for (field, column) in columns.iter_mut().enumerate() {
+                    if !is_set(seen, field) {
+                        column.append_null();
+                    }
+                }
+            }
+            // Take back the values this record appended: one per field seen.
+            None => {
+                for (field, column) in columns.iter_mut().enumerate() {
+                    if is_set(seen, field) {
+                        column.truncate_scalar(column.len() - 1);
+                    }
+                }
+            }
         }
-        for (column, slot) in columns.iter_mut().zip(slots.iter_mut()) {
-            append(column, std::mem::replace(slot, Slot::Absent), input);
-        }
-        true
+        seen.fill(0);
+        members.is_some()
     }
+}
+
+fn is_set(bits: &[u64], n: usize) -> bool {
+    bits.get(n / 64).is_some_and(|w| w & (1 << (n % 64)) != 0)
 }
 
 /// A JSON number at `i` that is an integer of at most 18 digits (`-?(0|[1-9][0-9]*)` not
@@ -297,23 +247,30 @@ fn short_decimal(b: &[u8], i: usize, precision: u8, scale: u8) -> Option<(i128, 
     Some((if negative { -unscaled } else { unscaled }, j))
 }
 
-/// The members of the root object into `slots`; `None` at the first thing this path leaves
-/// to the two-pass one. Every byte it accepts outside strings is ASCII, and it checks that
-/// each string (key or value) is UTF-8, so an accepted value is UTF-8 as a whole.
+/// The members of the root object into `columns`, marking in `seen` each field whose value
+/// was appended: the number of members, or `None` at the first thing this path leaves to the
+/// two-pass one. Every byte it accepts outside strings is ASCII, and it checks that each
+/// string (key or value) is UTF-8, so an accepted value is UTF-8 as a whole.
 #[inline]
-fn scan(b: &[u8], shape: &RowShape, rules: &[FieldRule], slots: &mut [Slot]) -> Option<()> {
+fn scan(
+    b: &[u8],
+    shape: &RowShape,
+    rules: &[FieldRule],
+    columns: &mut [Column<'_>],
+    seen: &mut [u64],
+) -> Option<usize> {
     u32::try_from(b.len()).ok()?;
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
     }
     i = skip_ws(b, i + 1);
+    let mut position = 0usize;
     if b.get(i) == Some(&b'}') {
         i += 1;
     } else {
         // Whitespace between tokens is rare: each step reads the next byte once and skips
         // whitespace only where it finds some.
-        let mut position = 0usize;
         'members: loop {
             if position >= MAX_CONTAINER_MEMBERS {
                 return None;
@@ -341,8 +298,9 @@ fn scan(b: &[u8], shape: &RowShape, rules: &[FieldRule], slots: &mut [Slot]) -> 
                     (shape.lookup(key, position)?, stop + 1, false)
                 }
             };
-            let slot = slots.get_mut(field)?;
-            if !matches!(slot, Slot::Absent) {
+            let bits = seen.get_mut(field / 64)?;
+            let bit = 1u64 << (field % 64);
+            if *bits & bit != 0 {
                 return None;
             }
             i = after;
@@ -353,12 +311,13 @@ fn scan(b: &[u8], shape: &RowShape, rules: &[FieldRule], slots: &mut [Slot]) -> 
                 }
                 i += 1;
             }
-            i = value(b, i, rules.get(field)?.kind, slot)?;
+            i = value(b, i, columns.get_mut(field)?)?;
+            *bits |= bit;
+            position += 1;
             loop {
                 match b.get(i) {
                     Some(b',') => {
                         i += 1;
-                        position += 1;
                         continue 'members;
                     }
                     Some(b'}') => {
@@ -371,23 +330,34 @@ fn scan(b: &[u8], shape: &RowShape, rules: &[FieldRule], slots: &mut [Slot]) -> 
             }
         }
     }
-    (skip_ws(b, i) == b.len()).then_some(())
+    (skip_ws(b, i) == b.len()).then_some(position)
 }
 
-/// The value at `i` (after any whitespace) converted by `kind` into `slot`, and the index
-/// after it.
+/// The value at `i` (after any whitespace) converted by `column`'s rule and appended to it,
+/// and the index after it; `None` (nothing appended) when this path leaves it to the other.
 #[inline(always)]
-fn value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
-    // Each arm writes its slot itself (one tag and one payload store).
+fn value(b: &[u8], i: usize, column: &mut Column<'_>) -> Option<usize> {
     match b.get(i)? {
-        b' ' | b'\n' | b'\r' | b'\t' => spaced_value(b, i, kind, slot),
-        b'n' => literal(b, i, b"null", Slot::Null, slot),
-        b't' => match kind {
-            Kind::Boolean => literal(b, i, b"true", Slot::Bool(true), slot),
+        b' ' | b'\n' | b'\r' | b'\t' => spaced_value(b, i, column),
+        b'n' => {
+            let end = literal(b, i, b"null")?;
+            column.append_null();
+            Some(end)
+        }
+        b't' => match &mut column.data {
+            Data::Boolean(c) => {
+                let end = literal(b, i, b"true")?;
+                c.append_value(true);
+                Some(end)
+            }
             _ => None,
         },
-        b'f' => match kind {
-            Kind::Boolean => literal(b, i, b"false", Slot::Bool(false), slot),
+        b'f' => match &mut column.data {
+            Data::Boolean(c) => {
+                let end = literal(b, i, b"false")?;
+                c.append_value(false);
+                Some(end)
+            }
             _ => None,
         },
         b'"' => {
@@ -397,8 +367,8 @@ fn value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
                 return None;
             }
             let body = b.get(start..stop)?;
-            match kind {
-                Kind::Utf8 { max_chars } => {
+            match &mut column.data {
+                Data::Utf8 { builder, max_chars } => {
                     // An ASCII body is UTF-8, of one character per byte.
                     let chars = if ascii {
                         body.len()
@@ -408,32 +378,47 @@ fn value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
                     if max_chars.is_some_and(|n| chars > n as usize) {
                         return None;
                     }
-                    *slot = Slot::Str(start as u32, stop as u32);
+                    builder.append_utf8(body);
                 }
-                _ => *slot = string_value(std::str::from_utf8(body).ok()?, kind)?,
+                _ => string_value(std::str::from_utf8(body).ok()?, column)?,
             }
             Some(stop + 1)
         }
-        b'-' | b'0'..=b'9' => match kind {
-            Kind::Int { min, max } => match short_integer(b, i) {
-                Some((v, end)) => {
-                    if v < min || v > max {
-                        return None;
-                    }
-                    *slot = Slot::Int(v);
+        b'-' | b'0'..=b'9' => {
+            // `Some(end)`: read in its short form (`Some(None)`: and refused by its range);
+            // `None`: to be read the general way.
+            let short = match &mut column.data {
+                Data::Int8(c) => short_integer(b, i).map(|(v, end)| {
+                    c.append_value(i8::try_from(v).ok()?);
                     Some(end)
-                }
-                None => number_value(b, i, kind, slot),
-            },
-            Kind::Decimal { precision, scale } => match short_decimal(b, i, precision, scale) {
-                Some((v, end)) => {
-                    *slot = Slot::Decimal(v);
+                }),
+                Data::Int16(c) => short_integer(b, i).map(|(v, end)| {
+                    c.append_value(i16::try_from(v).ok()?);
                     Some(end)
-                }
-                None => number_value(b, i, kind, slot),
-            },
-            _ => number_value(b, i, kind, slot),
-        },
+                }),
+                Data::Int32(c) => short_integer(b, i).map(|(v, end)| {
+                    c.append_value(i32::try_from(v).ok()?);
+                    Some(end)
+                }),
+                Data::Int64(c) => short_integer(b, i).map(|(v, end)| {
+                    c.append_value(v);
+                    Some(end)
+                }),
+                Data::Decimal {
+                    builder,
+                    precision,
+                    scale,
+                } => short_decimal(b, i, *precision, *scale).map(|(v, end)| {
+                    builder.append_value(v);
+                    Some(end)
+                }),
+                _ => None,
+            };
+            match short {
+                Some(end) => end,
+                None => number_value(b, i, column),
+            }
+        }
         _ => None,
     }
 }
@@ -441,91 +426,85 @@ fn value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
 /// `value` after whitespace (out of line: rare, and it breaks the recursion; after the
 /// skipped whitespace comes another byte, so it is one call deep at most).
 #[inline(never)]
-fn spaced_value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
-    value(b, skip_ws(b, i), kind, slot)
+fn spaced_value(b: &[u8], i: usize, column: &mut Column<'_>) -> Option<usize> {
+    value(b, skip_ws(b, i), column)
 }
 
-/// A string's body `s` converted by a rule other than STRING/CHAR.
+/// A string's body `s` converted by a rule other than STRING/CHAR and appended.
 #[inline(never)]
-fn string_value(s: &str, kind: Kind) -> Option<Slot> {
-    Some(match kind {
-        Kind::Decimal { precision, scale } => Slot::Decimal(values::decimal(s, precision, scale).ok()?),
-        Kind::Date => Slot::Date(values::date(s).ok()?),
-        Kind::Temporal {
+fn string_value(s: &str, column: &mut Column<'_>) -> Option<()> {
+    match &mut column.data {
+        Data::Decimal {
+            builder,
+            precision,
+            scale,
+        } => builder.append_value(values::decimal(s, *precision, *scale).ok()?),
+        Data::Date32(c) => c.append_value(values::date(s).ok()?),
+        Data::Temporal {
+            values: column_values,
+            nulls,
             kind,
             precision,
             unit,
         } => {
             let nanos = match kind {
-                TemporalKind::Time => values::time(s, precision).map(i128::from),
-                TemporalKind::Timestamp => values::timestamp(s, precision),
-                TemporalKind::TimestampLtz => values::timestamp_ltz(s, precision),
+                TemporalKind::Time => values::time(s, *precision).map(i128::from),
+                TemporalKind::Timestamp => values::timestamp(s, *precision),
+                TemporalKind::TimestampLtz => values::timestamp_ltz(s, *precision),
             }
             .ok()?;
             // The type name is only part of the message of a refusal, which is dropped here.
-            Slot::Temporal(values::nanos_to_unit(nanos, unit, "").ok()?)
+            column_values.push(values::nanos_to_unit(nanos, *unit, "").ok()?);
+            nulls.append_non_null();
         }
         _ => return None,
-    })
+    }
+    Some(())
 }
 
-/// The number at `i` converted the general way (its token's text by the type rule).
+/// The number at `i` converted the general way (its token's text by the type rule) and
+/// appended, and the index after it.
 #[inline(never)]
-fn number_value(b: &[u8], i: usize, kind: Kind, slot: &mut Slot) -> Option<usize> {
+fn number_value(b: &[u8], i: usize, column: &mut Column<'_>) -> Option<usize> {
     let end = number_end(b, i)?;
     let t = std::str::from_utf8(b.get(i..end)?).ok()?;
     // Type names are only part of the messages of refusals, which are dropped here.
-    let value = match kind {
-        Kind::Int { min, max } => Slot::Int(values::integer(t, min, max, "").ok()?),
-        Kind::Float32 => Slot::Float32(values::float(t).ok()?),
-        Kind::Float64 => Slot::Float64(values::double(t).ok()?),
-        Kind::Decimal { precision, scale } => Slot::Decimal(values::decimal(t, precision, scale).ok()?),
-        Kind::Temporal {
+    match &mut column.data {
+        Data::Int8(c) => c.append_value(values::integer(t, i8::MIN.into(), i8::MAX.into(), "").ok()? as i8),
+        Data::Int16(c) => {
+            c.append_value(values::integer(t, i16::MIN.into(), i16::MAX.into(), "").ok()? as i16)
+        }
+        Data::Int32(c) => {
+            c.append_value(values::integer(t, i32::MIN.into(), i32::MAX.into(), "").ok()? as i32)
+        }
+        Data::Int64(c) => c.append_value(values::integer(t, i64::MIN, i64::MAX, "").ok()?),
+        Data::Float32(c) => c.append_value(values::float(t).ok()?),
+        Data::Float64(c) => c.append_value(values::double(t).ok()?),
+        Data::Decimal {
+            builder,
+            precision,
+            scale,
+        } => builder.append_value(values::decimal(t, *precision, *scale).ok()?),
+        Data::Temporal {
+            values: column_values,
+            nulls,
             kind: TemporalKind::TimestampLtz,
             precision,
             unit,
         } => {
-            let nanos = values::epoch_millis(t, precision).ok()?;
-            Slot::Temporal(values::nanos_to_unit(nanos, unit, "").ok()?)
+            let nanos = values::epoch_millis(t, *precision).ok()?;
+            column_values.push(values::nanos_to_unit(nanos, *unit, "").ok()?);
+            nulls.append_non_null();
         }
         _ => return None,
-    };
-    *slot = value;
+    }
     Some(end)
 }
 
+/// The index after `word` if `b` holds it at `i`.
 #[inline]
-fn literal(b: &[u8], i: usize, word: &[u8], value: Slot, slot: &mut Slot) -> Option<usize> {
-    if b.get(i..i + word.len())? != word {
-        return None;
-    }
-    *slot = value;
-    Some(i + word.len())
-}
-
-/// Appends one slot; `scan` filled each slot for its own column's type (and checked that each
-/// string is UTF-8).
-#[inline]
-fn append(column: &mut Column<'_>, slot: Slot, input: &[u8]) {
-    match (&mut column.data, slot) {
-        (Data::Boolean(b), Slot::Bool(v)) => b.append_value(v),
-        (Data::Int8(b), Slot::Int(v)) => b.append_value(v as i8),
-        (Data::Int16(b), Slot::Int(v)) => b.append_value(v as i16),
-        (Data::Int32(b), Slot::Int(v)) => b.append_value(v as i32),
-        (Data::Int64(b), Slot::Int(v)) => b.append_value(v),
-        (Data::Float32(b), Slot::Float32(v)) => b.append_value(v),
-        (Data::Float64(b), Slot::Float64(v)) => b.append_value(v),
-        (Data::Decimal { builder, .. }, Slot::Decimal(v)) => builder.append_value(v),
-        (Data::Utf8 { builder, .. }, Slot::Str(start, end)) => {
-            builder.append_utf8(input.get(start as usize..end as usize).unwrap_or_default())
-        }
-        (Data::Date32(b), Slot::Date(v)) => b.append_value(v),
-        (Data::Temporal { values, nulls, .. }, Slot::Temporal(v)) => {
-            values.push(v);
-            nulls.append_non_null();
-        }
-        _ => column.append_null(),
-    }
+fn literal(b: &[u8], i: usize, word: &[u8]) -> Option<usize> {
+    (b.get(i..i + word.len())? == word).then_some(i + word.len())
 }
 
 #[cfg(test)]
@@ -587,6 +566,35 @@ mod tests {
         ] {
             assert_eq!(one_pass(value), (true, vec![1; 9]), "{value}");
         }
+    }
+
+    #[test]
+    fn a_refused_record_takes_back_what_it_appended() {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Int64Type, Int8Type};
+        use arrow_array::Array;
+        let plan = plan();
+        let ValuePlan::FlatJson(shape) = &plan.value else {
+            panic!("flat plan")
+        };
+        let mut state = OnePass::new(shape).expect("one-pass types");
+        let mut columns = row_columns(shape, 4);
+        assert!(state.write_row(br#"{"id":1,"name":"a","ok":true,"small":1}"#, shape, &mut columns));
+        // Refused at its last member, after four values were appended.
+        let refused = br#"{"id":2,"name":"bb","ok":false,"small":2,"code":"abc"}"#;
+        assert!(!state.write_row(refused, shape, &mut columns));
+        assert!(state.write_row(br#"{"name":"c","id":3}"#, shape, &mut columns));
+        let arrays: Vec<_> = columns.into_iter().map(|c| c.finish().expect("finish")).collect();
+        assert!(arrays.iter().all(|a| a.len() == 2));
+        let ids: Vec<_> = arrays[0].as_primitive::<Int64Type>().iter().collect();
+        assert_eq!(ids, [Some(1), Some(3)]);
+        let names: Vec<_> = arrays[1].as_string::<i32>().iter().collect();
+        assert_eq!(names, [Some("a"), Some("c")]);
+        let oks: Vec<_> = arrays[3].as_boolean().iter().collect();
+        assert_eq!(oks, [Some(true), None]);
+        let small: Vec<_> = arrays[7].as_primitive::<Int8Type>().iter().collect();
+        assert_eq!(small, [Some(1), None]);
+        assert_eq!(arrays[4].null_count(), 2);
     }
 
     #[test]
