@@ -5,9 +5,22 @@
 # (./test.sh --setup-only), then by kafluss-bench, to kafluss and to each reference in
 # alternation. kafluss must then hold exactly every record sent (scan row count). Target (docs/benchmarks.md): kcat to kafluss >= 0.9 x kcat
 # to tansu.
+#   VALUE         json-flat (default; the 5-column flat table) or binary (a BYTES table fed
+#                 newline-free text values, since kcat -l sends one line per record)
+#   MESSAGE_SIZE  bytes per value (default 100)
 # shellcheck source-path=SCRIPTDIR disable=SC2119 # start_kafluss takes optional -D settings
 source "$(dirname "$0")/lib.sh"
 RECORDS=${RECORDS:-200000}
+VALUE=${VALUE:-json-flat}
+MESSAGE_SIZE=${MESSAGE_SIZE:-100}
+case $VALUE in
+    json-flat) table_value=json-flat values=json-flat ;;
+    binary) table_value=random values=text ;;
+    *)
+        echo "stock-client.sh: VALUE is json-flat or binary, not $VALUE" >&2
+        exit 1
+        ;;
+esac
 if ! command -v kcat >/dev/null; then
     echo "stock-client.sh needs kcat on PATH (Debian/Ubuntu: apt-get install kcat)" >&2
     exit 1
@@ -19,9 +32,9 @@ if ! "$PYTHON" -c 'import confluent_kafka' 2>/dev/null; then
 fi
 build
 start_kafluss
-kafluss_sql "$("$BENCH" table-sql --table fluss.stock100 --value json-flat --partitions 1)"
+kafluss_sql "$("$BENCH" table-sql --table fluss.stock100 --value "$table_value" --partitions 1)"
 PEERS=${PEERS_STOCK:-sink tansu kafka} start_peers 1 stock100
-"$BENCH" values --value json-flat --message-size 100 --count "$RECORDS" >"$WORK/values.jsonl"
+"$BENCH" values --value "$values" --message-size "$MESSAGE_SIZE" --count "$RECORDS" >"$WORK/values.jsonl"
 endpoints=(--endpoint "kafluss=$KAFLUSS_KAFKA=$KAFLUSS_PID")
 [[ -n ${SINK_ADDR:-} ]] && endpoints+=(--endpoint "sink=$SINK_ADDR=$SINK_PID")
 [[ -n ${MOCK_ADDR:-} ]] && endpoints+=(--endpoint "rdkafka-mock=$MOCK_ADDR=$MOCK_PID")
@@ -51,7 +64,7 @@ kcat_lib=()
 "$PYTHON" "$(dirname "$0")/stock_client.py" --topic stock100 --file "$WORK/values.jsonl" \
     --rounds "$ROUNDS" --out "$RESULTS/stock-client-clients.json" "${kcat_lib[@]}" "${drivers[@]}" "${endpoints[@]}" |
     tee "$RESULTS/stock-client-clients.txt"
-compare stock-client-harness --topic stock100 --value json-flat --message-size 100 --acks 1 \
+compare stock-client-harness --topic stock100 --value "$values" --message-size "$MESSAGE_SIZE" --acks 1 \
     --connections 1 --inflight 5 --batch-records 500 --records "$RECORDS"
 clients_sent=$(json_field "$RESULTS/stock-client-clients.json" "sum(r['records'] for r in d['runs'] if r['endpoint'] == 'kafluss')")
 clients=$(json_field "$RESULTS/stock-client-clients.json" "' + '.join(d['clients'])")
