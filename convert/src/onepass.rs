@@ -15,7 +15,7 @@
 use crate::builders::{Column, Data, TemporalKind};
 use crate::json::{number_end, skip_ws, string_stop, string_stop_ascii, MAX_CONTAINER_MEMBERS};
 use crate::plan::{FieldShape, RowShape, Shape};
-use crate::values;
+use crate::values::{self, digit_run, short_double, short_float, short_number, SHORT_DIGITS};
 
 /// What the one-pass path knows of one field of a row, computed once per plan
 /// (`RowShape::one_pass`): its key as the bytes a member's key starts with. Its type rule is
@@ -180,7 +180,7 @@ fn is_set(bits: &[u64], n: usize) -> bool {
 fn short_integer(b: &[u8], i: usize) -> Option<(i64, usize)> {
     let negative = b.get(i) == Some(&b'-');
     let start = i + usize::from(negative);
-    let (magnitude, j) = digits(b, start, 0, SHORT_DIGITS)?;
+    let (magnitude, j) = digit_run(b, start, 0, SHORT_DIGITS)?;
     let len = j - start;
     if len == 0 || (len > 1 && b.get(start) == Some(&b'0')) {
         return None;
@@ -193,58 +193,18 @@ fn short_integer(b: &[u8], i: usize) -> Option<(i64, usize)> {
     Some((if negative { -magnitude } else { magnitude }, j))
 }
 
-/// Digits a short number may have in all (so its value fits an `i64`).
-const SHORT_DIGITS: usize = 18;
-
-/// The decimal digits at `j` appended to `value`, and the index after them; `None` when there
-/// are more than `room` of them.
-#[inline(always)]
-fn digits(b: &[u8], mut j: usize, mut value: u64, room: usize) -> Option<(u64, usize)> {
-    let start = j;
-    while let Some(&d) = b.get(j) {
-        let digit = d.wrapping_sub(b'0');
-        if digit > 9 {
-            break;
-        }
-        // Wraps only past `room` digits, which are refused below.
-        value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
-        j += 1;
-    }
-    (j - start <= room).then_some((value, j))
-}
-
-/// A JSON number at `i` of the form `-?(0|[1-9][0-9]*)(.[0-9]+)?`, at most 18 digits, with
-/// no more fraction digits than `scale` and no more integer digits than `precision - scale`:
-/// its unscaled value and the index after it (the short rule of `values::decimal`, applied
-/// while scanning). `None` for anything else, which the caller parses the general way.
+/// A short number with no more fraction digits than `scale` and no more integer digits than
+/// `precision - scale`: its unscaled value and the index after it (the short rule of
+/// `values::decimal`, applied while scanning). `None` for anything else, which the caller
+/// parses the general way.
 #[inline(always)]
 fn short_decimal(b: &[u8], i: usize, precision: u8, scale: u8) -> Option<(i128, usize)> {
-    let negative = b.get(i) == Some(&b'-');
-    let start = i + usize::from(negative);
-    let (mut value, mut j) = digits(b, start, 0, SHORT_DIGITS)?;
-    let integer_len = j - start;
-    if integer_len == 0 || (integer_len > 1 && b.get(start) == Some(&b'0')) {
+    let n = short_number(b, i)?;
+    if n.fraction_digits > u32::from(scale) || n.integer_digits + u32::from(scale) > u32::from(precision) {
         return None;
     }
-    // No leading zeros: the integer part's significant digits are all of them, or none for 0.
-    let integer_digits = if value == 0 { 0 } else { integer_len as u32 };
-    let mut fraction_digits = 0u32;
-    if b.get(j) == Some(&b'.') {
-        let fraction = j + 1;
-        (value, j) = digits(b, fraction, value, SHORT_DIGITS - integer_len)?;
-        fraction_digits = (j - fraction) as u32;
-        if fraction_digits == 0 {
-            return None;
-        }
-    }
-    if fraction_digits > u32::from(scale) || integer_digits + u32::from(scale) > u32::from(precision) {
-        return None;
-    }
-    if let Some(b'e' | b'E') = b.get(j) {
-        return None;
-    }
-    let unscaled = i128::from(value) * 10i128.pow(u32::from(scale) - fraction_digits);
-    Some((if negative { -unscaled } else { unscaled }, j))
+    let unscaled = i128::from(n.digits) * 10i128.pow(u32::from(scale) - n.fraction_digits);
+    Some((if n.negative { -unscaled } else { unscaled }, n.end))
 }
 
 /// The members of the root object into `columns`, marking in `seen` each field whose value
@@ -410,6 +370,14 @@ fn value(b: &[u8], i: usize, column: &mut Column<'_>) -> Option<usize> {
                     scale,
                 } => short_decimal(b, i, *precision, *scale).map(|(v, end)| {
                     builder.append_value(v);
+                    Some(end)
+                }),
+                Data::Float64(c) => short_double(b, i).map(|(v, end)| {
+                    c.append_value(v);
+                    Some(end)
+                }),
+                Data::Float32(c) => short_float(b, i).map(|(v, end)| {
+                    c.append_value(v);
                     Some(end)
                 }),
                 _ => None,

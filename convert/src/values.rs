@@ -60,6 +60,11 @@ pub(crate) fn integer(text: &str, min: i64, max: i64, type_name: &str) -> Result
 
 /// A finite DOUBLE, correctly rounded from the token text.
 pub(crate) fn double(text: &str) -> Result<f64, String> {
+    if let Some((v, end)) = short_double(text.as_bytes(), 0) {
+        if end == text.len() {
+            return Ok(v);
+        }
+    }
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
         _ => Err(format!("number {text} is out of range for DOUBLE")),
@@ -68,6 +73,11 @@ pub(crate) fn double(text: &str) -> Result<f64, String> {
 
 /// A finite FLOAT, rounded once from the token text (not through f64).
 pub(crate) fn float(text: &str) -> Result<f32, String> {
+    if let Some((v, end)) = short_float(text.as_bytes(), 0) {
+        if end == text.len() {
+            return Ok(v);
+        }
+    }
     match text.parse::<f32>() {
         Ok(v) if v.is_finite() => Ok(v),
         _ => Err(format!("number {text} is out of range for FLOAT")),
@@ -471,6 +481,107 @@ pub(crate) fn nanos_to_unit(nanos: i128, unit: TimeUnit, type_name: &str) -> Res
         .map_err(|_| format!("value is out of the range {type_name} can store"))
 }
 
+/// Short numbers, read at an index of a JSON value's bytes without a token first: the one-pass
+/// path reads numbers this way while scanning, and DOUBLE and FLOAT take their fast path from
+/// here for a whole token too.
+/// Digits a short number may have in all (so its value fits an `i64`).
+pub(crate) const SHORT_DIGITS: usize = 18;
+
+/// The decimal digits at `j` appended to `value`, and the index after them; `None` when there
+/// are more than `room` of them.
+#[inline(always)]
+pub(crate) fn digit_run(b: &[u8], mut j: usize, mut value: u64, room: usize) -> Option<(u64, usize)> {
+    let start = j;
+    while let Some(&d) = b.get(j) {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        // Wraps only past `room` digits, which are refused below.
+        value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
+        j += 1;
+    }
+    (j - start <= room).then_some((value, j))
+}
+
+/// A JSON number of the form `-?(0|[1-9][0-9]*)(.[0-9]+)?` (no exponent) with at most 18
+/// digits in all, read while scanning.
+pub(crate) struct ShortNumber {
+    /// All its digits as one integer (the point left out).
+    pub digits: u64,
+    /// Digits before the point, not counting a lone `0`.
+    pub integer_digits: u32,
+    /// Digits after the point.
+    pub fraction_digits: u32,
+    pub negative: bool,
+    /// The index after it.
+    pub end: usize,
+}
+
+/// The short number at `i`; `None` for anything else, which the caller parses the general way.
+#[inline(always)]
+pub(crate) fn short_number(b: &[u8], i: usize) -> Option<ShortNumber> {
+    let negative = b.get(i) == Some(&b'-');
+    let start = i + usize::from(negative);
+    let (mut digits_value, mut j) = digit_run(b, start, 0, SHORT_DIGITS)?;
+    let integer_len = j - start;
+    if integer_len == 0 || (integer_len > 1 && b.get(start) == Some(&b'0')) {
+        return None;
+    }
+    // No leading zeros: the integer part's significant digits are all of them, or none for 0.
+    let integer_digits = if digits_value == 0 { 0 } else { integer_len as u32 };
+    let mut fraction_digits = 0u32;
+    if b.get(j) == Some(&b'.') {
+        let fraction = j + 1;
+        (digits_value, j) = digit_run(b, fraction, digits_value, SHORT_DIGITS - integer_len)?;
+        fraction_digits = (j - fraction) as u32;
+        if fraction_digits == 0 {
+            return None;
+        }
+    }
+    if let Some(b'e' | b'E') = b.get(j) {
+        return None;
+    }
+    Some(ShortNumber {
+        digits: digits_value,
+        integer_digits,
+        fraction_digits,
+        negative,
+        end: j,
+    })
+}
+
+/// A short number whose digits and power of ten are both exact doubles (digits ≤ 2^53,
+/// at most 22 after the point): one division of the two is the correctly rounded value, as
+/// `str::parse::<f64>` gives it (Clinger's fast path). `None` for anything else.
+#[inline(always)]
+pub(crate) fn short_double(b: &[u8], i: usize) -> Option<(f64, usize)> {
+    let n = short_number(b, i)?;
+    if n.digits > 1 << 53 {
+        return None;
+    }
+    let magnitude = n.digits as f64 / POWERS_OF_TEN_F64.get(n.fraction_digits as usize)?;
+    Some((if n.negative { -magnitude } else { magnitude }, n.end))
+}
+
+/// The same for FLOAT: digits ≤ 2^24, at most 10 after the point (10^10 is the largest power
+/// of ten that is an exact `f32`), one `f32` division.
+#[inline(always)]
+pub(crate) fn short_float(b: &[u8], i: usize) -> Option<(f32, usize)> {
+    let n = short_number(b, i)?;
+    if n.digits > 1 << 24 {
+        return None;
+    }
+    let magnitude = n.digits as f32 / POWERS_OF_TEN_F32.get(n.fraction_digits as usize)?;
+    Some((if n.negative { -magnitude } else { magnitude }, n.end))
+}
+
+const POWERS_OF_TEN_F64: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18,
+    1e19, 1e20, 1e21, 1e22,
+];
+const POWERS_OF_TEN_F32: [f32; 11] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -694,5 +805,76 @@ mod tests {
         let year_3000 = timestamp("3000-01-01T00:00:00", 9).unwrap();
         assert!(nanos_to_unit(year_3000, TimeUnit::Nanosecond, "TIMESTAMP(9)").is_err());
         assert!(nanos_to_unit(year_3000, TimeUnit::Microsecond, "TIMESTAMP(6)").is_ok());
+    }
+
+    #[test]
+    fn short_floats_are_parsed_as_str_parse_does() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut texts: Vec<String> = [
+            "0",
+            "-0",
+            "0.0",
+            "-0.0",
+            "1",
+            "0.1",
+            "0.3",
+            "2.675",
+            "9007199254740992",
+            "9007199254740993",
+            "0.000000000000000000001",
+            "123456789012345678",
+            "16777216",
+            "16777217",
+            "0.0000000001",
+            "3.4028235",
+            "1.17549435",
+            "-7.25",
+        ]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+        for _ in 0..20_000 {
+            let integer = next() % 10u64.pow((next() % 12) as u32 + 1);
+            let fraction_len = (next() % 12) as usize;
+            let fraction: String = (0..fraction_len)
+                .map(|_| char::from(b'0' + (next() % 10) as u8))
+                .collect();
+            let sign = if next() % 2 == 0 { "-" } else { "" };
+            texts.push(if fraction.is_empty() {
+                format!("{sign}{integer}")
+            } else {
+                format!("{sign}{integer}.{fraction}")
+            });
+        }
+        let mut fast = (0, 0);
+        for text in &texts {
+            let b = format!("{text},");
+            if let Some((v, end)) = short_double(b.as_bytes(), 0) {
+                assert_eq!(end, text.len(), "{text}");
+                assert_eq!(v.to_bits(), text.parse::<f64>().unwrap().to_bits(), "{text}");
+                fast.0 += 1;
+            }
+            if let Some((v, end)) = short_float(b.as_bytes(), 0) {
+                assert_eq!(end, text.len(), "{text}");
+                assert_eq!(v.to_bits(), text.parse::<f32>().unwrap().to_bits(), "{text}");
+                fast.1 += 1;
+            }
+        }
+        // Most of these are short enough for the double's fast path, a fifth for the float's
+        // (the rest go the general way).
+        assert!(
+            fast.0 > texts.len() / 2 && fast.1 > texts.len() / 10,
+            "{fast:?} of {}",
+            texts.len()
+        );
+        for refused in ["1e5", "01.5", "1.", "-", ".5", "1.5e3", "12345678901234567890"] {
+            assert!(short_double(refused.as_bytes(), 0).is_none(), "{refused}");
+        }
     }
 }
