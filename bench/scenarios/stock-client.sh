@@ -8,6 +8,8 @@
 #   VALUE         json-flat (default; the 5-column flat table) or binary (a BYTES table fed
 #                 newline-free text values, since kcat -l sends one line per record)
 #   MESSAGE_SIZE  bytes per value (default 100)
+#   CLIENTS       the stock clients to run, of "kcat confluent-kafka java franz-go" (default: all)
+#   COMPRESSION   the table's table.log.arrow.compression.type (default: the table default, ZSTD)
 # shellcheck source-path=SCRIPTDIR disable=SC2119 # start_kafluss takes optional -D settings
 source "$(dirname "$0")/lib.sh"
 RECORDS=${RECORDS:-200000}
@@ -33,6 +35,9 @@ fi
 build
 start_kafluss
 kafluss_sql "$("$BENCH" table-sql --table fluss.stock100 --value "$table_value" --partitions 1)"
+if [[ -n ${COMPRESSION:-} ]]; then
+    kafluss_sql "ALTER TABLE fluss.stock100 SET ('table.log.arrow.compression.type' = '$COMPRESSION')"
+fi
 PEERS=${PEERS_STOCK:-sink tansu kafka} start_peers 1 stock100
 "$BENCH" values --value "$values" --message-size "$MESSAGE_SIZE" --count "$RECORDS" >"$WORK/values.jsonl"
 endpoints=(--endpoint "kafluss=$KAFLUSS_KAFKA=$KAFLUSS_PID")
@@ -61,7 +66,9 @@ d = os.path.join(os.path.dirname(os.path.dirname(confluent_kafka.__file__)), "co
 print((glob.glob(os.path.join(d, "librdkafka*.so*")) or [""])[0])')
 kcat_lib=()
 [[ -n $wheel_librdkafka ]] && kcat_lib=(--kcat-librdkafka "$wheel_librdkafka")
-"$PYTHON" "$(dirname "$0")/stock_client.py" --topic stock100 --file "$WORK/values.jsonl" \
+client_args=()
+[[ -n ${CLIENTS:-} ]] && client_args=(--clients "$CLIENTS")
+"$PYTHON" "$(dirname "$0")/stock_client.py" --topic stock100 --file "$WORK/values.jsonl" "${client_args[@]}" \
     --rounds "$ROUNDS" --out "$RESULTS/stock-client-clients.json" "${kcat_lib[@]}" "${drivers[@]}" "${endpoints[@]}" |
     tee "$RESULTS/stock-client-clients.txt"
 compare stock-client-harness --topic stock100 --value "$values" --message-size "$MESSAGE_SIZE" --acks 1 \

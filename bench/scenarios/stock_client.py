@@ -92,6 +92,7 @@ def main():
     ap.add_argument("--kcat-librdkafka", help="run kcat on this librdkafka.so.1 instead of the system's")
     ap.add_argument("--java", help="command that starts the Java producer (java -jar ...jar)")
     ap.add_argument("--franz-go", help="the Go producer binary (kafluss-go-producer)")
+    ap.add_argument("--clients", help="space-separated subset of kcat, confluent-kafka, java, franz-go to run")
     a = ap.parse_args()
     clients = [("kcat", run_kcat), ("confluent-kafka", run_confluent)]
     if a.java:
@@ -100,6 +101,12 @@ def main():
     if a.franz_go:
         command = [a.franz_go, "-client", "franz-go", "-bench"]
         clients.append(("franz-go", lambda *args, c=command: run_driver(c, "franz-go", *args)))
+    if a.clients:
+        wanted = a.clients.split()
+        unknown = [c for c in wanted if c not in {"kcat", "confluent-kafka", "java", "franz-go"}]
+        if unknown:
+            ap.error(f"unknown clients {unknown}: choose from kcat, confluent-kafka, java, franz-go")
+        clients = [(name, fn) for name, fn in clients if name in wanted]
     if a.kcat_librdkafka:
         # kcat links librdkafka.so.1 dynamically; a directory holding that name overrides it.
         libdir = os.path.join(os.path.dirname(a.out), "kcat-librdkafka")

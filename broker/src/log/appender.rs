@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use arrow_array::RecordBatch;
-use arrow_ipc::writer::{write_message, DictionaryTracker, IpcDataGenerator, IpcWriteContext, StreamWriter};
+use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, StreamWriter};
 use arrow_schema::SchemaRef;
 use glommio::sync::Semaphore;
 
@@ -104,10 +104,17 @@ thread_local! {
     static WRITE_CONTEXTS: RefCell<Vec<(ArrowCompression, IpcWriteContext)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// `batch` as one IPC record-batch message (continuation, metadata, body), its buffers
-/// compressed with `compression`. The converter makes no dictionary types, so no dictionary
-/// messages come first (if one did, `checksum::seal` would refuse the bytes).
-fn encode_message(batch: &RecordBatch, compression: ArrowCompression) -> Result<Vec<u8>, LogError> {
+/// `batch` as one sealed IPC record-batch message (continuation, metadata with the body's
+/// checksum and `tags`, body), its buffers compressed with `compression`, appended to `out`
+/// (`checksum::seal_into`: the encoder's body is copied once, into `out`). The converter makes
+/// no dictionary types; a batch that needed dictionary messages is refused. On `Err` nothing
+/// was appended.
+fn encode_message_into(
+    out: &mut Vec<u8>,
+    batch: &RecordBatch,
+    compression: ArrowCompression,
+    tags: &[(&str, &str)],
+) -> Result<(), LogError> {
     let options = compression.write_options();
     WRITE_CONTEXTS.with_borrow_mut(|contexts| {
         let at = match contexts.iter().position(|(c, _)| *c == compression) {
@@ -125,11 +132,11 @@ fn encode_message(batch: &RecordBatch, compression: ArrowCompression) -> Result<
                 &mut contexts[at].1,
             )
             .map_err(LogError::Encode)?;
-        let mut out = Vec::with_capacity(encoded.ipc_message.len() + encoded.arrow_data.len() + 128);
-        for message in dictionaries.into_iter().chain(std::iter::once(encoded)) {
-            write_message(&mut out, message, &options).map_err(LogError::Encode)?;
+        if !dictionaries.is_empty() {
+            return Err(super::checksum::SealError::new("dictionary messages").into());
         }
-        Ok(out)
+        super::checksum::seal_into(out, &encoded.ipc_message, &encoded.arrow_data, tags)?;
+        Ok(())
     })
 }
 
@@ -432,8 +439,9 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
                 }
                 let base_offset = next_offset;
                 let rows = item.batch.num_rows() as u64;
+                let start = bytes.len();
                 let encoded = if rows == 0 {
-                    Ok(Vec::new())
+                    Ok(())
                 } else {
                     base_offset
                         .checked_add(rows)
@@ -445,22 +453,20 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
                             // with the other codec. The encoder writes into its own Vec only; a
                             // failure leaves nothing behind.
                             let compression = item.compression.unwrap_or(self.compression.get());
-                            let encoded = encode_message(item.batch, compression)?;
-                            Ok(super::checksum::seal_with(&encoded, item.tags)?)
+                            encode_message_into(&mut bytes, item.batch, compression, item.tags)
                         })
                 };
-                let message = match encoded {
-                    Ok(message) => message,
+                match encoded {
+                    Ok(()) => {}
                     Err(e) if i == 0 => return Err(e),
                     Err(_) => break, // this item fails alone, as the first of the next run
-                };
+                }
                 next_offset = base_offset + rows;
                 outcomes.push(AppendOutcome {
                     base_offset,
                     next_offset,
-                    bytes: message.len() as u64,
+                    bytes: (bytes.len() - start) as u64,
                 });
-                bytes.extend_from_slice(&message);
             }
             (active.file.clone(), active.len, bytes, outcomes)
         };

@@ -34,6 +34,12 @@ const ALIGNMENT: usize = 64;
 #[error("cannot add a checksum to the IPC message: {0}")]
 pub struct SealError(&'static str);
 
+impl SealError {
+    pub(crate) const fn new(reason: &'static str) -> Self {
+        Self(reason)
+    }
+}
+
 /// Re-frames one encoded record-batch message (`0xFFFFFFFF`, metadata length, metadata, body)
 /// with the CRC32C of its body in its metadata. The body bytes are unchanged.
 pub fn seal(message: &[u8]) -> Result<Vec<u8>, SealError> {
@@ -51,6 +57,21 @@ pub fn seal_with(message: &[u8], tags: &[(&str, &str)]) -> Result<Vec<u8>, SealE
         .get(8..8 + metadata_len)
         .ok_or(SealError("metadata shorter than its length"))?;
     let body = &message[8 + metadata_len..];
+    let mut out = Vec::new();
+    seal_into(&mut out, metadata, body, tags)?;
+    Ok(out)
+}
+
+/// [`seal_with`] from the two parts the IPC encoder makes (`EncodedData`: the message's
+/// flatbuffer metadata, possibly unpadded, and its body), appended to `out`: the body is copied
+/// once, straight into the bytes to be written, instead of first into a framed message. On
+/// `Err` nothing was appended.
+pub fn seal_into(
+    out: &mut Vec<u8>,
+    metadata: &[u8],
+    body: &[u8],
+    tags: &[(&str, &str)],
+) -> Result<(), SealError> {
     let parsed = arrow_ipc::root_as_message(metadata).map_err(|_| SealError("invalid metadata"))?;
     if parsed.header_type() != MessageHeader::RecordBatch {
         return Err(SealError("not a record batch message"));
@@ -62,7 +83,7 @@ pub fn seal_with(message: &[u8], tags: &[(&str, &str)]) -> Result<Vec<u8>, SealE
         return Err(SealError("body length differs from the metadata's"));
     }
 
-    let mut fbb = FlatBufferBuilder::with_capacity(metadata_len + 64);
+    let mut fbb = FlatBufferBuilder::with_capacity(metadata.len() + 64);
     let nodes = batch
         .nodes()
         .map(|nodes| fbb.create_vector_from_iter(nodes.iter().copied()));
@@ -126,13 +147,14 @@ pub fn seal_with(message: &[u8], tags: &[(&str, &str)]) -> Result<Vec<u8>, SealE
     fbb.finish(root, None);
     let new_metadata = fbb.finished_data();
     let padded = (8 + new_metadata.len()).next_multiple_of(ALIGNMENT) - 8;
-    let mut out = Vec::with_capacity(8 + padded + body.len());
+    let start = out.len();
+    out.reserve(8 + padded + body.len());
     out.extend_from_slice(&CONTINUATION);
     out.extend_from_slice(&(padded as u32).to_le_bytes());
     out.extend_from_slice(new_metadata);
-    out.resize(8 + padded, 0);
+    out.resize(start + 8 + padded, 0);
     out.extend_from_slice(body);
-    Ok(out)
+    Ok(())
 }
 
 /// The body checksum a message's metadata declares: None when it has none (written before
@@ -437,6 +459,47 @@ mod tests {
         let batches = [batch(0, 10)];
         let (bytes, _) = stream(&batches, false);
         assert_eq!(read_all(&bytes, 13).unwrap(), batches);
+    }
+
+    #[test]
+    fn sealing_the_encoders_parts_gives_the_bytes_of_sealing_its_message() {
+        use arrow_ipc::writer::{
+            write_message, DictionaryTracker, IpcDataGenerator, IpcWriteContext, IpcWriteOptions,
+        };
+        let tags = [("kafluss.producer", "7:0:3")];
+        for options in [
+            IpcWriteOptions::default(),
+            IpcWriteOptions::default()
+                .try_with_compression(Some(arrow_ipc::CompressionType::ZSTD))
+                .unwrap(),
+        ] {
+            for rows in [1, 100] {
+                let encode = || {
+                    IpcDataGenerator::default()
+                        .encode(
+                            &batch(0, rows),
+                            &mut DictionaryTracker::new(false),
+                            &options,
+                            &mut IpcWriteContext::default(),
+                        )
+                        .unwrap()
+                        .1
+                };
+                let mut message = Vec::new();
+                write_message(&mut message, encode(), &options).unwrap();
+                let expected = seal_with(&message, &tags).unwrap();
+                // Appended after what `out` holds already, which stays as it was.
+                let mut out = b"earlier".to_vec();
+                let parts = encode();
+                seal_into(&mut out, &parts.ipc_message, &parts.arrow_data, &tags).unwrap();
+                assert_eq!(&out[..7], b"earlier");
+                assert_eq!(&out[7..], &expected[..], "{rows} rows");
+                // And a refusal appends nothing.
+                let before = out.len();
+                assert!(seal_into(&mut out, b"junk", &parts.arrow_data, &tags).is_err());
+                assert_eq!(out.len(), before);
+            }
+        }
     }
 
     #[test]
