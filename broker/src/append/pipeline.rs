@@ -13,6 +13,7 @@
 
 use std::cell::RefCell;
 use std::future::Future;
+use std::ops::Range;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -498,10 +499,12 @@ impl Appender {
         for batch in batches {
             for record in &batch.records {
                 headers_storage.push(
-                    record
+                    batch
                         .headers
+                        .get(record.headers.clone())
+                        .unwrap_or_default()
                         .iter()
-                        .map(|h| (&h.key[..], h.value.as_deref()))
+                        .map(|h| (batch.part(&h.key), batch.optional_part(&h.value)))
                         .collect(),
                 );
             }
@@ -521,8 +524,8 @@ impl Appender {
                     }
                 };
                 records.push(KafkaRecord {
-                    key: record.key.as_deref(),
-                    value: record.value.as_deref(),
+                    key: batch.optional_part(&record.key),
+                    value: batch.optional_part(&record.value),
                     headers: headers.next().map_or(&[][..], |h| &h[..]),
                     timestamp,
                     timestamp_type: batch.timestamp_type,
@@ -680,14 +683,58 @@ pub async fn close_bucket(state: BucketState) {
     }
 }
 
-/// One decoded Kafka batch: its producer fields, timestamp facts and records.
+/// One decoded Kafka batch: its producer fields, timestamp facts and records. The records'
+/// keys, values and headers stay in the (decompressed) records section `data` and are held as
+/// ranges of it: no reference-counted handle per record (`Records::next_ref`).
 #[derive(Debug)]
 pub struct DecodedBatch {
     /// The idempotent producer's id, epoch and sequence range; None without a producer id.
     pub producer: Option<ProducerBatch>,
     pub timestamp_type: TimestampType,
     pub base_timestamp: i64,
-    pub records: Vec<kafluss_protocol::Record>,
+    /// The records section the ranges below point into.
+    pub data: Bytes,
+    pub records: Vec<RecordSpan>,
+    /// The headers of every record, in order; each record's are a range of these.
+    pub headers: Vec<HeaderSpan>,
+}
+
+/// A record of a [`DecodedBatch`]: its parts as ranges of the batch's `data`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordSpan {
+    /// Timestamp minus the batch's base timestamp.
+    pub timestamp_delta: i64,
+    /// `None` for a null key.
+    pub key: Option<Range<usize>>,
+    /// `None` for a null value.
+    pub value: Option<Range<usize>>,
+    /// Its headers: a range of the batch's `headers`.
+    pub headers: Range<usize>,
+}
+
+/// A header of a record of a [`DecodedBatch`], as ranges of the batch's `data`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderSpan {
+    pub key: Range<usize>,
+    /// `None` for a null value.
+    pub value: Option<Range<usize>>,
+}
+
+impl DecodedBatch {
+    /// The bytes of `range` (one of this batch's spans).
+    pub fn part(&self, range: &Range<usize>) -> &[u8] {
+        self.data.get(range.clone()).unwrap_or_default()
+    }
+
+    pub fn optional_part(&self, range: &Option<Range<usize>>) -> Option<&[u8]> {
+        range.as_ref().map(|r| self.part(r))
+    }
+}
+
+/// Where `part`, a slice of `whole`, lies in it.
+fn range_in(whole: &[u8], part: &[u8]) -> Range<usize> {
+    let start = (part.as_ptr() as usize).wrapping_sub(whole.as_ptr() as usize);
+    start..start.wrapping_add(part.len())
 }
 
 /// Parses every batch of a partition's `records`, all-or-nothing.
@@ -724,33 +771,44 @@ pub fn decode_batches(
             WireTimestampType::CreateTime => TimestampType::CreateTime,
         };
         let mut records = Vec::with_capacity(batch.record_count.clamp(0, 4096) as usize);
+        let mut headers = Vec::new();
         // One budget for all batches of the partition, so several batches cannot each
         // decompress up to the limit.
-        let inflated = batch.records(decompress_budget).map_err(BatchRejection::Wire)?;
+        let mut inflated = batch.records(decompress_budget).map_err(BatchRejection::Wire)?;
         decompress_budget = decompress_budget.saturating_sub(inflated.data().len());
-        for record in inflated {
+        let data = inflated.data().clone();
+        while let Some(record) = inflated.next_ref() {
             let record = record.map_err(BatchRejection::Wire)?;
-            let size = record.key.as_ref().map_or(0, |k| k.len())
-                + record.value.as_ref().map_or(0, |v| v.len())
-                + record
-                    .headers
-                    .iter()
-                    .map(|h| h.key.len() + h.value.as_ref().map_or(0, |v| v.len()))
-                    .sum::<usize>();
+            let first_header = headers.len();
+            let mut size = record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
+            for header in record.headers {
+                size += header.key.len() + header.value.map_or(0, <[u8]>::len);
+                headers.push(HeaderSpan {
+                    key: range_in(&data, header.key),
+                    value: header.value.map(|v| range_in(&data, v)),
+                });
+            }
             if size > max_record_size {
                 return Err(BatchRejection::RecordTooLarge {
                     size,
                     limit: max_record_size,
                 });
             }
-            records.push(record);
+            records.push(RecordSpan {
+                timestamp_delta: record.timestamp_delta,
+                key: record.key.map(|k| range_in(&data, k)),
+                value: record.value.map(|v| range_in(&data, v)),
+                headers: first_header..headers.len(),
+            });
         }
         total_records += records.len();
         decoded.push(DecodedBatch {
             producer,
             timestamp_type,
             base_timestamp: batch.base_timestamp,
+            data,
             records,
+            headers,
         });
     }
     if total_records == 0 {

@@ -225,10 +225,28 @@ fn decodes_several_batches_and_refuses_what_behaviour_md_refuses() {
     let decoded = decode_batches(Some(&Bytes::from(two)), 1 << 20, 1 << 10).unwrap();
     let values: Vec<&[u8]> = decoded
         .iter()
-        .flat_map(|b| b.records.iter().map(|r| r.value.as_deref().unwrap()))
+        .flat_map(|b| b.records.iter().map(|r| b.optional_part(&r.value).unwrap()))
         .collect();
     assert_eq!(values, vec![&b"a"[..], b"b", b"c"]);
     assert_eq!(decoded[0].base_timestamp, 5);
+    // Keys and headers are spans of the records section too.
+    let mut keyed = RecordBatchBuilder::new(Compression::None);
+    keyed.append(0, Some(b"k1"), Some(b"v1"), &[(b"h1", Some(b"x")), (b"h2", None)]);
+    keyed.append(1, None, None, &[]);
+    let decoded = decode_batches(Some(&keyed.build().unwrap()), 1 << 20, 1 << 10).unwrap();
+    let (keyed, first, second) = (&decoded[0], &decoded[0].records[0], &decoded[0].records[1]);
+    assert_eq!(keyed.optional_part(&first.key), Some(&b"k1"[..]));
+    assert_eq!(keyed.optional_part(&first.value), Some(&b"v1"[..]));
+    let headers: Vec<_> = keyed.headers[first.headers.clone()]
+        .iter()
+        .map(|h| (keyed.part(&h.key), keyed.optional_part(&h.value)))
+        .collect();
+    assert_eq!(headers, vec![(&b"h1"[..], Some(&b"x"[..])), (&b"h2"[..], None)]);
+    assert_eq!(
+        (second.key.clone(), second.value.clone(), second.headers.len()),
+        (None, None, 0)
+    );
+    assert_eq!(second.timestamp_delta, 1);
 
     assert_eq!(
         decode_batches(None, 1 << 20, 1 << 10).unwrap_err(),
