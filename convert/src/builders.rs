@@ -63,8 +63,7 @@ pub(crate) enum Data<'p> {
     Date32(Primitive<Date32Type>),
     /// TIME, TIMESTAMP and TIMESTAMP_LTZ: values in `unit`, typed at `finish`.
     Temporal {
-        values: Vec<i64>,
-        nulls: NullBufferBuilder,
+        values: Primitive<Int64Type>,
         kind: TemporalKind,
         precision: u8,
         unit: TimeUnit,
@@ -197,10 +196,7 @@ impl<'p> Column<'p> {
             Data::Decimal { builder, .. } => builder.truncate(len),
             Data::Utf8 { builder, .. } => builder.truncate(len),
             Data::Date32(b) => b.truncate(len),
-            Data::Temporal { values, nulls, .. } => {
-                values.truncate(len);
-                nulls.truncate(len);
-            }
+            Data::Temporal { values, .. } => values.truncate(len),
             Data::Binary(_)
             | Data::FixedBinary { .. }
             | Data::List { .. }
@@ -223,10 +219,7 @@ impl<'p> Column<'p> {
             Data::Binary(b) => b.append_null(),
             Data::FixedBinary { builder, .. } => builder.append_null(),
             Data::Date32(b) => b.append_null(),
-            Data::Temporal { values, nulls, .. } => {
-                values.push(0);
-                nulls.append_null();
-            }
+            Data::Temporal { values, .. } => values.append_null(),
             Data::List {
                 offsets,
                 nulls,
@@ -277,12 +270,11 @@ impl<'p> Column<'p> {
             Data::FixedBinary { mut builder, .. } => Arc::new(builder.finish()),
             Data::Date32(b) => Arc::new(b.finish()?),
             Data::Temporal {
-                values,
-                mut nulls,
-                kind,
-                unit,
-                ..
-            } => finish_temporal(values, nulls.finish(), kind, unit),
+                values, kind, unit, ..
+            } => {
+                let (values, nulls) = values.into_parts();
+                finish_temporal(values, nulls, kind, unit)
+            }
             Data::List {
                 offsets,
                 mut nulls,
@@ -372,8 +364,14 @@ impl<T: ArrowPrimitiveType> Primitive<T> {
         self.nulls.truncate(len);
     }
 
-    fn finish(mut self) -> Result<PrimitiveArray<T>, ArrowError> {
-        PrimitiveArray::try_new(ScalarBuffer::from(self.values), self.nulls.finish())
+    fn finish(self) -> Result<PrimitiveArray<T>, ArrowError> {
+        let (values, nulls) = self.into_parts();
+        PrimitiveArray::try_new(ScalarBuffer::from(values), nulls)
+    }
+
+    fn into_parts(mut self) -> (Vec<T::Native>, Option<arrow_buffer::NullBuffer>) {
+        let nulls = self.nulls.finish();
+        (self.values, nulls)
     }
 }
 
@@ -490,8 +488,7 @@ pub(crate) fn row_columns(shape: &RowShape, capacity: usize) -> Vec<Column<'_>> 
 
 fn temporal<'p>(kind: TemporalKind, precision: u8, capacity: usize) -> Data<'p> {
     Data::Temporal {
-        values: Vec::with_capacity(capacity),
-        nulls: NullBufferBuilder::new(capacity),
+        values: Primitive::with_capacity(capacity),
         kind,
         precision,
         unit: time_unit(precision),

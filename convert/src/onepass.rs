@@ -410,7 +410,6 @@ fn string_value(s: &str, column: &mut Column<'_>) -> Option<()> {
         Data::Date32(c) => c.append_value(values::date(s).ok()?),
         Data::Temporal {
             values: column_values,
-            nulls,
             kind,
             precision,
             unit,
@@ -422,8 +421,7 @@ fn string_value(s: &str, column: &mut Column<'_>) -> Option<()> {
             }
             .ok()?;
             // The type name is only part of the message of a refusal, which is dropped here.
-            column_values.push(values::nanos_to_unit(nanos, *unit, "").ok()?);
-            nulls.append_non_null();
+            column_values.append_value(values::nanos_to_unit(nanos, *unit, "").ok()?);
         }
         _ => return None,
     }
@@ -455,14 +453,12 @@ fn number_value(b: &[u8], i: usize, column: &mut Column<'_>) -> Option<usize> {
         } => builder.append_value(values::decimal(t, *precision, *scale).ok()?),
         Data::Temporal {
             values: column_values,
-            nulls,
             kind: TemporalKind::TimestampLtz,
             precision,
             unit,
         } => {
             let nanos = values::epoch_millis(t, *precision).ok()?;
-            column_values.push(values::nanos_to_unit(nanos, *unit, "").ok()?);
-            nulls.append_non_null();
+            column_values.append_value(values::nanos_to_unit(nanos, *unit, "").ok()?);
         }
         _ => return None,
     }

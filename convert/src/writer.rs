@@ -155,7 +155,6 @@ impl<'d, 's> ValueWriter<'d, 's> {
             (
                 Data::Temporal {
                     values: out,
-                    nulls,
                     kind,
                     precision,
                     unit,
@@ -173,10 +172,7 @@ impl<'d, 's> ValueWriter<'d, 's> {
                 };
                 nanos
                     .and_then(|n| values::nanos_to_unit(n, *unit, type_name))
-                    .map(|v| {
-                        out.push(v);
-                        nulls.append_non_null();
-                    })
+                    .map(|v| out.append_value(v))
             }
             (Data::List { .. }, JsonValue::Array(array)) => return self.write_list(column, array, path),
             (Data::Map { .. }, JsonValue::Object(object)) => return self.write_map(column, object, path),
