@@ -175,7 +175,9 @@ fn is_set(bits: &[u64], n: usize) -> bool {
 
 /// A JSON number at `i` that is an integer of at most 18 digits (`-?(0|[1-9][0-9]*)` not
 /// followed by a fraction or exponent), and the index after it; `None` for anything else,
-/// which the caller parses the general way.
+/// which the caller parses the general way. The integer case of `values::short_number`, kept
+/// apart because it is the hot one: built on `short_number` the flat row counts 1,505
+/// instructions instead of 1,483.
 #[inline(always)]
 fn short_integer(b: &[u8], i: usize) -> Option<(i64, usize)> {
     let negative = b.get(i) == Some(&b'-');

@@ -481,9 +481,10 @@ pub(crate) fn nanos_to_unit(nanos: i128, unit: TimeUnit, type_name: &str) -> Res
         .map_err(|_| format!("value is out of the range {type_name} can store"))
 }
 
-/// Short numbers, read at an index of a JSON value's bytes without a token first: the one-pass
-/// path reads numbers this way while scanning, and DOUBLE and FLOAT take their fast path from
-/// here for a whole token too.
+// Short numbers, read at an index of a JSON value's bytes without a token first: the one-pass
+// path reads numbers this way while scanning, and DOUBLE and FLOAT take their fast path from
+// here for a whole token too.
+
 /// Digits a short number may have in all (so its value fits an `i64`).
 pub(crate) const SHORT_DIGITS: usize = 18;
 
