@@ -450,8 +450,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
                         })
                         .and_then(|_| {
                             // Compression is per message: after an ALTER the same stream goes on
-                            // with the other codec. The encoder writes into its own Vec only; a
-                            // failure leaves nothing behind.
+                            // with the other codec. A failure appends nothing to `bytes`.
                             let compression = item.compression.unwrap_or(self.compression.get());
                             encode_message_into(&mut bytes, item.batch, compression, item.tags)
                         })

@@ -3,8 +3,9 @@
 //! Arrow IPC has no checksum, so each record-batch message carries one in the message's own
 //! `custom_metadata` (key [`CHECKSUM_KEY`], value: 8 lowercase hex digits of the CRC32C of the
 //! message body). Readers that do not know it (pyarrow, arrow-rs) ignore it: a segment stays a
-//! plain IPC stream. [`seal`] adds it to a message the IPC writer produced; [`body_checksum`]
-//! reads it back from message metadata; [`VerifyingReader`] checks every body as a stream of
+//! plain IPC stream. [`seal_into`] adds it while framing the parts the IPC encoder produced (the
+//! log's writer); [`body_checksum`] reads it back from message metadata; [`VerifyingReader`]
+//! checks every body as a stream of
 //! segment bytes passes through it (scans), and recovery checks bodies while it walks the
 //! framing (`segment::scan_segment`). Messages without the key (segments written before
 //! checksums existed) are read unchecked.
@@ -41,13 +42,15 @@ impl SealError {
 }
 
 /// Re-frames one encoded record-batch message (`0xFFFFFFFF`, metadata length, metadata, body)
-/// with the CRC32C of its body in its metadata. The body bytes are unchanged.
+/// with the CRC32C of its body in its metadata. The body bytes are unchanged. For tests, which
+/// build segments from framed messages; the log's writer seals the encoder's parts.
+#[cfg(test)]
 pub fn seal(message: &[u8]) -> Result<Vec<u8>, SealError> {
     seal_with(message, &[])
 }
 
-/// [`seal`], with `tags` as further custom-metadata pairs of the message (after the checksum):
-/// what the log's writer stores about a batch besides its rows (`BucketLog::append_tagged`).
+/// [`seal`], with `tags` as further custom-metadata pairs of the message (after the checksum).
+#[cfg(test)]
 pub fn seal_with(message: &[u8], tags: &[(&str, &str)]) -> Result<Vec<u8>, SealError> {
     if message.len() < 8 || message[..4] != CONTINUATION {
         return Err(SealError("no continuation marker"));
@@ -62,10 +65,12 @@ pub fn seal_with(message: &[u8], tags: &[(&str, &str)]) -> Result<Vec<u8>, SealE
     Ok(out)
 }
 
-/// [`seal_with`] from the two parts the IPC encoder makes (`EncodedData`: the message's
-/// flatbuffer metadata, possibly unpadded, and its body), appended to `out`: the body is copied
-/// once, straight into the bytes to be written, instead of first into a framed message. On
-/// `Err` nothing was appended.
+/// One record-batch message framed from the two parts the IPC encoder makes (`EncodedData`: the
+/// message's flatbuffer metadata, possibly unpadded, and its body), with the CRC32C of its body
+/// and `tags` as custom-metadata pairs (after the checksum: what the log's writer stores about a
+/// batch besides its rows, `BucketLog::append_tagged`), appended to `out`: `0xFFFFFFFF`,
+/// metadata length, metadata, padding, body. The body is copied once, straight into the bytes
+/// to be written, and unchanged. On `Err` nothing was appended.
 pub fn seal_into(
     out: &mut Vec<u8>,
     metadata: &[u8],
