@@ -1,9 +1,9 @@
 //! Arrow builders for JSON-converted values: one `Column` tree per partition batch, made from
 //! the plan's shapes. A batch that fails is dropped whole. Scalar columns other than
-//! BINARY/BYTES are kafluss's own (`Primitive`, `BooleanColumn`, `Utf8Builder`, temporal) so
-//! that they can be cut back to a row count: the one-pass path appends each member's value as
-//! it reads it, and takes the appended values back when it leaves a record to the two-pass
-//! path.
+//! BINARY/BYTES are kafluss's own (`Primitive`, TIME/TIMESTAMP included; `BooleanColumn`;
+//! `Utf8Builder`) so that they can be cut back to a row count: the one-pass path appends each
+//! member's value as it reads it, and takes the appended values back when it leaves a record to
+//! the two-pass path.
 
 use std::sync::Arc;
 
