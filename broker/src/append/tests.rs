@@ -572,3 +572,36 @@ fn a_group_of_jobs_is_written_together_and_answered_as_if_each_came_alone() {
         vec![vec![1, 2, 3, 4, 5], vec![7], vec![8], vec![9]]
     );
 }
+
+#[test]
+fn large_batches_of_a_group_are_not_concatenated() {
+    let (dir, config, table) = fixture();
+    let registry = Arc::new(LogRegistry::new());
+    let _dir = dir;
+    let check = config.clone();
+    let check_table = table.clone();
+    // Each of these batches holds more than MERGE_BYTES in its name column, so it is a run of
+    // its own; the small ones around them still share a message.
+    let name = "n".repeat(super::pipeline::MERGE_BYTES + 1);
+    let large = move |id: i64| format!(r#"{{"id": {id}, "name": "{name}"}}"#);
+    run_local(async move {
+        let appender = appender(&config, &registry);
+        let mut state = None;
+        let jobs = vec![
+            job(&table, 0, batch(&[r#"{"id": 1}"#], Compression::None), 1),
+            job(&table, 0, batch(&[r#"{"id": 2}"#], Compression::None), 1),
+            job(&table, 0, batch(&[&large(3)], Compression::None), 1),
+            job(&table, 0, batch(&[&large(4)], Compression::None), 1),
+            job(&table, 0, batch(&[r#"{"id": 5}"#], Compression::None), 1),
+            job(&table, 0, batch(&[r#"{"id": 6}"#], Compression::None), 1),
+        ];
+        let results = group_outcomes(appender.append_group(&mut state, jobs).await).await;
+        let offsets: Vec<_> = (0..6).map(|i| Ok((i, 1))).collect();
+        assert_eq!(results, offsets);
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+    });
+    assert_eq!(
+        stored_messages(&check, &check_table, 0),
+        vec![vec![1, 2], vec![3], vec![4], vec![5, 6]]
+    );
+}
