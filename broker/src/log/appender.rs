@@ -853,3 +853,66 @@ async fn write_all<F: SegmentFile>(file: &F, bytes: Vec<u8>, pos: u64) -> std::i
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int32Array, Int64Array, StringArray};
+    use arrow_ipc::writer::{write_message, DictionaryTracker, IpcDataGenerator, IpcWriteContext};
+    use arrow_schema::{DataType, Field, Schema};
+
+    /// What a writer of the batch's own schema frames: one fresh encoder, one message.
+    fn expected(batch: &RecordBatch, compression: ArrowCompression, tags: &[(&str, &str)]) -> Vec<u8> {
+        let options = compression.write_options();
+        let (_, encoded) = IpcDataGenerator::default()
+            .encode(
+                batch,
+                &mut DictionaryTracker::new(false),
+                &options,
+                &mut IpcWriteContext::default(),
+            )
+            .unwrap();
+        let mut message = Vec::new();
+        write_message(&mut message, encoded, &options).unwrap();
+        super::super::checksum::seal_with(&message, tags).unwrap()
+    }
+
+    #[test]
+    fn the_shared_encoders_frame_batches_of_any_schema_as_their_own_writer_would() {
+        let ids = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)])),
+            vec![Arc::new(Int64Array::from_iter_values(0..300))],
+        )
+        .unwrap();
+        let names = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![
+                Field::new("name", DataType::Utf8, true),
+                Field::new("n", DataType::Int32, true),
+            ])),
+            vec![
+                Arc::new(StringArray::from_iter(
+                    (0..200).map(|i| (i % 3 != 0).then(|| format!("name {i}"))),
+                )),
+                Arc::new(Int32Array::from_iter((0..200).map(|i| (i % 5 != 0).then_some(i)))),
+            ],
+        )
+        .unwrap();
+        let tags = [("kafluss.producer", "7:0:3")];
+        for compression in [
+            ArrowCompression::None,
+            ArrowCompression::Lz4Frame,
+            ArrowCompression::Zstd { level: 3 },
+        ] {
+            for batch in [&ids, &names, &ids.slice(10, 20), &names] {
+                let mut out = b"before".to_vec();
+                encode_message_into(&mut out, batch, compression, &tags).unwrap();
+                assert_eq!(&out[..6], b"before");
+                assert_eq!(
+                    &out[6..],
+                    &expected(batch, compression, &tags)[..],
+                    "{compression:?}"
+                );
+            }
+        }
+    }
+}
