@@ -575,36 +575,36 @@ struct GroupMessage {
     compression: crate::log::ArrowCompression,
 }
 
-/// A run of jobs grows only while its batches hold at most this many bytes of Arrow buffers
-/// together: concatenating small batches saves a message, an encoding and a compression per
-/// job, while concatenating large ones only copies their bytes once more (docs/architecture.md,
-/// step 7).
+/// Only batches holding at most this many bytes of Arrow buffers are concatenated with their
+/// neighbours: for a small batch the message, encoding and compression it saves cost more than
+/// copying its bytes once more; for a large one the copy is all that changes
+/// (docs/architecture.md, step 7).
 pub(crate) const MERGE_BYTES: usize = 256 << 10;
 
 /// Splits a group's waiting jobs into runs stored as one message each: consecutive jobs with
-/// the same schema and codec (an ALTER between two jobs starts a new run) whose batches hold no
-/// more than [`MERGE_BYTES`] together; a larger batch is a run of its own.
+/// the same schema and codec (an ALTER between two jobs starts a new run) whose batches each
+/// hold at most [`MERGE_BYTES`]; a larger batch is a run of its own.
 fn message_runs(waiting: &[(usize, Ready)]) -> Vec<std::ops::Range<usize>> {
-    let mut runs: Vec<(std::ops::Range<usize>, usize)> = Vec::new();
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    let small = |r: &Ready| r.arrow_batch.get_array_memory_size() <= MERGE_BYTES;
     for (i, (_, r)) in waiting.iter().enumerate() {
-        let bytes = r.arrow_batch.get_array_memory_size();
         match runs.last_mut() {
-            Some((run, run_bytes))
+            Some(run)
                 if {
                     let first = &waiting[run.start].1;
                     first.job.table.compression == r.job.table.compression
                         // `Arc<Schema>` equality compares pointers first.
                         && first.arrow_batch.schema_ref() == r.arrow_batch.schema_ref()
-                        && *run_bytes + bytes <= MERGE_BYTES
+                        && small(first)
+                        && small(r)
                 } =>
             {
-                run.end = i + 1;
-                *run_bytes += bytes;
+                run.end = i + 1
             }
-            _ => runs.push((i..i + 1, bytes)),
+            _ => runs.push(i..i + 1),
         }
     }
-    runs.into_iter().map(|(run, _)| run).collect()
+    runs
 }
 
 /// The messages of a group: one per run ([`message_runs`]) with the run's jobs.
