@@ -878,7 +878,7 @@ mod tests {
     }
 
     #[test]
-    fn the_shared_encoders_frame_batches_of_any_schema_as_their_own_writer_would() {
+    fn the_shared_write_contexts_frame_batches_of_any_schema_as_their_own_writer_would() {
         let ids = RecordBatch::try_new(
             Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)])),
             vec![Arc::new(Int64Array::from_iter_values(0..300))],
