@@ -605,3 +605,51 @@ fn large_batches_of_a_group_are_not_concatenated() {
         vec![vec![1, 2], vec![3], vec![4], vec![5, 6]]
     );
 }
+
+#[test]
+fn an_idempotent_batch_stored_alone_keeps_its_offsets_across_a_reopen() {
+    let (dir, config, table) = fixture();
+    let _dir = dir;
+    let check = config.clone();
+    let check_table = table.clone();
+    // Producer 7's second batch is over MERGE_BYTES: the group is stored as three messages, so
+    // its producers' tags are split three ways too.
+    let large = {
+        let value = format!(
+            r#"{{"id": 2, "name": "{}"}}"#,
+            "n".repeat(super::pipeline::MERGE_BYTES + 1)
+        );
+        let mut builder = RecordBatchBuilder::new(Compression::None).producer(7, 0, 1);
+        builder.append(5, None, Some(value.as_bytes()), &[]);
+        builder.build().unwrap()
+    };
+    let jobs = vec![
+        job(&table, 0, idempotent(7, 0, 0, &[1]), 1),
+        job(&table, 0, large.clone(), 1),
+        job(&table, 0, idempotent(7, 0, 2, &[3, 4]), 1),
+    ];
+    let retries = vec![
+        job(&table, 0, idempotent(7, 0, 0, &[1]), 1),
+        job(&table, 0, large, 1),
+        job(&table, 0, idempotent(7, 0, 2, &[3, 4]), 1),
+        job(&table, 0, idempotent(7, 0, 4, &[5]), 1),
+    ];
+    run_local(async move {
+        let appender = appender(&config, &Arc::new(LogRegistry::new()));
+        let mut state = None;
+        let results = group_outcomes(appender.append_group(&mut state, jobs).await).await;
+        assert_eq!(results, vec![Ok((0, 1)), Ok((1, 1)), Ok((2, 2))]);
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+
+        // Reopened, each retry is answered with its own batch's offset and appends nothing.
+        let reopened = self::appender(&config, &Arc::new(LogRegistry::new()));
+        let mut state = None;
+        let results = group_outcomes(reopened.append_group(&mut state, retries).await).await;
+        assert_eq!(results, vec![Ok((0, 0)), Ok((1, 0)), Ok((2, 0)), Ok((4, 1))]);
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+    });
+    assert_eq!(
+        stored_messages(&check, &check_table, 0),
+        vec![vec![1], vec![2], vec![3, 4], vec![5]]
+    );
+}
