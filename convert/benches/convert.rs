@@ -1,5 +1,5 @@
 //! Conversion throughput on one core: `cargo bench -p kafluss-convert --bench convert`.
-//! Each iteration converts one partition batch of `workloads::BATCH` records into an Arrow
+//! Each iteration converts one partition batch of `workloads::batch()` records (1000) into an Arrow
 //! batch; criterion reports elements (rows) per second of wall time.
 
 mod workloads;

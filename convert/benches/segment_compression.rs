@@ -2,7 +2,7 @@
 //! can ask for (`table.log.arrow.compression.type`, docs/storage.md):
 //! `cargo bench -p kafluss-convert --bench segment_compression [workload...]`.
 //!
-//! Each workload's batch of `workloads::BATCH` records is converted once; then, for NONE,
+//! Each workload's batch of `workloads::batch()` records (1000) is converted once; then, for NONE,
 //! LZ4_FRAME and ZSTD at levels 1, 3 (the default) and 9, it is encoded as one IPC record-batch
 //! message the way the broker's segment writer does (an arrow-ipc `StreamWriter` per segment,
 //! one `write` per batch) and read back with a `StreamReader` (what scans and pyarrow do).
@@ -47,7 +47,7 @@ fn random_binary(len: usize) -> Workload {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         (z ^ (z >> 31)) as u8
     };
-    let values = (0..workloads::BATCH)
+    let values = (0..workloads::batch())
         .map(|_| (0..len).map(|_| next()).collect())
         .collect();
     Workload {
@@ -132,6 +132,30 @@ fn measure(workload: &Workload) {
     }
 }
 
+/// Text of the load generator's `--value text` alphabet (26 letters, spaces and four vowels
+/// again: about five bits a byte), as kcat sends into a BYTES table in the end-to-end runs.
+fn text_binary(len: usize) -> Workload {
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz  eaio";
+    let base = workloads::binary_1k();
+    let mut state = 0x006b_6166_6c75_7373_u64;
+    let mut next = || {
+        // SplitMix64.
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ALPHABET[((z ^ (z >> 31)) % 32) as usize]
+    };
+    let values = (0..workloads::batch())
+        .map(|_| (0..len).map(|_| next()).collect())
+        .collect();
+    Workload {
+        name: "text_binary_100b",
+        plan: base.plan,
+        values,
+    }
+}
+
 fn main() {
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -140,6 +164,7 @@ fn main() {
     let mut all: Vec<(&str, workloads::Build)> = workloads::all();
     all.push(("random_binary_100b", || random_binary(100)));
     all.push(("random_binary_1kib", || random_binary(1024)));
+    all.push(("text_binary_100b", || text_binary(100)));
     for (name, build) in all {
         if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
             continue;

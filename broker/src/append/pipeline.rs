@@ -575,36 +575,54 @@ struct GroupMessage {
     compression: crate::log::ArrowCompression,
 }
 
-/// Only batches holding at most this many bytes of Arrow buffers are concatenated with their
-/// neighbours: for a small batch the message, encoding and compression it saves cost more than
-/// copying its bytes once more; for a large one the copy is all that changes
+/// A run of jobs grows only while each of its columns holds at most this many bytes of Arrow
+/// buffers, summed over the run's batches. Concatenating small batches saves a message, an
+/// encoding and a compression per job; keeping each column's buffers within 128 KiB keeps zstd
+/// out of the size class where level 3 looks for 4-byte matches (inputs of 128–256 KiB),
+/// which on text of few letters was five to seven times slower per byte here
+/// (docs/benchmarks.md); and a batch larger than that is not copied once more
 /// (docs/architecture.md, step 7).
-pub(crate) const MERGE_BYTES: usize = 256 << 10;
+pub(crate) const MERGE_COLUMN_BYTES: usize = 128 << 10;
+
+/// The Arrow buffer bytes of each column of `batch`.
+fn column_bytes(batch: &arrow_array::RecordBatch) -> Vec<usize> {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.get_buffer_memory_size())
+        .collect()
+}
 
 /// Splits a group's waiting jobs into runs stored as one message each: consecutive jobs with
-/// the same schema and codec (an ALTER between two jobs starts a new run) whose batches each
-/// hold at most [`MERGE_BYTES`]; a larger batch is a run of its own.
+/// the same schema and codec (an ALTER between two jobs starts a new run) while every column
+/// of the run holds at most [`MERGE_COLUMN_BYTES`]; a larger batch is a run of its own.
 fn message_runs(waiting: &[(usize, Ready)]) -> Vec<std::ops::Range<usize>> {
-    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-    let small = |r: &Ready| r.arrow_batch.get_array_memory_size() <= MERGE_BYTES;
+    let mut runs: Vec<(std::ops::Range<usize>, Vec<usize>)> = Vec::new();
     for (i, (_, r)) in waiting.iter().enumerate() {
+        let bytes = column_bytes(&r.arrow_batch);
         match runs.last_mut() {
-            Some(run)
+            Some((run, run_bytes))
                 if {
                     let first = &waiting[run.start].1;
                     first.job.table.compression == r.job.table.compression
                         // `Arc<Schema>` equality compares pointers first.
                         && first.arrow_batch.schema_ref() == r.arrow_batch.schema_ref()
-                        && small(first)
-                        && small(r)
+                        && run_bytes
+                            .iter()
+                            .zip(&bytes)
+                            .all(|(run, job)| run + job <= MERGE_COLUMN_BYTES)
                 } =>
             {
-                run.end = i + 1
+                run.end = i + 1;
+                run_bytes
+                    .iter_mut()
+                    .zip(&bytes)
+                    .for_each(|(run, job)| *run += job);
             }
-            _ => runs.push(i..i + 1),
+            _ => runs.push((i..i + 1, bytes)),
         }
     }
-    runs
+    runs.into_iter().map(|(run, _)| run).collect()
 }
 
 /// The messages of a group: one per run ([`message_runs`]) with the run's jobs.

@@ -580,9 +580,9 @@ fn large_batches_of_a_group_are_not_concatenated() {
     let _dir = dir;
     let check = config.clone();
     let check_table = table.clone();
-    // Each of these batches holds more than MERGE_BYTES in its name column, so it is a run of
+    // Each of these batches holds more than MERGE_COLUMN_BYTES in its name column, so it is a run of
     // its own; the small ones around them still share a message.
-    let name = "n".repeat(super::pipeline::MERGE_BYTES + 1);
+    let name = "n".repeat(super::pipeline::MERGE_COLUMN_BYTES + 1);
     let large = move |id: i64| format!(r#"{{"id": {id}, "name": "{name}"}}"#);
     run_local(async move {
         let appender = appender(&config, &registry);
@@ -607,17 +607,47 @@ fn large_batches_of_a_group_are_not_concatenated() {
 }
 
 #[test]
+fn a_run_of_small_batches_ends_where_a_column_would_pass_the_merge_bound() {
+    let (dir, config, table) = fixture();
+    let _dir = dir;
+    let check = config.clone();
+    let check_table = table.clone();
+    // A 48 KiB name each: two of them fit in one run's name column (at most
+    // MERGE_COLUMN_BYTES, 128 KiB), a third does not.
+    const {
+        assert!(3 * (48 << 10) > super::pipeline::MERGE_COLUMN_BYTES);
+        assert!(2 * (48 << 10) + 4096 < super::pipeline::MERGE_COLUMN_BYTES);
+    }
+    let name = "n".repeat(48 << 10);
+    let value = move |id: i64| format!(r#"{{"id": {id}, "name": "{name}"}}"#);
+    run_local(async move {
+        let appender = appender(&config, &Arc::new(LogRegistry::new()));
+        let mut state = None;
+        let jobs = (1..=5)
+            .map(|id| job(&table, 0, batch(&[&value(id)], Compression::None), 1))
+            .collect();
+        let results = group_outcomes(appender.append_group(&mut state, jobs).await).await;
+        assert_eq!(results, (0..5).map(|i| Ok((i, 1))).collect::<Vec<_>>());
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+    });
+    assert_eq!(
+        stored_messages(&check, &check_table, 0),
+        vec![vec![1, 2], vec![3, 4], vec![5]]
+    );
+}
+
+#[test]
 fn an_idempotent_batch_stored_alone_keeps_its_offsets_across_a_reopen() {
     let (dir, config, table) = fixture();
     let _dir = dir;
     let check = config.clone();
     let check_table = table.clone();
-    // Producer 7's second batch is over MERGE_BYTES: the group is stored as three messages, so
+    // Producer 7's second batch is over MERGE_COLUMN_BYTES: the group is stored as three messages, so
     // its producers' tags are split three ways too.
     let large = {
         let value = format!(
             r#"{{"id": 2, "name": "{}"}}"#,
-            "n".repeat(super::pipeline::MERGE_BYTES + 1)
+            "n".repeat(super::pipeline::MERGE_COLUMN_BYTES + 1)
         );
         let mut builder = RecordBatchBuilder::new(Compression::None).producer(7, 0, 1);
         builder.append(5, None, Some(value.as_bytes()), &[]);

@@ -6,8 +6,17 @@ use kafluss_convert::{
     TimestampType, ValueLayout, ValueType,
 };
 
-/// Records per converted partition batch.
-pub const BATCH: usize = 1000;
+/// Records per converted partition batch: 1000.
+///
+/// `KAFLUSS_BENCH_ROWS=N` makes it N (segment_compression: what the size of a stored message
+/// costs a codec, each column buffer being compressed on its own).
+pub fn batch() -> usize {
+    std::env::var("KAFLUSS_BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&rows: &usize| rows > 0)
+        .unwrap_or(1000)
+}
 
 /// A named plan with the record values of one batch.
 pub struct Workload {
@@ -89,7 +98,7 @@ pub fn flat_json() -> Workload {
         &mapping(&schema, ValueType::ParseJson, ValueLayout::Flat),
     )
     .expect("plan");
-    let values: Vec<Vec<u8>> = (0..BATCH)
+    let values: Vec<Vec<u8>> = (0..batch())
         .map(|i| {
             format!(
                 r#"{{"order_id":{},"customer":"customer-{:06}","amount":{}.{:02},"quantity":{},"status":"SHIPPED"}}"#,
@@ -136,7 +145,7 @@ pub fn nested_json() -> Workload {
         &mapping(&schema, ValueType::ParseJson, ValueLayout::Nested),
     )
     .expect("plan");
-    let values: Vec<Vec<u8>> = (0..BATCH)
+    let values: Vec<Vec<u8>> = (0..batch())
         .map(|i| {
             format!(
                 r#"{{"id":{i},"tags":["red","blue","tag-{}"],"attrs":{{"weight":{}.5,"height":12.25}},"items":[{{"sku":"A-{}","qty":{}}},{{"sku":"B-1","qty":2}}],"created":"2024-02-29T12:00:00.123Z"}}"#,
@@ -170,7 +179,7 @@ pub fn binary_1k() -> Workload {
     ]);
     let plan = ConversionPlan::compile(&schema, &mapping(&schema, ValueType::Binary, ValueLayout::Flat))
         .expect("plan");
-    let values: Vec<Vec<u8>> = (0..BATCH)
+    let values: Vec<Vec<u8>> = (0..batch())
         .map(|i| (0..1024).map(|j| ((i + j) % 251) as u8).collect())
         .collect();
     Workload {
