@@ -35,8 +35,9 @@ const CODECS: [(&str, Option<CompressionType>, Option<i32>); 5] = [
     ("ZSTD(9)", Some(CompressionType::ZSTD), Some(9)),
 ];
 
-/// Random bytes (incompressible), as the load generator's `--value random` sends.
-fn random_binary(len: usize) -> Workload {
+/// A BYTES-table workload named `name` of `workloads::batch()` values of `len` bytes, each
+/// byte made by `byte` from the next SplitMix64 output (the seed is the load generator's).
+fn generated(name: &'static str, len: usize, byte: fn(u64) -> u8) -> Workload {
     let base = workloads::binary_1k();
     let mut state = 0x006b_6166_6c75_7373_u64;
     let mut next = || {
@@ -45,20 +46,33 @@ fn random_binary(len: usize) -> Workload {
         let mut z = state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) as u8
+        byte(z ^ (z >> 31))
     };
     let values = (0..workloads::batch())
         .map(|_| (0..len).map(|_| next()).collect())
         .collect();
     Workload {
-        name: if len == 100 {
-            "random_binary_100b"
-        } else {
-            "random_binary_1kib"
-        },
+        name,
         plan: base.plan,
         values,
     }
+}
+
+/// Random bytes (incompressible), as the load generator's `--value random` sends.
+fn random_binary(len: usize) -> Workload {
+    let name = if len == 100 {
+        "random_binary_100b"
+    } else {
+        "random_binary_1kib"
+    };
+    generated(name, len, |z| z as u8)
+}
+
+/// Text of the load generator's `--value text` alphabet (26 letters, spaces and four vowels
+/// again: about five bits a byte), as kcat sends into a BYTES table in the end-to-end runs.
+fn text_binary(len: usize) -> Workload {
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz  eaio";
+    generated("text_binary_100b", len, |z| ALPHABET[(z % 32) as usize])
 }
 
 /// Runs `work` (which handles `rows` rows per call) for `RUN` or `KAFLUSS_BENCH_BATCHES`
@@ -129,30 +143,6 @@ fn measure(workload: &Workload) {
             encode_ns,
             decode_ns,
         );
-    }
-}
-
-/// Text of the load generator's `--value text` alphabet (26 letters, spaces and four vowels
-/// again: about five bits a byte), as kcat sends into a BYTES table in the end-to-end runs.
-fn text_binary(len: usize) -> Workload {
-    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz  eaio";
-    let base = workloads::binary_1k();
-    let mut state = 0x006b_6166_6c75_7373_u64;
-    let mut next = || {
-        // SplitMix64.
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ALPHABET[((z ^ (z >> 31)) % 32) as usize]
-    };
-    let values = (0..workloads::batch())
-        .map(|_| (0..len).map(|_| next()).collect())
-        .collect();
-    Workload {
-        name: "text_binary_100b",
-        plan: base.plan,
-        values,
     }
 }
 
