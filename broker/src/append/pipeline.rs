@@ -595,7 +595,8 @@ fn column_bytes(batch: &arrow_array::RecordBatch) -> Vec<usize> {
 
 /// Splits a group's waiting jobs into runs stored as one message each: consecutive jobs with
 /// the same schema and codec (an ALTER between two jobs starts a new run) while every column
-/// of the run holds at most [`MERGE_COLUMN_BYTES`]; a larger batch is a run of its own.
+/// of the run holds at most [`MERGE_COLUMN_BYTES`]; a batch with a larger column is a run of
+/// its own.
 fn message_runs(waiting: &[(usize, Ready)]) -> Vec<std::ops::Range<usize>> {
     let mut runs: Vec<(std::ops::Range<usize>, Vec<usize>)> = Vec::new();
     for (i, (_, r)) in waiting.iter().enumerate() {
