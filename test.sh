@@ -2,9 +2,9 @@
 # The one test command (README): installs what the tests need, idempotently, then runs them all.
 #
 #   ./test.sh              set up, then fmt, build, clippy, cargo test, the real-client suite
-#   ./test.sh --setup-only set up only (kcat, .venv with the Python clients, npm kafkajs, the
-#                          Java producer built with Maven, the Go producer built with go, Apache
-#                          Kafka's broker and tools from Maven Central)
+#   ./test.sh --setup-only set up only (cc and make, kcat, .venv with the Python clients, npm
+#                          kafkajs, the Java producer built with Maven, the Go producer built
+#                          with go, Apache Kafka's broker and tools from Maven Central)
 #
 # Set-up works on a fresh Debian machine as root (or with sudo) reaching only the package
 # registries. Every step runs even when an earlier one failed (except what a failed build makes
@@ -39,6 +39,16 @@ apt_install() {
         apt_updated=1
     fi
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" || die "apt-get install $* failed"
+}
+
+setup_build_tools() {
+    # The build compiles C sources (zstd, lz4, jemalloc: jemalloc's needs make as well).
+    if command -v cc >/dev/null && command -v make >/dev/null; then
+        echo "build tools: cc and make (already installed)"
+        return
+    fi
+    log "installing a C compiler and make (Debian)"
+    apt_install gcc make libc6-dev
 }
 
 setup_kcat() {
@@ -149,6 +159,7 @@ setup_kafka() {
 
 setup() {
     log "set-up"
+    setup_build_tools
     setup_kcat
     setup_venv
     setup_node

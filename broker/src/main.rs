@@ -9,6 +9,13 @@ use kafluss_broker::config::ServerConfig;
 
 mod cli;
 
+/// jemalloc keeps freed pages for reuse (its dirty pages decay over seconds) where glibc's malloc
+/// hands every buffer of a request's size (the frame, the Arrow builders, the IPC body, the write
+/// buffer: each a new allocation of 0.1-4 MiB) back to the kernel and faults fresh pages in for
+/// the next request. Measured in docs/benchmarks.md ("The allocator: fresh pages per request").
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "kafluss",
