@@ -53,6 +53,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("server.cores", None),
     ("log.flush.policy", Some("ack")),
     ("log.segment.size", Some("256mb")),
+    ("log.writeback.size", Some("1mb")),
     ("table.log.ttl", Some("7d")),
     ("log.retention.check-interval", Some("5min")),
     ("admin.max-request-size", Some("16mb")),
@@ -158,6 +159,9 @@ pub struct ServerConfig {
     pub cores: usize,
     pub flush_policy: FlushPolicy,
     pub segment_size: u64,
+    /// `log.writeback.size`: every this many bytes appended to a segment, its new bytes are
+    /// handed to the kernel's writeback and the clean pages before them dropped (0: never).
+    pub writeback_size: u64,
     pub log_ttl: Duration,
     pub retention_check_interval: Duration,
     pub admin_max_request_size: usize,
@@ -394,6 +398,7 @@ impl ServerConfig {
             cores,
             flush_policy,
             segment_size: positive_size("log.segment.size")?,
+            writeback_size: parse_size("log.writeback.size", req("log.writeback.size"))?,
             log_ttl: positive_duration("table.log.ttl")?,
             retention_check_interval: positive_duration("log.retention.check-interval")?,
             admin_max_request_size: positive_size("admin.max-request-size")? as usize,

@@ -16,6 +16,7 @@ use log_support::{batch, batch_with, ids_in_stream, run_local};
 fn config(segment_size: u64) -> LogConfig {
     LogConfig {
         segment_size,
+        writeback_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,
@@ -141,6 +142,7 @@ fn retention_deletes_old_closed_segments_but_never_the_last() {
     run_local(async move {
         let config = LogConfig {
             segment_size: 512,
+            writeback_size: 0,
             flush_policy: FlushPolicy::Ack,
             retention: Some(Duration::from_secs(3600)),
             compression: ArrowCompression::None,

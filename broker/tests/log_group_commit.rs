@@ -13,6 +13,7 @@ use log_support::{batch, run_local};
 fn config() -> LogConfig {
     LogConfig {
         segment_size: 1 << 20,
+        writeback_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,

@@ -19,6 +19,7 @@ use log_support::{batch, ids_in_stream, run_local};
 fn config(segment_size: u64) -> LogConfig {
     LogConfig {
         segment_size,
+        writeback_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,

@@ -80,6 +80,7 @@ fn pyarrow_reads_closed_and_active_segments() {
     let bases = run_local(async move {
         let config = LogConfig {
             segment_size: 1500,
+            writeback_size: 100,
             flush_policy: FlushPolicy::Ack,
             retention: None,
             compression: ArrowCompression::None,

@@ -18,6 +18,7 @@ use log_support::{batch, run_local};
 fn config(retention: Duration) -> LogConfig {
     LogConfig {
         segment_size: 400,
+        writeback_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: Some(retention),
         compression: ArrowCompression::None,

@@ -19,6 +19,7 @@ use log_support::{batch, run_local};
 fn config() -> LogConfig {
     LogConfig {
         segment_size: 1_000,
+        writeback_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,

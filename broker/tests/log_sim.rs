@@ -66,6 +66,8 @@ async fn simulate(seed: u64) -> (u32, usize) {
             1 => ArrowCompression::Lz4Frame,
             _ => ArrowCompression::Zstd { level: 3 },
         },
+        // Write-back requests change no byte on the simulated disk; they only get recorded.
+        writeback_size: seed % 1_000,
     };
     let mut acked_durable = 0u64;
     // Retention removes files at once in the simulated disk, so the start survives crashes.

@@ -26,6 +26,7 @@ fn scans_during_appends_see_a_gap_free_prefix() {
             run_local(async move {
                 let config = LogConfig {
                     segment_size: 16 << 10,
+                    writeback_size: 1 << 10,
                     flush_policy: FlushPolicy::Ack,
                     retention: None,
                     compression: ArrowCompression::None,

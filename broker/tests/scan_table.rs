@@ -31,6 +31,7 @@ const TABLE_ID: u64 = 42;
 fn config() -> LogConfig {
     LogConfig {
         segment_size: 1 << 20,
+        writeback_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         // Scans decompress what the broker stores by default.

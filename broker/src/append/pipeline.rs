@@ -139,6 +139,7 @@ impl Appender {
             .unwrap_or(config.log_ttl);
         let log_config = LogConfig {
             segment_size: config.segment_size,
+            writeback_size: config.writeback_size,
             flush_policy: config.flush_policy,
             retention: Some(retention),
             compression: table.compression,

@@ -485,6 +485,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             let mut state = self.state.borrow_mut();
             if let Some(active) = state.active.as_mut() {
                 active.len = pos + written;
+                self.write_back(active);
             }
             state.next_offset = next_offset;
             if written > 0 {
@@ -494,6 +495,21 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         // Publish only after the bytes are in the file: readers on other threads never pass it.
         self.stats.next_offset.store(next_offset, Ordering::Release);
         Ok(outcomes)
+    }
+
+    /// Once `log.writeback.size` bytes were appended since the last write-back request, asks for
+    /// the next one: from the start of the previous request (written back by now, so its pages
+    /// are dropped) to the end of the file (whose writeback starts). While the previous request
+    /// is still running nothing changes, and a later append asks for the longer range.
+    fn write_back(&self, active: &mut ActiveSegment<S::File>) {
+        let step = self.config.writeback_size;
+        if step > 0
+            && active.len - active.written_back >= step
+            && active.file.write_back(active.write_back_from, active.len)
+        {
+            active.write_back_from = active.written_back;
+            active.written_back = active.len;
+        }
     }
 
     /// Creates segment `base_offset`, writes its schema message and makes the new directory
@@ -535,6 +551,8 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             base_offset,
             len: header_len,
             schema: schema.clone(),
+            written_back: 0,
+            write_back_from: 0,
         })
     }
 

@@ -70,6 +70,10 @@ impl FlushPolicy {
 pub struct LogConfig {
     /// Roll to a new segment once the active one holds this many bytes (`log.segment.size`).
     pub segment_size: u64,
+    /// `log.writeback.size`: after every this many bytes appended to the active segment, the
+    /// log asks the kernel to write them to disk and to drop the pages written back before
+    /// ([`SegmentFile::write_back`]); 0 leaves the page cache to the kernel.
+    pub writeback_size: u64,
     pub flush_policy: FlushPolicy,
     /// `table.log.ttl`: closed segments whose newest row is older are deleted. None keeps all.
     pub retention: Option<Duration>,
@@ -81,12 +85,16 @@ impl Default for LogConfig {
     fn default() -> Self {
         LogConfig {
             segment_size: DEFAULT_SEGMENT_SIZE,
+            writeback_size: DEFAULT_WRITEBACK_SIZE,
             flush_policy: FlushPolicy::Ack,
             retention: Some(DEFAULT_TABLE_LOG_TTL),
             compression: ArrowCompression::default(),
         }
     }
 }
+
+/// The default `log.writeback.size`: 1 MiB.
+pub const DEFAULT_WRITEBACK_SIZE: u64 = 1 << 20;
 
 /// Fluss's default `table.log.ttl`: 7 days.
 pub const DEFAULT_TABLE_LOG_TTL: Duration = Duration::from_secs(7 * 24 * 3600);

@@ -241,6 +241,8 @@ async fn recover_last<S: SegmentStore>(
             base_offset,
             len: scan.valid_len,
             schema,
+            written_back: 0,
+            write_back_from: 0,
         });
     }
     Ok(())

@@ -43,6 +43,11 @@ pub(super) struct ActiveSegment<F> {
     /// Bytes in the file = the position of the next write.
     pub len: u64,
     pub schema: SchemaRef,
+    /// Bytes before this were handed to the kernel's writeback ([`super::SegmentFile::write_back`]).
+    pub written_back: u64,
+    /// Where the next write-back request starts: the start of the previous one, whose pages are
+    /// clean by the time the next is due and are dropped with it.
+    pub write_back_from: u64,
 }
 
 /// A segment created by a roll is named `<base offset>.arrow.rolling` until the segment before
@@ -345,6 +350,10 @@ impl SegmentFile for StdSegment<'_> {
 
     async fn size(&self) -> std::io::Result<u64> {
         Ok(self.0.metadata()?.len())
+    }
+
+    fn write_back(&self, _start: u64, _end: u64) -> bool {
+        true // nothing is written through it
     }
 }
 

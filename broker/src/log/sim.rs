@@ -149,6 +149,10 @@ struct SimDisk {
     /// fsyncs waiting on `held` right now, and their wakers.
     waiting: usize,
     wakers: Vec<std::task::Waker>,
+    /// Every accepted [`SegmentFile::write_back`] request: (file as opened, start, end).
+    write_backs: Vec<(PathBuf, u64, u64)>,
+    /// While set, `write_back` answers "still busy" (false) and records nothing.
+    write_back_busy: bool,
 }
 
 /// The shared simulated disk; clones see the same files.
@@ -190,12 +194,24 @@ impl SimStore {
                 renamed: BTreeMap::new(),
                 waiting: 0,
                 wakers: Vec::new(),
+                write_backs: Vec::new(),
+                write_back_busy: false,
             })),
         }
     }
 
     pub fn set_faults(&self, faults: SimFaults) {
         self.disk.borrow_mut().faults = faults;
+    }
+
+    /// The write-back requests accepted so far, in order: (path the file was opened as, start, end).
+    pub fn write_backs(&self) -> Vec<(PathBuf, u64, u64)> {
+        self.disk.borrow().write_backs.clone()
+    }
+
+    /// Makes every file's write-back requests answer "the previous one is still running".
+    pub fn set_write_back_busy(&self, busy: bool) {
+        self.disk.borrow_mut().write_back_busy = busy;
     }
 
     /// File writes (`write_at` calls, failed ones included) so far.
@@ -393,6 +409,15 @@ impl SegmentFile for SimFile {
         let path = disk.current(&self.path);
         let file = disk.files.get(&path).ok_or_else(|| not_found(&self.path))?;
         Ok(file.volatile.len() as u64)
+    }
+
+    fn write_back(&self, start: u64, end: u64) -> bool {
+        let mut disk = self.disk.borrow_mut();
+        if disk.write_back_busy {
+            return false;
+        }
+        disk.write_backs.push((self.path.clone(), start, end));
+        true
     }
 }
 

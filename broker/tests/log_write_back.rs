@@ -1,0 +1,180 @@
+//! `log.writeback.size`: the bucket log hands each `writeback_size` bytes it appends to the
+//! kernel's writeback (`SegmentFile::write_back`), each request covering the one before it (whose
+//! pages are clean by then and get dropped) and the new bytes; while a request is still running it
+//! asks for nothing, and the next request covers everything appended meanwhile. The simulated disk
+//! records the requests, so nothing here is timed.
+
+mod log_support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kafluss_broker::log::segment::segment_path;
+use kafluss_broker::log::sim::SimStore;
+use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig};
+use log_support::{batch, ids_in_stream, run_local};
+
+const STEP: u64 = 2_000;
+
+fn config(writeback_size: u64, segment_size: u64) -> LogConfig {
+    LogConfig {
+        segment_size,
+        writeback_size,
+        flush_policy: FlushPolicy::Ack,
+        retention: None,
+        compression: ArrowCompression::None,
+    }
+}
+
+async fn open(store: &SimStore, dir: &Path, config: LogConfig) -> BucketLog<SimStore> {
+    BucketLog::open_with_store(store.clone(), dir, config, Arc::new(BucketStats::default()))
+        .await
+        .unwrap()
+}
+
+/// Appends batches of 20 rows until `rows` rows are in; returns the next id.
+async fn append_rows(log: &BucketLog<SimStore>, from: i64, rows: i64) -> i64 {
+    let mut next = from;
+    while next < from + rows {
+        next = log.append(&batch(next, 20)).await.unwrap().next_offset as i64;
+    }
+    next
+}
+
+fn file_len(store: &SimStore, path: &Path) -> u64 {
+    store.file_bytes(path).map_or(0, |b| b.len() as u64)
+}
+
+/// The requests of one file: each starts where the request two before it ended (the one before
+/// it is covered again, to drop its pages), ends at least `step` bytes after the previous one,
+/// and within the file.
+fn assert_request_chain(requests: &[(u64, u64)], step: u64, file_len: u64) {
+    for (i, &(start, end)) in requests.iter().enumerate() {
+        let expected_start = if i < 2 { 0 } else { requests[i - 2].1 };
+        assert_eq!(start, expected_start, "request {i} of {requests:?}");
+        let previous_end = if i == 0 { 0 } else { requests[i - 1].1 };
+        assert!(
+            end >= previous_end + step,
+            "request {i} of {requests:?}: under one step"
+        );
+        assert!(end <= file_len, "request {i} past the file's {file_len} bytes");
+    }
+}
+
+#[test]
+fn every_step_of_appended_bytes_is_handed_to_writeback_with_the_step_before() {
+    run_local(async {
+        let store = SimStore::new(1);
+        let dir = PathBuf::from("/sim/t-1/bucket-0");
+        let log = open(&store, &dir, config(STEP, 1 << 20)).await;
+        append_rows(&log, 0, 2_000).await;
+        let path = segment_path(&dir, 0);
+        let len = file_len(&store, &path);
+        let requests: Vec<(u64, u64)> = store
+            .write_backs()
+            .into_iter()
+            .map(|(p, start, end)| {
+                assert_eq!(p, path);
+                (start, end)
+            })
+            .collect();
+        assert!(
+            requests.len() as u64 >= len / STEP / 2,
+            "{} requests for {len} bytes in steps of {STEP}",
+            requests.len()
+        );
+        assert_request_chain(&requests, STEP, len);
+        // Less than a step (plus the last batch) is left without a request.
+        let last_end = requests.last().unwrap().1;
+        assert!(
+            len - last_end < 2 * STEP,
+            "{len} bytes, the last request ends at {last_end}"
+        );
+        // The rows are all there, in order (the requests change no byte).
+        let ids = ids_in_stream(&store.file_bytes(&path).unwrap());
+        assert_eq!(ids, (0..ids.len() as i64).collect::<Vec<_>>());
+        assert!(ids.len() >= 2_000);
+    });
+}
+
+#[test]
+fn while_a_request_runs_none_is_made_and_the_next_covers_what_was_appended_meanwhile() {
+    run_local(async {
+        let store = SimStore::new(2);
+        let dir = PathBuf::from("/sim/t-1/bucket-0");
+        let log = open(&store, &dir, config(STEP, 1 << 20)).await;
+        let next = append_rows(&log, 0, 500).await;
+        let before = store.write_backs();
+        assert!(before.len() >= 2, "{before:?}");
+        let path = segment_path(&dir, 0);
+        let len_at_busy = file_len(&store, &path);
+
+        store.set_write_back_busy(true);
+        let next = append_rows(&log, next, 1_000).await;
+        assert_eq!(
+            store.write_backs(),
+            before,
+            "a request was made while one was running"
+        );
+        let len_when_free = file_len(&store, &path);
+        assert!(
+            len_when_free - len_at_busy > 4 * STEP,
+            "the busy stretch spans several steps"
+        );
+
+        store.set_write_back_busy(false);
+        append_rows(&log, next, 20).await;
+        let after = store.write_backs();
+        assert_eq!(
+            after.len(),
+            before.len() + 1,
+            "one request for the whole stretch: {after:?}"
+        );
+        let (_, start, end) = after.last().unwrap().clone();
+        // It starts where the request before the last one ended, and reaches past every byte
+        // appended while busy.
+        assert_eq!(start, before[before.len() - 2].2);
+        assert!(end >= len_when_free, "{end} < {len_when_free}");
+        let requests: Vec<(u64, u64)> = after.iter().map(|(_, s, e)| (*s, *e)).collect();
+        assert_request_chain(&requests, STEP, file_len(&store, &path));
+    });
+}
+
+#[test]
+fn a_rolled_segment_starts_its_own_chain_and_zero_makes_no_request() {
+    run_local(async {
+        let store = SimStore::new(3);
+        let dir = PathBuf::from("/sim/t-1/bucket-0");
+        let log = open(&store, &dir, config(STEP, 20_000)).await;
+        append_rows(&log, 0, 3_000).await;
+        let requests = store.write_backs();
+        let files: Vec<PathBuf> = {
+            let mut files: Vec<PathBuf> = requests.iter().map(|(p, _, _)| p.clone()).collect();
+            files.dedup();
+            files
+        };
+        assert!(files.len() >= 2, "no roll in {requests:?}");
+        for file in &files {
+            let chain: Vec<(u64, u64)> = requests
+                .iter()
+                .filter(|(p, _, _)| p == file)
+                .map(|(_, s, e)| (*s, *e))
+                .collect();
+            // The file as named now (a pending segment is renamed once its roll completes).
+            let len = store
+                .paths()
+                .into_iter()
+                .filter(|p| p.parent() == Some(&dir))
+                .map(|p| file_len(&store, &p))
+                .max()
+                .unwrap();
+            assert_request_chain(&chain, STEP, len);
+        }
+
+        let off = SimStore::new(4);
+        let log = open(&off, &dir, config(0, 20_000)).await;
+        append_rows(&log, 0, 3_000).await;
+        assert!(off.write_backs().is_empty(), "{:?}", off.write_backs());
+        assert!(file_len(&off, &segment_path(&dir, 0)) > 10 * STEP);
+    });
+}
