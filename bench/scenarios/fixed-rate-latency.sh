@@ -12,6 +12,7 @@ build
 start_kafluss
 kafluss_sql "$("$BENCH" table-sql --table fluss.rate100 --value json-flat --partitions 2)"
 start_peers 2 rate100
+settle
 common=(--topic rate100 --value json-flat --message-size 100 --connections 2 --batch-records 500)
 "$BENCH" produce --bootstrap "$KAFLUSS_KAFKA" --name kafluss --server-pid "$KAFLUSS_PID" "${common[@]}" \
     --acks 1 --inflight 4 --duration "$DURATION" --quiet --json-out "$RESULTS/fixed-rate-max.json" |

@@ -24,6 +24,9 @@
 #   TANSU      the tansu binary (default: tansu on PATH; cargo install tansu --features dynostore)
 #   KAFLUSS_LOG  RUST_LOG of the kafluss under test (default warn)
 #   KAFLUSS_DEFINE  space-separated key=value settings for the kafluss under test (-D each)
+#   SETTLE     the longest wait, in seconds, before each measured run for memory freed earlier
+#              (a previous run's data, the fsync probe's file) to be handed back to the
+#              hypervisor (default 60; 0: no wait); see `settle` below
 set -euo pipefail
 
 SCENARIOS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -241,6 +244,29 @@ vs_args() {
     fi
 }
 
+# settle: waits until the kernel has handed the memory freed by earlier steps back to the
+# hypervisor (free page reporting), at most $SETTLE seconds: until its reported_kib counter grew by
+# under 64 MiB in 5 s. In a guest that reports free pages, a run started right after a large file
+# was deleted (the fsync probe's 1.5 GB, a previous invocation's segments) has bursts of 30-60 ms
+# requests every 2 s for the whole run (docs/benchmarks.md, "Freed memory and the runs after it").
+# Does nothing where the kernel has no such counter.
+settle() {
+    local counter=/sys/module/page_reporting/parameters/reported_kib limit=${SETTLE:-60} waited=0 before after
+    [[ -r $counter && $limit -gt 0 ]] || return 0
+    before=$(<"$counter")
+    while ((waited < limit)); do
+        sleep 5
+        waited=$((waited + 5))
+        after=$(<"$counter")
+        if ((after - before < 65536)); then
+            ((waited == 5)) || log "settled: freed memory handed back after ${waited}s"
+            return 0
+        fi
+        before=$after
+    done
+    log "freed memory still being handed back after ${limit}s (SETTLE); measuring anyway"
+}
+
 # compare NAME ARGS...: kafluss first, every reference after it, alternating, in one invocation.
 compare() {
     local name=$1
@@ -251,6 +277,7 @@ compare() {
         --json-out "$RESULTS/$name.json" --plot "$RESULTS/$name.svg")
     printf '%q ' "${command[@]}" >"$RESULTS/$name.cmd"
     echo >>"$RESULTS/$name.cmd"
+    settle
     log "$name: ${command[*]}"
     "${command[@]}" | tee "$RESULTS/$name.txt"
     # The broker's own fsync durations (group commit, write-behind, rolls, close) over the run.
