@@ -72,7 +72,12 @@ fn random_binary(len: usize) -> Workload {
 /// again: about five bits a byte), as kcat sends into a BYTES table in the end-to-end runs.
 fn text_binary(len: usize) -> Workload {
     const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz  eaio";
-    generated("text_binary_100b", len, |z| ALPHABET[(z % 32) as usize])
+    let name = if len == 100 {
+        "text_binary_100b"
+    } else {
+        "text_binary_1kib"
+    };
+    generated(name, len, |z| ALPHABET[(z % 32) as usize])
 }
 
 /// Runs `work` (which handles `rows` rows per call) for `RUN` or `KAFLUSS_BENCH_BATCHES`
@@ -155,6 +160,7 @@ fn main() {
     all.push(("random_binary_100b", || random_binary(100)));
     all.push(("random_binary_1kib", || random_binary(1024)));
     all.push(("text_binary_100b", || text_binary(100)));
+    all.push(("text_binary_1kib", || text_binary(1024)));
     for (name, build) in all {
         if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
             continue;
