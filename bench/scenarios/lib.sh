@@ -244,15 +244,22 @@ vs_args() {
     fi
 }
 
-# settle: waits until the kernel has handed the memory freed by earlier steps back to the
-# hypervisor (free page reporting), at most $SETTLE seconds: until its reported_kib counter grew by
-# under 64 MiB in 5 s. In a guest that reports free pages, a run started right after a large file
-# was deleted (the fsync probe's 1.5 GB, a previous invocation's segments) has bursts of 30-60 ms
+# settle: before a measured run, writes every dirty page to disk (`sync`: what an earlier run
+# or a reference left in the page cache is not written back by the kernel during this one), then
+# waits until the kernel has handed the memory freed by earlier steps back to the hypervisor
+# (free page reporting), at most $SETTLE seconds: until its reported_kib counter grew by under
+# 64 MiB in 5 s. In a guest that reports free pages, a run started right after a large file was
+# deleted (the fsync probe's 1.5 GB, a previous invocation's segments) has bursts of 30-60 ms
 # requests every 2 s for the whole run (docs/benchmarks.md, "Freed memory and the runs after it").
-# Does nothing where the kernel has no such counter.
+# The wait is skipped where the kernel has no such counter; SETTLE=0 skips both steps.
 settle() {
     local counter=/sys/module/page_reporting/parameters/reported_kib limit=${SETTLE:-60} waited=0 before after
-    [[ -r $counter && $limit -gt 0 ]] || return 0
+    ((limit > 0)) || return 0
+    local dirty_kib started=$SECONDS
+    dirty_kib=$(awk '/^Dirty:/ {print $2}' /proc/meminfo)
+    sync
+    log "settle: sync wrote back ${dirty_kib:-?} KiB of dirty pages in $((SECONDS - started)) s"
+    [[ -r $counter ]] || return 0
     before=$(<"$counter")
     while ((waited < limit)); do
         sleep 5
