@@ -24,9 +24,9 @@
 #   TANSU      the tansu binary (default: tansu on PATH; cargo install tansu --features dynostore)
 #   KAFLUSS_LOG  RUST_LOG of the kafluss under test (default warn)
 #   KAFLUSS_DEFINE  space-separated key=value settings for the kafluss under test (-D each)
-#   SETTLE     the longest wait, in seconds, before each measured run for memory freed earlier
-#              (a previous run's data, the fsync probe's file) to be handed back to the
-#              hypervisor (default 60; 0: no wait); see `settle` below
+#   SETTLE     before each measured run `settle` syncs, then waits at most this many seconds for
+#              memory freed earlier (a previous run's data, the fsync probe's file) to be handed
+#              back to the hypervisor (default 60; 0: neither the sync nor the wait)
 set -euo pipefail
 
 SCENARIOS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
