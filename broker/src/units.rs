@@ -60,17 +60,18 @@ pub fn parse_size(value: &str) -> Result<u64, UnitError> {
 /// A duration; a bare number is milliseconds.
 pub fn parse_duration(value: &str) -> Result<Duration, UnitError> {
     let (number, unit) = number_and_unit(value)?;
-    let millis_per_unit: u64 = match unit.as_str() {
-        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1,
-        "s" | "sec" | "secs" | "second" | "seconds" => 1_000,
-        "m" | "min" | "mins" | "minute" | "minutes" => 60_000,
-        "h" | "hour" | "hours" => 3_600_000,
-        "d" | "day" | "days" => 86_400_000,
+    let micros_per_unit: u64 = match unit.as_str() {
+        "us" | "micro" | "micros" | "microsecond" | "microseconds" => 1,
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1_000,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000,
+        "h" | "hour" | "hours" => 3_600_000_000,
+        "d" | "day" | "days" => 86_400_000_000,
         _ => return Err(UnitError::UnknownDurationUnit),
     };
     number
-        .checked_mul(millis_per_unit)
-        .map(Duration::from_millis)
+        .checked_mul(micros_per_unit)
+        .map(Duration::from_micros)
         .ok_or(UnitError::DurationTooLarge)
 }
 
@@ -111,11 +112,14 @@ mod tests {
             ("250", ms(250)),
             ("250 millis", ms(250)),
             ("0s", ms(0)),
+            ("50us", Ok(Duration::from_micros(50))),
+            ("1500 micros", Ok(Duration::from_micros(1500))),
             ("s", Err(UnitError::NoNumber)),
             ("+5s", Err(UnitError::NoNumber)),
             ("1.5h", Err(UnitError::UnknownDurationUnit)),
             ("7 weeks", Err(UnitError::UnknownDurationUnit)),
             ("99999999999999999d", Err(UnitError::DurationTooLarge)),
+            ("99999999999999999ms", Err(UnitError::DurationTooLarge)),
             ("99999999999999999999d", Err(UnitError::NumberTooLarge)),
         ];
         for (text, expected) in cases {
