@@ -114,7 +114,13 @@ pub async fn run_core(start: CoreStart) {
         telemetry.clone(),
     ));
     let buckets: Rc<Buckets<ReplyTo>> = Buckets::new(appender);
-    let router = Router::new(telemetry.clone(), buckets.clone(), append_tx, reply_tx);
+    let router = Router::new(
+        telemetry.clone(),
+        buckets.clone(),
+        shared.bucket_owners.clone(),
+        append_tx,
+        reply_tx,
+    );
     let stop = Rc::new(StopSignal::default());
     let kafka = Rc::new(KafkaCore {
         shared: shared.clone(),
@@ -134,6 +140,7 @@ pub async fn run_core(start: CoreStart) {
     let control_task = glommio::spawn_local(watch_control(
         shared.clone(),
         buckets.clone(),
+        router.clone(),
         stop.clone(),
         control,
     ));
@@ -172,6 +179,7 @@ pub async fn run_core(start: CoreStart) {
 async fn watch_control(
     shared: Arc<Shared>,
     buckets: Rc<Buckets<ReplyTo>>,
+    router: Rc<Router>,
     stop: Rc<StopSignal>,
     control: ControlReceiver,
 ) {
@@ -181,6 +189,7 @@ async fn watch_control(
                 ControlMessage::DropTable { table_id, done } => {
                     // Acknowledged only once every log of the table on this core is closed,
                     // however long that takes; meanwhile this loop goes on (shutdown).
+                    router.forget_table(table_id);
                     let buckets = buckets.clone();
                     glommio::spawn_local(async move {
                         buckets.close_table(table_id).await;

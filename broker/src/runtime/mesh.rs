@@ -9,11 +9,12 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use glommio::channels::channel_mesh::{Receivers, Senders};
 use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 
-use super::routing::owner_core;
+use super::routing::BucketOwners;
 use crate::append::bucket::Buckets;
 use crate::append::{AppendError, AppendJob, AppendOutcome, Reply, Submit};
 use crate::telemetry::CoreTelemetry;
@@ -63,6 +64,9 @@ pub struct Router {
     cores: usize,
     telemetry: Rc<CoreTelemetry>,
     buckets: Rc<Buckets<ReplyTo>>,
+    owners: Arc<BucketOwners>,
+    /// The owners this core has looked up (they do not change while the table exists).
+    known_owners: RefCell<HashMap<(u64, u32), usize>>,
     append_tx: Senders<MeshAppend>,
     reply_tx: Rc<Senders<MeshReply>>,
     pending: RefCell<HashMap<u64, LocalSender<AppendOutcome>>>,
@@ -73,6 +77,7 @@ impl Router {
     pub fn new(
         telemetry: Rc<CoreTelemetry>,
         buckets: Rc<Buckets<ReplyTo>>,
+        owners: Arc<BucketOwners>,
         append_tx: Senders<MeshAppend>,
         reply_tx: Senders<MeshReply>,
     ) -> Rc<Self> {
@@ -81,6 +86,8 @@ impl Router {
             cores: append_tx.nr_consumers(),
             telemetry,
             buckets,
+            owners,
+            known_owners: RefCell::new(HashMap::new()),
             append_tx,
             reply_tx: Rc::new(reply_tx),
             pending: RefCell::new(HashMap::new()),
@@ -88,13 +95,31 @@ impl Router {
         })
     }
 
-    /// Whether this core owns `bucket` of `table_id`.
+    /// Whether this core owns `bucket` of `table_id` (claims nothing).
     pub fn owns(&self, table_id: u64, bucket: u32) -> bool {
-        owner_core(table_id, bucket, self.cores) == self.id
+        self.owners.get(table_id, bucket) == Some(self.id)
+    }
+
+    /// The owner of `bucket` of `table_id`, claimed for this core if it has none
+    /// ([`BucketOwners::claim`]).
+    fn owner(&self, table_id: u64, bucket: u32) -> usize {
+        if let Some(&owner) = self.known_owners.borrow().get(&(table_id, bucket)) {
+            return owner;
+        }
+        let owner = self.owners.claim(table_id, bucket, self.id).min(self.cores - 1);
+        self.known_owners.borrow_mut().insert((table_id, bucket), owner);
+        owner
+    }
+
+    /// Forgets the owners of a dropped table's buckets that this core looked up.
+    pub fn forget_table(&self, table_id: u64) {
+        self.known_owners
+            .borrow_mut()
+            .retain(|&(id, _), _| id != table_id);
     }
 
     async fn route(&self, job: AppendJob) -> LocalReceiver<AppendOutcome> {
-        let owner = owner_core(job.table.id, job.bucket, self.cores);
+        let owner = self.owner(job.table.id, job.bucket);
         let (tx, rx) = local_channel::new_bounded(1);
         if owner == self.id {
             self.telemetry.metrics().record_local_append();

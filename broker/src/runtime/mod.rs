@@ -73,6 +73,8 @@ pub struct Shared {
     pub open_connections: AtomicUsize,
     /// Set by the signal handler: stop accepting, drain, flush, exit.
     pub shutdown: Arc<AtomicBool>,
+    /// Which core owns each bucket in use.
+    pub bucket_owners: Arc<routing::BucketOwners>,
     /// Cores that finished draining their connections (they keep serving the mesh until all
     /// have, so that cross-core appends in flight complete).
     pub drained_cores: AtomicUsize,

@@ -18,6 +18,7 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement};
 
 use super::core::{run_core, CoreError, CoreStart};
+use super::routing::BucketOwners;
 use super::{control_channel, ControlMessage, ControlSender, KafkaListener, Runtime, Shared, MESH_CAPACITY};
 use crate::admin::{start_admin_server, storage, AdminContext, AdminError, AdminHandle};
 use crate::catalog::error::CatalogError;
@@ -96,6 +97,19 @@ fn open_catalog(
     Catalog::open(catalog_config).map_err(ServerError::Catalog)
 }
 
+/// Gives every bucket with data on disk its owner by the fixed rule before the cores start,
+/// so each core knows which of them to open (and recover) at once.
+fn seed_recovered_buckets(config: &ServerConfig, catalog: &Catalog, owners: &BucketOwners) {
+    for table in catalog.snapshot().tables() {
+        let table_dir = config.data_dir.join(table.relative_dir());
+        for bucket in 0..table.bucket_count {
+            if crate::log::bucket_dir(&table_dir, bucket).exists() {
+                owners.seed(table.id, bucket);
+            }
+        }
+    }
+}
+
 /// How often the DROP TABLE hook says which cores it is still waiting for.
 const DROP_WAIT_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -107,10 +121,12 @@ fn table_dropped_hook(
     data_dir: PathBuf,
     cores: Vec<ControlSender>,
     log_stats: Arc<LogRegistry>,
+    owners: Arc<BucketOwners>,
 ) -> TableDroppedHook {
     Arc::new(move |table: &TableInfo| {
         close_on_every_core(table, &cores);
         log_stats.remove_table(table.id);
+        owners.forget_table(table.id);
         let dir = data_dir.join(table.relative_dir());
         if let Err(e) = crate::log::remove_table_dir(&dir) {
             tracing::error!(
@@ -288,6 +304,8 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     }
 
     let cores = config.cores;
+    let bucket_owners = Arc::new(BucketOwners::new(cores));
+    seed_recovered_buckets(&config, &catalog, &bucket_owners);
     let metrics = Arc::new(Metrics::new(cores).with_login_throttle(runtime.login_throttle.clone()));
     let shared = Arc::new(Shared {
         config: config.clone(),
@@ -296,6 +314,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         kafka_listeners: kafka_listeners.clone(),
         open_connections: AtomicUsize::new(0),
         shutdown: shutdown.clone(),
+        bucket_owners: bucket_owners.clone(),
         drained_cores: AtomicUsize::new(0),
     });
 
@@ -355,6 +374,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         config.data_dir.clone(),
         control_senders.clone(),
         log_stats.clone(),
+        bucket_owners,
     ));
     let ready = Arc::new(AtomicBool::new(false));
     let admin = start_admin(&config, &shared.runtime, &metrics, &ready)?;
@@ -522,6 +542,7 @@ mod tests {
             dir.path().to_path_buf(),
             vec![fast_tx, slow_tx, exited_tx],
             Arc::new(LogRegistry::new()),
+            Arc::new(BucketOwners::new(3)),
         );
         let fast = std::thread::spawn(move || {
             let ControlMessage::DropTable { done, .. } = fast_rx.recv().unwrap();
