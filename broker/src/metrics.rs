@@ -113,6 +113,7 @@ pub struct CoreMetrics {
     connections_open: AtomicU64,
     connections_total: AtomicU64,
     connections_rejected: AtomicU64,
+    connections_handed_over: AtomicU64,
     /// The core's executor thread (Linux thread id), 0 until the core has started.
     thread_id: AtomicU64,
 }
@@ -179,6 +180,11 @@ impl CoreMetrics {
 
     pub fn connection_rejected(&self) {
         add(&self.connections_rejected, 1);
+    }
+
+    /// A connection this core accepted went to another core to be served.
+    pub fn connection_handed_over(&self) {
+        add(&self.connections_handed_over, 1);
     }
 
     /// The core's executor thread, whose context switches are its wake-ups.
@@ -538,6 +544,12 @@ impl Metrics {
                 "Kafka connections refused by kafka.max-connections.",
                 self.sum(|c| &c.connections_rejected),
             ),
+            (
+                "kafluss_connections_handed_over_total",
+                "counter",
+                "Kafka connections accepted by one core and served by another with fewer connections.",
+                self.sum(|c| &c.connections_handed_over),
+            ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
         }
@@ -555,6 +567,15 @@ impl Metrics {
             if let Some(value) = slot.0.context_switches() {
                 let _ = writeln!(out, "{name}{{core=\"{index}\"}} {value}");
             }
+        }
+        let name = "kafluss_core_connections_open";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Open Kafka connections each core serves.\n# TYPE {name} gauge"
+        );
+        for (index, slot) in self.cores.iter().enumerate() {
+            let value = slot.0.connections_open.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}{{core=\"{index}\"}} {value}");
         }
         if let Some(login) = &self.login {
             for (name, kind, help, value) in [

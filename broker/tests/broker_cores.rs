@@ -5,8 +5,9 @@
 #[path = "broker_support.rs"]
 mod support;
 
+use kafluss_protocol::{ApiVersionsRequest, ApiVersionsResponse};
 use serde_json::{json, Value};
-use support::{python_ok, Server};
+use support::{python_ok, Raw, Server};
 
 const PRODUCE_ALL_PARTITIONS: &str = r#"
 import json, sys
@@ -77,4 +78,48 @@ fn batches_cross_to_the_owner_core_and_results_come_back_in_order() {
     );
     assert!(metric(&metrics, "kafluss_local_appends_total") > 0, "{metrics}");
     assert_eq!(metric(&metrics, "kafluss_records_appended_total"), 400);
+}
+
+fn connections_per_core(server: &Server) -> Vec<u64> {
+    let (status, metrics) = server.get("/metrics");
+    assert_eq!(status, 200);
+    (0..2)
+        .map(|core| {
+            metric(
+                &metrics,
+                &format!("kafluss_core_connections_open{{core=\"{core}\"}}"),
+            )
+        })
+        .collect()
+}
+
+/// The kernel spreads connections over the cores by a hash of their ports; a core that gets
+/// more than its share hands the extra ones to the other core, so ten connections opened one
+/// after another are served five by each core (by chance alone: one time in four).
+#[test]
+fn connections_are_spread_evenly_over_the_cores() {
+    let server = Server::start(2, &[]);
+    let mut connections = Vec::new();
+    for _ in 0..10 {
+        let mut raw = Raw::connect(server.kafka);
+        // Answered: the connection is being served by some core.
+        let correlation = raw.send(0, &ApiVersionsRequest::default());
+        let _: ApiVersionsResponse = raw.recv(0, correlation);
+        connections.push(raw);
+    }
+    assert_eq!(connections_per_core(&server), vec![5, 5]);
+    // Every handed-over connection works like any other.
+    for raw in &mut connections {
+        let correlation = raw.send(0, &ApiVersionsRequest::default());
+        let _: ApiVersionsResponse = raw.recv(0, correlation);
+    }
+    drop(connections);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while connections_per_core(&server) != vec![0, 0] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "closed connections still counted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -8,10 +8,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use glommio::channels::channel_mesh::{Full, MeshBuilder};
-use glommio::net::TcpListener;
+use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
+use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::{Gate, Semaphore};
 
+use super::handoff::Handoff;
 use super::mesh::{MeshAppend, MeshReply, ReplyTo, Router};
 use super::{ControlMessage, ControlReceiver, KafkaListener, Shared, StopSignal};
 use crate::append::bucket::Buckets;
@@ -38,6 +39,7 @@ pub struct CoreStart {
     pub shared: Arc<Shared>,
     pub append_mesh: MeshBuilder<MeshAppend, Full>,
     pub reply_mesh: MeshBuilder<MeshReply, Full>,
+    pub handoff_mesh: MeshBuilder<Handoff, Full>,
     pub ready: crossbeam_channel::Sender<Result<usize, CoreError>>,
     /// Told the core's index when `run_core` returns (or unwinds), so the main thread notices
     /// a core that died.
@@ -51,6 +53,7 @@ pub async fn run_core(start: CoreStart) {
         shared,
         append_mesh,
         reply_mesh,
+        handoff_mesh,
         ready,
         exited,
         control,
@@ -92,6 +95,13 @@ pub async fn run_core(start: CoreStart) {
         "joined the append mesh; joining the reply mesh"
     );
     let (reply_tx, reply_rx) = match reply_mesh.join().await {
+        Ok(pair) => pair,
+        Err(_) => {
+            let _ = ready.send(Err(CoreError::MeshJoin));
+            return;
+        }
+    };
+    let (handoff_tx, handoff_rx) = match handoff_mesh.join().await {
         Ok(pair) => pair,
         Err(_) => {
             let _ = ready.send(Err(CoreError::MeshJoin));
@@ -144,13 +154,18 @@ pub async fn run_core(start: CoreStart) {
         stop.clone(),
         control,
     ));
+    let infos: Rc<Vec<Rc<KafkaListener>>> = Rc::new(listeners.iter().map(|(_, info)| info.clone()).collect());
+    let handoff_tasks = spawn_handoff_receivers(&kafka, &connections, &infos, handoff_rx);
+    let handoff_tx = Rc::new(handoff_tx);
     let mut accept_tasks = Vec::new();
-    for (listener, info) in listeners {
+    for (index, (listener, _)) in listeners.into_iter().enumerate() {
         accept_tasks.push(glommio::spawn_local(accept_loop(
             kafka.clone(),
             connections.clone(),
             listener,
-            info,
+            index,
+            infos.clone(),
+            handoff_tx.clone(),
         )));
     }
     _exit_notice.1.set(id);
@@ -169,7 +184,7 @@ pub async fn run_core(start: CoreStart) {
     control_task.cancel().await;
     // Closing the bucket queues ends each actor after its queued jobs, which flushes the log.
     buckets.close_all().await;
-    for task in mesh_tasks {
+    for task in mesh_tasks.into_iter().chain(handoff_tasks) {
         task.cancel().await;
     }
 }
@@ -226,10 +241,14 @@ async fn accept_loop(
     core: Rc<KafkaCore>,
     connections: Rc<Gate>,
     listener: TcpListener,
-    info: Rc<KafkaListener>,
+    index: usize,
+    infos: Rc<Vec<Rc<KafkaListener>>>,
+    handoff: Rc<Senders<Handoff>>,
 ) {
+    let me = core.telemetry.core();
+    let info = infos[index].clone();
     loop {
-        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+        let accepted = futures_lite::future::or(async { Some(listener.shared_accept().await) }, async {
             core.stop.stopping().await;
             None
         })
@@ -249,26 +268,110 @@ async fn accept_loop(
             shared.open_connections.fetch_sub(1, Ordering::SeqCst);
             core.metrics().connection_rejected();
             tracing::warn!("refusing a Kafka connection: kafka.max-connections ({limit}) reached");
-            drop(stream);
+            drop(stream.bind_to_executor());
             continue;
         }
-        let pass = match connections.enter() {
-            Ok(pass) => pass,
-            Err(_) => {
-                shared.open_connections.fetch_sub(1, Ordering::SeqCst);
-                return;
-            }
+        let target = shared.connection_load.place(me);
+        if target == me {
+            serve_accepted(&core, &connections, stream.bind_to_executor(), info.clone());
+            continue;
+        }
+        let message = Handoff {
+            stream,
+            listener: index,
         };
-        core.metrics().connection_opened();
-        let (core, info) = (core.clone(), info.clone());
-        glommio::spawn_local(async move {
-            crate::kafka::connection::serve(core.clone(), stream, info).await;
-            core.metrics().connection_closed();
-            core.shared.open_connections.fetch_sub(1, Ordering::SeqCst);
-            drop(pass);
-        })
-        .detach();
+        let sent = handoff.send_to(target, message).await;
+        if sent.is_ok() {
+            core.metrics().connection_handed_over();
+        }
+        if let Err(error) = sent {
+            // The other core is gone (shutting down): serve it here after all.
+            shared.connection_load.closed(target);
+            let returned = match error {
+                glommio::GlommioError::Closed(glommio::ResourceType::Channel(m))
+                | glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(m)) => Some(m),
+                _ => None,
+            };
+            match returned {
+                Some(message) => {
+                    shared.connection_load.place_on(me);
+                    serve_accepted(
+                        &core,
+                        &connections,
+                        message.stream.bind_to_executor(),
+                        info.clone(),
+                    );
+                }
+                None => {
+                    tracing::warn!("could not hand a Kafka connection to core {target}");
+                    shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
+        }
     }
+}
+
+/// Serves a connection handed over by another core, one task per peer core.
+fn spawn_handoff_receivers(
+    core: &Rc<KafkaCore>,
+    connections: &Rc<Gate>,
+    infos: &Rc<Vec<Rc<KafkaListener>>>,
+    receivers: Receivers<Handoff>,
+) -> Vec<glommio::Task<()>> {
+    let receivers = Rc::new(receivers);
+    let me = core.telemetry.core();
+    (0..receivers.nr_producers())
+        .filter(|&peer| peer != me)
+        .map(|peer| {
+            let (core, connections, infos, receivers) = (
+                core.clone(),
+                connections.clone(),
+                infos.clone(),
+                receivers.clone(),
+            );
+            glommio::spawn_local(async move {
+                while let Ok(Some(handoff)) = receivers.recv_from(peer).await {
+                    let stream = handoff.stream.bind_to_executor();
+                    match infos.get(handoff.listener) {
+                        Some(info) if !core.stop.is_stopping() => {
+                            serve_accepted(&core, &connections, stream, info.clone())
+                        }
+                        _ => {
+                            drop(stream);
+                            core.shared.connection_load.closed(me);
+                            core.shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// Serves `stream` on this core until it closes; the connection is already counted in
+/// `open_connections` and on this core's [`super::handoff::ConnectionLoad`].
+fn serve_accepted(core: &Rc<KafkaCore>, connections: &Rc<Gate>, stream: TcpStream, info: Rc<KafkaListener>) {
+    let me = core.telemetry.core();
+    let pass = match connections.enter() {
+        Ok(pass) => pass,
+        Err(_) => {
+            // Draining: the connection is closed unanswered.
+            drop(stream);
+            core.shared.connection_load.closed(me);
+            core.shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+    };
+    core.metrics().connection_opened();
+    let core = core.clone();
+    glommio::spawn_local(async move {
+        crate::kafka::connection::serve(core.clone(), stream, info).await;
+        core.metrics().connection_closed();
+        core.shared.connection_load.closed(me);
+        core.shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+        drop(pass);
+    })
+    .detach();
 }
 
 /// Sends the core index on drop, including during a panic unwind.

@@ -1,11 +1,13 @@
 //! The runtime: start-up and shutdown ([`server`]), one core's executor and accept loop
-//! ([`core`]), the cross-core mesh ([`mesh`]), which core owns a bucket ([`routing`]).
+//! ([`core`]), the cross-core mesh ([`mesh`]), which core owns a bucket ([`routing`]), which
+//! core serves a connection ([`handoff`]).
 //!
 //! This file holds only leaf types the layers below read (shared state, listeners, the stop
 //! signal, control messages); it imports nothing of `kafka/` or `append/`, so `kafka/` can use
 //! these types without importing back up into the runtime's logic.
 
 pub mod core;
+pub mod handoff;
 pub mod mesh;
 pub mod routing;
 pub mod server;
@@ -73,6 +75,8 @@ pub struct Shared {
     pub open_connections: AtomicUsize,
     /// Set by the signal handler: stop accepting, drain, flush, exit.
     pub shutdown: Arc<AtomicBool>,
+    /// Kafka connections per core, for placing new ones.
+    pub connection_load: handoff::ConnectionLoad,
     /// Which core owns each bucket in use.
     pub bucket_owners: Arc<routing::BucketOwners>,
     /// Cores that finished draining their connections (they keep serving the mesh until all

@@ -33,6 +33,17 @@ pub fn owner_core(table_id: u64, bucket: u32, cores: usize) -> usize {
     ((mix(table_id) % cores + u64::from(bucket) % cores) % cores) as usize
 }
 
+/// The core that takes on one more bucket or connection, asked by core `me` when each core
+/// carries `load[core]`: `me` while it carries no more than any other core, else the least
+/// loaded core (lowest index first).
+pub fn least_loaded(load: &[usize], me: usize) -> usize {
+    let fewest = load.iter().copied().min().unwrap_or(0);
+    match load.get(me) {
+        Some(&mine) if mine <= fewest => me,
+        _ => load.iter().position(|&n| n == fewest).unwrap_or(0),
+    }
+}
+
 /// The owner of every bucket the server has used since it started, shared by the cores.
 pub struct BucketOwners {
     inner: Mutex<Owners>,
@@ -86,11 +97,7 @@ impl BucketOwners {
         if let Some(&owner) = owners.owner.get(&(table_id, bucket)) {
             return owner;
         }
-        let fewest = owners.owned.iter().copied().min().unwrap_or(0);
-        let owner = match owners.owned.get(core) {
-            Some(&mine) if mine <= fewest => core,
-            _ => owners.owned.iter().position(|&n| n == fewest).unwrap_or(0),
-        };
+        let owner = least_loaded(&owners.owned, core);
         owners.owner.insert((table_id, bucket), owner);
         owners.owned[owner] += 1;
         owner
@@ -137,6 +144,20 @@ mod tests {
             }
             assert!(seen.iter().all(|s| *s), "cores={cores}");
         }
+    }
+
+    #[test]
+    fn the_asking_core_takes_it_unless_another_carries_less() {
+        assert_eq!(least_loaded(&[0, 0], 1), 1);
+        assert_eq!(least_loaded(&[3, 3, 3], 2), 2);
+        assert_eq!(least_loaded(&[1, 0], 0), 1);
+        assert_eq!(
+            least_loaded(&[2, 1, 1], 0),
+            1,
+            "lowest index among the least loaded"
+        );
+        assert_eq!(least_loaded(&[0, 5, 0], 1), 0);
+        assert_eq!(least_loaded(&[4], 0), 0);
     }
 
     #[test]

@@ -314,12 +314,14 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         kafka_listeners: kafka_listeners.clone(),
         open_connections: AtomicUsize::new(0),
         shutdown: shutdown.clone(),
+        connection_load: super::handoff::ConnectionLoad::new(cores),
         bucket_owners: bucket_owners.clone(),
         drained_cores: AtomicUsize::new(0),
     });
 
     let append_mesh = MeshBuilder::full(cores, MESH_CAPACITY);
     let reply_mesh = MeshBuilder::full(cores, MESH_CAPACITY);
+    let handoff_mesh = MeshBuilder::full(cores, MESH_CAPACITY);
     let (ready_tx, ready_rx) = crossbeam_channel::bounded(cores);
     let (exited_tx, exited_rx) = crossbeam_channel::bounded(cores);
     let mut control_senders = Vec::with_capacity(cores);
@@ -332,6 +334,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
             shared: shared.clone(),
             append_mesh: append_mesh.clone(),
             reply_mesh: reply_mesh.clone(),
+            handoff_mesh: handoff_mesh.clone(),
             ready: ready_tx.clone(),
             exited: exited_tx.clone(),
             control: control_rx,
