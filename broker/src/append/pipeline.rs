@@ -365,7 +365,22 @@ impl Appender {
                 compression: Some(m.compression),
             })
             .collect();
+        let writing = std::time::Instant::now();
         let stored = bucket.log.append_many(&items).await;
+        let bound = self.config.stall_threshold;
+        let took = writing.elapsed();
+        if !bound.is_zero() && took > bound {
+            if let Some((_, first)) = waiting.first() {
+                tracing::warn!(
+                    target: "kafluss::stall",
+                    "appends to bucket {} of {} waited {took:?} (server.stall-threshold {bound:?}) for the write of {} messages ({} rows)",
+                    first.job.bucket,
+                    first.job.table.path(),
+                    items.len(),
+                    waiting.iter().map(|(_, r)| r.arrow_batch.num_rows()).sum::<usize>(),
+                );
+            }
+        }
         drop(items);
         drop(tags);
         drop(messages);
