@@ -80,6 +80,20 @@ pub struct BucketLog<S: SegmentStore = GlommioStore> {
     roll_task: RefCell<Option<glommio::Task<()>>>,
 }
 
+/// Write-back requests end on a multiple of the memory page size, so they never include the
+/// page that appends are still filling.
+pub fn write_back_align() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+            .ok()
+            .flatten()
+            .and_then(|size| u64::try_from(size).ok())
+            .filter(|&size| size > 0)
+            .unwrap_or(4096)
+    })
+}
+
 /// Receives the duration of each segment-file `fdatasync` (group commit, roll, close).
 pub type SyncObserver = Box<dyn Fn(std::time::Duration)>;
 
@@ -499,16 +513,21 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
 
     /// Once `log.writeback.size` bytes were appended since the last write-back request, asks for
     /// the next one: from the start of the previous request (written back by now, so its pages
-    /// are dropped) to the end of the file (whose writeback starts). While the previous request
-    /// is still running nothing changes, and a later append asks for the longer range.
+    /// are dropped) to the file's last whole page ([`write_back_align`]; its writeback
+    /// starts). The partly filled page the next append writes into is left out: an append to a
+    /// page under writeback waits for the disk to finish it. While the previous request is still
+    /// running nothing changes, and a later append asks for the longer range.
     fn write_back(&self, active: &mut ActiveSegment<S::File>) {
         let step = self.config.writeback_size;
+        let page = write_back_align();
+        let end = active.len / page * page;
         if step > 0
+            && end > active.written_back
             && active.len - active.written_back >= step
-            && active.file.write_back(active.write_back_from, active.len)
+            && active.file.write_back(active.write_back_from, end)
         {
             active.write_back_from = active.written_back;
-            active.written_back = active.len;
+            active.written_back = end;
         }
     }
 
