@@ -280,32 +280,25 @@ async fn accept_loop(
             stream,
             listener: index,
         };
-        let sent = handoff.send_to(target, message).await;
-        if sent.is_ok() {
-            core.metrics().connection_handed_over();
-        }
-        if let Err(error) = sent {
+        match handoff.send_to(target, message).await {
+            Ok(()) => core.metrics().connection_handed_over(),
             // The other core is gone (shutting down): serve it here after all.
-            shared.connection_load.closed(target);
-            let returned = match error {
-                glommio::GlommioError::Closed(glommio::ResourceType::Channel(m))
-                | glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(m)) => Some(m),
-                _ => None,
-            };
-            match returned {
-                Some(message) => {
-                    shared.connection_load.place_on(me);
-                    serve_accepted(
-                        &core,
-                        &connections,
-                        message.stream.bind_to_executor(),
-                        info.clone(),
-                    );
-                }
-                None => {
-                    tracing::warn!("could not hand a Kafka connection to core {target}");
-                    shared.open_connections.fetch_sub(1, Ordering::SeqCst);
-                }
+            Err(
+                glommio::GlommioError::Closed(glommio::ResourceType::Channel(message))
+                | glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(message)),
+            ) => {
+                shared.connection_load.closed(target);
+                shared.connection_load.place_on(me);
+                serve_accepted(
+                    &core,
+                    &connections,
+                    message.stream.bind_to_executor(),
+                    info.clone(),
+                );
+            }
+            Err(_) => {
+                tracing::warn!("could not hand a Kafka connection to core {target}");
+                connection_gone(shared, target);
             }
         }
     }
@@ -338,8 +331,7 @@ fn spawn_handoff_receivers(
                         }
                         _ => {
                             drop(stream);
-                            core.shared.connection_load.closed(me);
-                            core.shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+                            connection_gone(&core.shared, me);
                         }
                     }
                 }
@@ -357,8 +349,7 @@ fn serve_accepted(core: &Rc<KafkaCore>, connections: &Rc<Gate>, stream: TcpStrea
         Err(_) => {
             // Draining: the connection is closed unanswered.
             drop(stream);
-            core.shared.connection_load.closed(me);
-            core.shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+            connection_gone(&core.shared, me);
             return;
         }
     };
@@ -367,11 +358,16 @@ fn serve_accepted(core: &Rc<KafkaCore>, connections: &Rc<Gate>, stream: TcpStrea
     glommio::spawn_local(async move {
         crate::kafka::connection::serve(core.clone(), stream, info).await;
         core.metrics().connection_closed();
-        core.shared.connection_load.closed(me);
-        core.shared.open_connections.fetch_sub(1, Ordering::SeqCst);
+        connection_gone(&core.shared, me);
         drop(pass);
     })
     .detach();
+}
+
+/// A connection counted in `open_connections` and on `core`'s load is closed.
+fn connection_gone(shared: &Shared, core: usize) {
+    shared.connection_load.closed(core);
+    shared.open_connections.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// Sends the core index on drop, including during a panic unwind.

@@ -31,7 +31,7 @@ impl ConnectionLoad {
     /// placing at the same moment may both pick the same core; the next placements even out.
     pub fn place(&self, me: usize) -> usize {
         let load: Vec<usize> = self.0.iter().map(|n| n.load(Ordering::Relaxed)).collect();
-        let core = least_loaded(&load, me).min(self.0.len() - 1);
+        let core = least_loaded(&load, me);
         self.0[core].fetch_add(1, Ordering::Relaxed);
         core
     }

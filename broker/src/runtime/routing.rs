@@ -73,15 +73,9 @@ impl BucketOwners {
     /// Gives `bucket` of `table_id` to the core of the fixed rule unless it has an owner (a
     /// bucket recovered at start-up); returns its owner.
     pub fn seed(&self, table_id: u64, bucket: u32) -> usize {
-        let mut guard = self.lock();
-        let owners = &mut *guard;
-        if let Some(&core) = owners.owner.get(&(table_id, bucket)) {
-            return core;
-        }
-        let core = owner_core(table_id, bucket, owners.owned.len());
-        owners.owner.insert((table_id, bucket), core);
-        owners.owned[core] += 1;
-        core
+        self.owner_or(table_id, bucket, |owned| {
+            owner_core(table_id, bucket, owned.len())
+        })
     }
 
     /// The owner of `bucket` of `table_id`, if it has one.
@@ -92,12 +86,18 @@ impl BucketOwners {
     /// The owner of `bucket` of `table_id`; when it has none, `core` (the one asking) claims
     /// it, or gives it to the core owning the fewest buckets when `core` owns more.
     pub fn claim(&self, table_id: u64, bucket: u32, core: usize) -> usize {
+        self.owner_or(table_id, bucket, |owned| least_loaded(owned, core))
+    }
+
+    /// The owner of `bucket` of `table_id`; when it has none, the core `choose` picks from the
+    /// buckets owned per core becomes its owner.
+    fn owner_or(&self, table_id: u64, bucket: u32, choose: impl FnOnce(&[usize]) -> usize) -> usize {
         let mut guard = self.lock();
         let owners = &mut *guard;
         if let Some(&owner) = owners.owner.get(&(table_id, bucket)) {
             return owner;
         }
-        let owner = least_loaded(&owners.owned, core);
+        let owner = choose(&owners.owned);
         owners.owner.insert((table_id, bucket), owner);
         owners.owned[owner] += 1;
         owner
