@@ -54,6 +54,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("log.flush.policy", Some("ack")),
     ("log.segment.size", Some("256mb")),
     ("log.writeback.size", Some("1mb")),
+    ("log.preallocate.size", Some("8mb")),
     ("table.log.ttl", Some("7d")),
     ("log.retention.check-interval", Some("5min")),
     ("admin.max-request-size", Some("16mb")),
@@ -162,6 +163,9 @@ pub struct ServerConfig {
     /// `log.writeback.size`: every this many bytes appended to a segment, its new bytes are
     /// handed to the kernel's writeback and the clean pages before them dropped (0: never).
     pub writeback_size: u64,
+    /// `log.preallocate.size`: the most bytes of blocks a segment keeps allocated past its end
+    /// (0: none).
+    pub preallocate_size: u64,
     pub log_ttl: Duration,
     pub retention_check_interval: Duration,
     pub admin_max_request_size: usize,
@@ -399,6 +403,7 @@ impl ServerConfig {
             flush_policy,
             segment_size: positive_size("log.segment.size")?,
             writeback_size: parse_size("log.writeback.size", req("log.writeback.size"))?,
+            preallocate_size: parse_size("log.preallocate.size", req("log.preallocate.size"))?,
             log_ttl: positive_duration("table.log.ttl")?,
             retention_check_interval: positive_duration("log.retention.check-interval")?,
             admin_max_request_size: positive_size("admin.max-request-size")? as usize,

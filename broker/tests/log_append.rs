@@ -17,6 +17,7 @@ fn config(segment_size: u64) -> LogConfig {
     LogConfig {
         segment_size,
         writeback_size: 0,
+        preallocate_size: 64 << 10,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,
@@ -143,6 +144,7 @@ fn retention_deletes_old_closed_segments_but_never_the_last() {
         let config = LogConfig {
             segment_size: 512,
             writeback_size: 0,
+            preallocate_size: 64 << 10,
             flush_policy: FlushPolicy::Ack,
             retention: Some(Duration::from_secs(3600)),
             compression: ArrowCompression::None,

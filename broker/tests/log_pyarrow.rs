@@ -81,6 +81,7 @@ fn pyarrow_reads_closed_and_active_segments() {
         let config = LogConfig {
             segment_size: 1500,
             writeback_size: 100,
+            preallocate_size: 64 << 10,
             flush_policy: FlushPolicy::Ack,
             retention: None,
             compression: ArrowCompression::None,

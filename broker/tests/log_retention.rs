@@ -19,6 +19,7 @@ fn config(retention: Duration) -> LogConfig {
     LogConfig {
         segment_size: 400,
         writeback_size: 0,
+        preallocate_size: 64 << 10,
         flush_policy: FlushPolicy::Ack,
         retention: Some(retention),
         compression: ArrowCompression::None,

@@ -20,6 +20,7 @@ fn config() -> LogConfig {
     LogConfig {
         segment_size: 1_000,
         writeback_size: 0,
+        preallocate_size: 64 << 10,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,

@@ -68,6 +68,8 @@ async fn simulate(seed: u64) -> (u32, usize) {
         },
         // Write-back requests change no byte on the simulated disk; they only get recorded.
         writeback_size: seed % 1_000,
+        // So are preallocation requests (and the blocks they hold, released by truncates).
+        preallocate_size: seed % 3 * (64 << 10),
     };
     let mut acked_durable = 0u64;
     // Retention removes files at once in the simulated disk, so the start survives crashes.

@@ -32,6 +32,7 @@ fn config() -> LogConfig {
     LogConfig {
         segment_size: 1 << 20,
         writeback_size: 0,
+        preallocate_size: 64 << 10,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         // Scans decompress what the broker stores by default.

@@ -140,6 +140,7 @@ impl Appender {
         let log_config = LogConfig {
             segment_size: config.segment_size,
             writeback_size: config.writeback_size,
+            preallocate_size: config.preallocate_size,
             flush_policy: config.flush_policy,
             retention: Some(retention),
             compression: table.compression,

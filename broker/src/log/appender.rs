@@ -500,6 +500,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             if let Some(active) = state.active.as_mut() {
                 active.len = pos + written;
                 self.write_back(active);
+                self.preallocate(active);
             }
             state.next_offset = next_offset;
             if written > 0 {
@@ -528,6 +529,33 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         {
             active.write_back_from = active.written_back;
             active.written_back = end;
+        }
+    }
+
+    /// Keeps file system blocks allocated ahead of the active segment's end
+    /// ([`SegmentFile::preallocate`]): as many bytes as the segment holds, at least
+    /// [`MIN_PREALLOCATE`] and at most `log.preallocate.size`, asked for again once less than
+    /// half of that is left. A small or idle bucket so holds little; a busy one appends into
+    /// allocated blocks. While the previous request is still running nothing changes, and a
+    /// later append asks again.
+    fn preallocate(&self, active: &mut ActiveSegment<S::File>) {
+        let most = self.config.preallocate_size;
+        if most == 0 {
+            return;
+        }
+        let ahead = active.len.max(MIN_PREALLOCATE).min(most);
+        if active.preallocated_to >= active.len.saturating_add(ahead / 2) {
+            return;
+        }
+        let page = write_back_align();
+        let start = active.preallocated_to.max(active.len);
+        let end = active
+            .len
+            .saturating_add(ahead)
+            .div_ceil(page)
+            .saturating_mul(page);
+        if active.file.preallocate(start, end) {
+            active.preallocated_to = end;
         }
     }
 
@@ -572,6 +600,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             schema: schema.clone(),
             written_back: 0,
             write_back_from: 0,
+            preallocated_to: header_len,
         })
     }
 
@@ -626,6 +655,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             on_sync: self.on_sync.clone(),
             closed: file,
             closed_path: path,
+            closed_len: len + END_OF_STREAM.len() as u64,
             end,
         }));
         // The previous roll's task is done (awaited above); dropping its handle is a no-op.
@@ -744,17 +774,20 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
     pub async fn close(&self) -> Result<(), LogError> {
         let _permit = self.exclusive().await?;
         self.roll_finished().await?;
-        let written = self.state.borrow().next_offset;
-        if self.commit.durable.get() >= written {
-            return Ok(());
-        }
         let active = self
             .state
             .borrow()
             .active
             .as_ref()
-            .map(|a| (a.file.clone(), a.path.clone()));
-        if let Some((file, path)) = active {
+            .map(|a| (a.file.clone(), a.path.clone(), a.len));
+        if let Some((file, path, len)) = &active {
+            release_preallocated(&**file, path, *len).await;
+        }
+        let written = self.state.borrow().next_offset;
+        if self.commit.durable.get() >= written {
+            return Ok(());
+        }
+        if let Some((file, path, _)) = active {
             self.sync_file(&file)
                 .await
                 .map_err(|e| LogError::io(&path, "fsync", e))?;
@@ -762,6 +795,17 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         self.commit.durable.set(written);
         self.commit.completions.notify_all();
         Ok(())
+    }
+}
+
+/// The least [`BucketLog::preallocate`] asks for: 64 KiB.
+pub const MIN_PREALLOCATE: u64 = 64 << 10;
+
+/// Truncates a segment to its own length `len`, which releases the blocks preallocated past
+/// it. A failure only keeps them (until the file is deleted): logged, never fatal.
+async fn release_preallocated<F: SegmentFile>(file: &F, path: &Path, len: u64) {
+    if let Err(err) = file.truncate(len).await {
+        tracing::warn!(path = %path.display(), %err, "releasing a segment's preallocated blocks failed");
     }
 }
 
@@ -794,6 +838,8 @@ struct FinishRoll<S: SegmentStore> {
     /// The segment just closed, and its path.
     closed: Rc<S::File>,
     closed_path: PathBuf,
+    /// Its length in bytes (end-of-stream marker included).
+    closed_len: u64,
     /// Its exclusive end offset.
     end: u64,
 }
@@ -824,6 +870,7 @@ async fn finish_roll<S: SegmentStore>(roll: FinishRoll<S>) {
 }
 
 async fn finish_roll_io<S: SegmentStore>(roll: &FinishRoll<S>) -> Result<(), LogError> {
+    release_preallocated(&*roll.closed, &roll.closed_path, roll.closed_len).await;
     timed_sync(&*roll.closed, roll.on_sync.as_deref())
         .await
         .map_err(|e| LogError::io(&roll.closed_path, "fsync", e))?;

@@ -50,6 +50,14 @@ pub trait SegmentFile {
     /// previous request is still being carried out; the caller asks again later with the range
     /// grown. A failure is not reported: the pages stay cached and `sync` still writes them.
     fn write_back(&self, start: u64, end: u64) -> bool;
+    /// Asks the file system to allocate the blocks of `[start, end)`, past the bytes written,
+    /// without changing the file's size (`fallocate` with `FALLOC_FL_KEEP_SIZE`): appends into
+    /// allocated blocks skip the file system's per-page allocation work. Never waits for it.
+    /// Returns false, doing nothing, while this file's previous request is still being carried
+    /// out. A failure is not reported (appends then allocate as usual); a file system without
+    /// the call is not asked again. [`SegmentFile::truncate`] to the file's size releases the
+    /// blocks past it.
+    fn preallocate(&self, start: u64, end: u64) -> bool;
 }
 
 /// The directory operations the log needs: list, create, open, remove, sync.
@@ -82,22 +90,56 @@ pub struct GlommioStore;
 #[derive(Debug)]
 pub struct GlommioFile {
     file: BufferedFile,
-    /// A second descriptor of the same file for `posix_fadvise`, which runs on the core's
-    /// blocking thread: that thread holds its own reference, so the descriptor stays this file's
-    /// until the call returns even when the segment is closed meanwhile. None when it could not
-    /// be opened: [`SegmentFile::write_back`] then does nothing.
-    advice: Option<Arc<std::fs::File>>,
+    /// A second descriptor of the same file for `posix_fadvise` and `fallocate`, which run on
+    /// the core's blocking thread: that thread holds its own reference, so the descriptor stays
+    /// this file's until the call returns even when the segment is closed meanwhile. None when
+    /// it could not be opened: [`SegmentFile::write_back`] and [`SegmentFile::preallocate`]
+    /// then do nothing.
+    helper: Option<Arc<std::fs::File>>,
     /// A write-back request of this file is running on the blocking thread.
     advising: Rc<Cell<bool>>,
+    /// A preallocation request of this file is running on the blocking thread.
+    preallocating: Rc<Cell<bool>>,
+    /// The file system refused `fallocate` for this file (`EOPNOTSUPP`): not asked again.
+    no_preallocate: Rc<Cell<bool>>,
 }
 
 impl GlommioFile {
     fn new(file: BufferedFile, path: &Path) -> Self {
+        let helper = std::fs::OpenOptions::new().read(true).write(true).open(path);
         GlommioFile {
             file,
-            advice: std::fs::File::open(path).ok().map(Arc::new),
+            helper: helper.ok().map(Arc::new),
             advising: Rc::new(Cell::new(false)),
+            preallocating: Rc::new(Cell::new(false)),
+            no_preallocate: Rc::new(Cell::new(false)),
         }
+    }
+
+    /// Runs `job` with the helper descriptor on the core's blocking thread unless `busy` (the
+    /// previous such job of this file is still running: returns false). `done` gets the job's
+    /// result back on the core. True when there is no helper descriptor (nothing to do).
+    fn on_blocking_thread<T: Send + 'static>(
+        &self,
+        busy: &Rc<Cell<bool>>,
+        job: impl FnOnce(&std::fs::File) -> T + Send + 'static,
+        done: impl FnOnce(T) + 'static,
+    ) -> bool {
+        let Some(helper) = self.helper.clone() else {
+            return true;
+        };
+        if busy.get() {
+            return false;
+        }
+        busy.set(true);
+        let busy = busy.clone();
+        glommio::spawn_local(async move {
+            let result = glommio::executor().spawn_blocking(move || job(&helper)).await;
+            busy.set(false);
+            done(result);
+        })
+        .detach();
+        true
     }
 }
 
@@ -132,35 +174,55 @@ impl SegmentFile for GlommioFile {
     /// is full (185 ms was seen when it ran on the core), so it runs on glommio's blocking thread
     /// and the core only notes that it is running.
     fn write_back(&self, start: u64, end: u64) -> bool {
-        let Some(advice) = self.advice.clone() else {
+        let (Ok(offset), Ok(len)) = (i64::try_from(start), i64::try_from(end.saturating_sub(start))) else {
             return true;
         };
-        if self.advising.get() {
-            return false;
+        self.on_blocking_thread(
+            &self.advising,
+            move |file| {
+                let advised = nix::fcntl::posix_fadvise(
+                    file.as_raw_fd(),
+                    offset,
+                    len,
+                    nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+                );
+                if let Err(errno) = advised {
+                    tracing::debug!(%errno, offset, len, "segment write-back request failed");
+                }
+            },
+            |()| {},
+        )
+    }
+
+    /// `fallocate(FALLOC_FL_KEEP_SIZE)` on the blocking thread: it takes the inode's lock, which
+    /// an append being written by an io_uring worker may hold.
+    fn preallocate(&self, start: u64, end: u64) -> bool {
+        if self.no_preallocate.get() {
+            return true;
         }
         let (Ok(offset), Ok(len)) = (i64::try_from(start), i64::try_from(end.saturating_sub(start))) else {
             return true;
         };
-        self.advising.set(true);
-        let advising = self.advising.clone();
-        glommio::spawn_local(async move {
-            glommio::executor()
-                .spawn_blocking(move || {
-                    let advised = nix::fcntl::posix_fadvise(
-                        advice.as_raw_fd(),
-                        offset,
-                        len,
-                        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-                    );
-                    if let Err(errno) = advised {
-                        tracing::debug!(%errno, offset, len, "segment write-back request failed");
-                    }
-                })
-                .await;
-            advising.set(false);
-        })
-        .detach();
-        true
+        if len == 0 {
+            return true;
+        }
+        let no_preallocate = self.no_preallocate.clone();
+        self.on_blocking_thread(
+            &self.preallocating,
+            move |file| {
+                nix::fcntl::fallocate(
+                    file.as_raw_fd(),
+                    nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+                    offset,
+                    len,
+                )
+            },
+            move |result| match result {
+                Ok(()) => {}
+                Err(nix::errno::Errno::EOPNOTSUPP) => no_preallocate.set(true),
+                Err(errno) => tracing::debug!(%errno, offset, len, "segment preallocation failed"),
+            },
+        )
     }
 }
 

@@ -74,6 +74,9 @@ pub struct LogConfig {
     /// log asks the kernel to write them to disk and to drop the pages written back before
     /// ([`SegmentFile::write_back`]); 0 leaves the page cache to the kernel.
     pub writeback_size: u64,
+    /// `log.preallocate.size`: the most bytes of file system blocks the active segment keeps
+    /// allocated past its end ([`SegmentFile::preallocate`]); 0 never preallocates.
+    pub preallocate_size: u64,
     pub flush_policy: FlushPolicy,
     /// `table.log.ttl`: closed segments whose newest row is older are deleted. None keeps all.
     pub retention: Option<Duration>,
@@ -86,6 +89,7 @@ impl Default for LogConfig {
         LogConfig {
             segment_size: DEFAULT_SEGMENT_SIZE,
             writeback_size: DEFAULT_WRITEBACK_SIZE,
+            preallocate_size: DEFAULT_PREALLOCATE_SIZE,
             flush_policy: FlushPolicy::Ack,
             retention: Some(DEFAULT_TABLE_LOG_TTL),
             compression: ArrowCompression::default(),
@@ -95,6 +99,9 @@ impl Default for LogConfig {
 
 /// The default `log.writeback.size`: 1 MiB.
 pub const DEFAULT_WRITEBACK_SIZE: u64 = 1 << 20;
+
+/// The default `log.preallocate.size`: 8 MiB.
+pub const DEFAULT_PREALLOCATE_SIZE: u64 = 8 << 20;
 
 /// Fluss's default `table.log.ttl`: 7 days.
 pub const DEFAULT_TABLE_LOG_TTL: Duration = Duration::from_secs(7 * 24 * 3600);

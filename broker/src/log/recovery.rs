@@ -208,10 +208,12 @@ async fn recover_last<S: SegmentStore>(
             path = %path.display(), %reason, kept_bytes = scan.valid_len, file_bytes = scan.file_len,
             "truncating torn tail of the last log segment"
         );
-        file.truncate(scan.valid_len)
-            .await
-            .map_err(|e| LogError::io(path, "truncate", e))?;
     }
+    // Also when nothing is torn: a truncate to the file's own length releases the blocks a
+    // crash left preallocated past its end (`log.preallocate.size`).
+    file.truncate(scan.valid_len)
+        .await
+        .map_err(|e| LogError::io(path, "truncate", e))?;
     // After a process crash the tail may still sit unsynced in the page cache; fsync it
     // so that everything recovery reports as present is durable.
     file.sync().await.map_err(|e| LogError::io(path, "fsync", e))?;
@@ -243,6 +245,7 @@ async fn recover_last<S: SegmentStore>(
             schema,
             written_back: 0,
             write_back_from: 0,
+            preallocated_to: scan.valid_len,
         });
     }
     Ok(())

@@ -48,6 +48,8 @@ pub(super) struct ActiveSegment<F> {
     /// Where the next write-back request starts: the start of the previous one, whose pages are
     /// clean by the time the next is due and are dropped with it.
     pub write_back_from: u64,
+    /// File system blocks were requested up to here ([`super::SegmentFile::preallocate`]).
+    pub preallocated_to: u64,
 }
 
 /// A segment created by a roll is named `<base offset>.arrow.rolling` until the segment before
@@ -353,6 +355,10 @@ impl SegmentFile for StdSegment<'_> {
     }
 
     fn write_back(&self, _start: u64, _end: u64) -> bool {
+        true // nothing is written through it
+    }
+
+    fn preallocate(&self, _start: u64, _end: u64) -> bool {
         true // nothing is written through it
     }
 }

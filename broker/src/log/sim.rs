@@ -117,6 +117,9 @@ struct SimFileData {
     /// Renamed from this path since the last `sync_dir`: a crash may bring the old name back.
     renamed_from: Option<PathBuf>,
     modified: SystemTime,
+    /// Bytes of the file that have blocks: its length, or more after a
+    /// [`SegmentFile::preallocate`]; a truncate releases the blocks past its length.
+    allocated: u64,
 }
 
 impl SimDisk {
@@ -153,6 +156,10 @@ struct SimDisk {
     write_backs: Vec<(PathBuf, u64, u64)>,
     /// While set, `write_back` answers "still busy" (false) and records nothing.
     write_back_busy: bool,
+    /// Every accepted [`SegmentFile::preallocate`] request: (file as opened, start, end).
+    preallocations: Vec<(PathBuf, u64, u64)>,
+    /// While set, `preallocate` answers "still busy" (false) and records nothing.
+    preallocate_busy: bool,
 }
 
 /// The shared simulated disk; clones see the same files.
@@ -196,6 +203,8 @@ impl SimStore {
                 wakers: Vec::new(),
                 write_backs: Vec::new(),
                 write_back_busy: false,
+                preallocations: Vec::new(),
+                preallocate_busy: false,
             })),
         }
     }
@@ -212,6 +221,23 @@ impl SimStore {
     /// Makes every file's write-back requests answer "the previous one is still running".
     pub fn set_write_back_busy(&self, busy: bool) {
         self.disk.borrow_mut().write_back_busy = busy;
+    }
+
+    /// The preallocation requests accepted so far, in order: (path the file was opened as,
+    /// start, end).
+    pub fn preallocations(&self) -> Vec<(PathBuf, u64, u64)> {
+        self.disk.borrow().preallocations.clone()
+    }
+
+    /// Makes every file's preallocation requests answer "the previous one is still running".
+    pub fn set_preallocate_busy(&self, busy: bool) {
+        self.disk.borrow_mut().preallocate_busy = busy;
+    }
+
+    /// Bytes of the file now at `path` that have blocks (its length, or more while
+    /// preallocated blocks past its end are held); None if there is no such file.
+    pub fn allocated(&self, path: &Path) -> Option<u64> {
+        self.disk.borrow().files.get(path).map(|f| f.allocated)
     }
 
     /// File writes (`write_at` calls, failed ones included) so far.
@@ -319,6 +345,7 @@ impl SimStore {
     pub fn set_file_bytes(&self, path: &Path, bytes: Vec<u8>) {
         let mut disk = self.disk.borrow_mut();
         let clock = disk.clock;
+        let allocated = bytes.len() as u64;
         disk.files.insert(
             path.to_path_buf(),
             SimFileData {
@@ -327,6 +354,7 @@ impl SimStore {
                 entry_durable: true,
                 renamed_from: None,
                 modified: clock,
+                allocated,
             },
         );
     }
@@ -359,6 +387,7 @@ impl SegmentFile for SimFile {
         }
         file.volatile[start..end].copy_from_slice(&buf[..len]);
         file.modified = clock;
+        file.allocated = file.allocated.max(end as u64);
         Ok(len)
     }
 
@@ -399,6 +428,7 @@ impl SegmentFile for SimFile {
         let mut disk = self.disk.borrow_mut();
         let path = disk.current(&self.path);
         let file = disk.files.get_mut(&path).ok_or_else(|| not_found(&self.path))?;
+        file.allocated = len;
         let len = usize::try_from(len).map_err(|_| io::Error::other("length too large"))?;
         file.volatile.resize(len, 0);
         Ok(())
@@ -417,6 +447,19 @@ impl SegmentFile for SimFile {
             return false;
         }
         disk.write_backs.push((self.path.clone(), start, end));
+        true
+    }
+
+    fn preallocate(&self, start: u64, end: u64) -> bool {
+        let mut disk = self.disk.borrow_mut();
+        if disk.preallocate_busy {
+            return false;
+        }
+        disk.preallocations.push((self.path.clone(), start, end));
+        let path = disk.current(&self.path);
+        if let Some(file) = disk.files.get_mut(&path) {
+            file.allocated = file.allocated.max(end);
+        }
         true
     }
 }
@@ -463,6 +506,7 @@ impl SegmentStore for SimStore {
                 entry_durable: false,
                 renamed_from: None,
                 modified: clock,
+                allocated: 0,
             },
         );
         Ok(SimFile {
