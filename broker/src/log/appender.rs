@@ -30,6 +30,7 @@ use arrow_schema::SchemaRef;
 use glommio::sync::Semaphore;
 
 use super::compression::ArrowCompression;
+use super::encode::{Encoder, Unsupported};
 use super::error::LogError;
 use super::file::{sync_directory, GlommioStore, SegmentFile, SegmentStore};
 use super::group_commit::CommitState;
@@ -111,24 +112,30 @@ fn schema_message(schema: &SchemaRef) -> Result<Vec<u8>, LogError> {
 }
 
 thread_local! {
-    /// The IPC write contexts of this thread (one glommio core), one per compression in use:
-    /// the buckets of a core share them, and so one zstd compressor per level, instead of each
-    /// open bucket keeping its own (about 0.9 MB each, docs/storage.md). At most one entry per
-    /// codec and level.
+    /// This thread's (one glommio core's) encoder of record-batch messages: the buckets of a
+    /// core share it, and so one zstd compressor per level (about 0.9 MB each, docs/storage.md).
+    static ENCODER: RefCell<Encoder> = RefCell::new(Encoder::default());
+    /// arrow-ipc's write contexts, one per compression in use, for the batches the encoder
+    /// does not lay out itself ([`Unsupported`]: none that the converter makes).
     static WRITE_CONTEXTS: RefCell<Vec<(ArrowCompression, IpcWriteContext)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// `batch` as one sealed IPC record-batch message (continuation, metadata with the body's
-/// checksum and `tags`, body), its buffers compressed with `compression`, appended to `out`
-/// (`checksum::seal_into`: the encoder's body is copied once, into `out`). The converter makes
-/// no dictionary types; a batch that needed dictionary messages is refused. On `Err` nothing
-/// was appended.
+/// checksum and `tags`, body), its buffers compressed with `compression`, appended to `out`:
+/// by this core's [`Encoder`] (each buffer copied once, into `out`), or for a batch it does not
+/// lay out, by arrow-ipc's encoder and `checksum::seal_into` (the same bytes). No dictionary
+/// types: a batch that needed dictionary messages is refused. On `Err` nothing was appended.
 fn encode_message_into(
     out: &mut Vec<u8>,
     batch: &RecordBatch,
     compression: ArrowCompression,
     tags: &[(&str, &str)],
 ) -> Result<(), LogError> {
+    match ENCODER.with_borrow_mut(|encoder| encoder.encode_into(out, batch, compression, tags)) {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(e)) => return Err(LogError::Encode(arrow_schema::ArrowError::from(e))),
+        Err(Unsupported) => {}
+    }
     let options = compression.write_options();
     WRITE_CONTEXTS.with_borrow_mut(|contexts| {
         let at = match contexts.iter().position(|(c, _)| *c == compression) {

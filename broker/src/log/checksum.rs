@@ -13,8 +13,8 @@
 use std::io::{self, Read};
 
 use arrow_ipc::{
-    BodyCompression, BodyCompressionArgs, KeyValue, KeyValueArgs, Message, MessageArgs, MessageHeader,
-    RecordBatchArgs,
+    BodyCompression, BodyCompressionArgs, BodyCompressionMethod, CompressionType, FieldNode, KeyValue,
+    KeyValueArgs, Message, MessageArgs, MessageHeader, MetadataVersion, RecordBatchArgs,
 };
 use flatbuffers::FlatBufferBuilder;
 
@@ -88,50 +88,88 @@ pub fn seal_into(
         return Err(SealError("body length differs from the metadata's"));
     }
 
-    let mut fbb = FlatBufferBuilder::with_capacity(metadata.len() + 64);
-    let nodes = batch
+    let nodes: Vec<FieldNode> = batch
         .nodes()
-        .map(|nodes| fbb.create_vector_from_iter(nodes.iter().copied()));
-    let buffers = batch
+        .map_or_else(Vec::new, |n| n.iter().copied().collect());
+    let buffers: Vec<arrow_ipc::Buffer> = batch
         .buffers()
-        .map(|buffers| fbb.create_vector_from_iter(buffers.iter().copied()));
-    let variadic = batch
-        .variadicBufferCounts()
-        .map(|counts| fbb.create_vector_from_iter(counts.iter()));
-    let compression = batch.compression().map(|c| {
-        BodyCompression::create(
-            &mut fbb,
-            &BodyCompressionArgs {
-                codec: c.codec(),
-                method: c.method(),
-            },
-        )
+        .map_or_else(Vec::new, |b| b.iter().copied().collect());
+    let variadic: Option<Vec<i64>> = batch.variadicBufferCounts().map(|c| c.iter().collect());
+    let parts = MessageParts {
+        version: parsed.version(),
+        length: batch.length(),
+        nodes: &nodes,
+        buffers: &buffers,
+        compression: batch.compression().map(|c| (c.codec(), c.method())),
+        variadic: variadic.as_deref(),
+        body_len: parsed.bodyLength(),
+    };
+    let mut fbb = FlatBufferBuilder::with_capacity(metadata.len() + 64);
+    frame_sealed(out, &mut fbb, &parts, crc32c::crc32c(body), tags, |out| {
+        out.extend_from_slice(body)
     });
+    Ok(())
+}
+
+/// What the metadata of one record-batch message says besides its custom metadata: the parts
+/// [`frame_sealed`] builds it from.
+pub(crate) struct MessageParts<'a> {
+    pub version: MetadataVersion,
+    /// Rows.
+    pub length: i64,
+    pub nodes: &'a [FieldNode],
+    pub buffers: &'a [arrow_ipc::Buffer],
+    pub compression: Option<(CompressionType, BodyCompressionMethod)>,
+    pub variadic: Option<&'a [i64]>,
+    pub body_len: i64,
+}
+
+/// Appends one framed record-batch message to `out`: `0xFFFFFFFF`, metadata length, the
+/// metadata built from `parts` with the body's CRC32C `body_crc` and `tags` as custom-metadata
+/// pairs (checksum first), padding to 64 bytes, then the body, which `write_body` appends
+/// (`parts.body_len` bytes). The one place a stored message's metadata is made: the log's
+/// encoder ([`super::encode`]) and [`seal_into`] both frame through it. `fbb` is reset first.
+pub(crate) fn frame_sealed(
+    out: &mut Vec<u8>,
+    fbb: &mut FlatBufferBuilder<'_>,
+    parts: &MessageParts<'_>,
+    body_crc: u32,
+    tags: &[(&str, &str)],
+    write_body: impl FnOnce(&mut Vec<u8>),
+) {
+    fbb.reset();
+    let nodes = fbb.create_vector(parts.nodes);
+    let buffers = fbb.create_vector(parts.buffers);
+    let variadic = parts.variadic.map(|counts| fbb.create_vector(counts));
+    let compression = parts
+        .compression
+        .map(|(codec, method)| BodyCompression::create(fbb, &BodyCompressionArgs { codec, method }));
     let header = arrow_ipc::RecordBatch::create(
-        &mut fbb,
+        fbb,
         &RecordBatchArgs {
-            length: batch.length(),
-            nodes,
-            buffers,
+            length: parts.length,
+            nodes: Some(nodes),
+            buffers: Some(buffers),
             compression,
             variadicBufferCounts: variadic,
         },
     );
     let key = fbb.create_string(CHECKSUM_KEY);
-    let value = fbb.create_string(&format!("{:08x}", crc32c::crc32c(body)));
+    let value = fbb.create_string(&format!("{body_crc:08x}"));
     let pair = KeyValue::create(
-        &mut fbb,
+        fbb,
         &KeyValueArgs {
             key: Some(key),
             value: Some(value),
         },
     );
-    let mut pairs = vec![pair];
+    let mut pairs = Vec::with_capacity(1 + tags.len());
+    pairs.push(pair);
     for (key, value) in tags {
         let key = fbb.create_string(key);
         let value = fbb.create_string(value);
         pairs.push(KeyValue::create(
-            &mut fbb,
+            fbb,
             &KeyValueArgs {
                 key: Some(key),
                 value: Some(value),
@@ -140,26 +178,25 @@ pub fn seal_into(
     }
     let custom_metadata = fbb.create_vector(&pairs);
     let root = Message::create(
-        &mut fbb,
+        fbb,
         &MessageArgs {
-            version: parsed.version(),
+            version: parts.version,
             header_type: MessageHeader::RecordBatch,
             header: Some(header.as_union_value()),
-            bodyLength: parsed.bodyLength(),
+            bodyLength: parts.body_len,
             custom_metadata: Some(custom_metadata),
         },
     );
     fbb.finish(root, None);
-    let new_metadata = fbb.finished_data();
-    let padded = (8 + new_metadata.len()).next_multiple_of(ALIGNMENT) - 8;
+    let metadata = fbb.finished_data();
+    let padded = (8 + metadata.len()).next_multiple_of(ALIGNMENT) - 8;
     let start = out.len();
-    out.reserve(8 + padded + body.len());
+    out.reserve(8 + padded + usize::try_from(parts.body_len).unwrap_or(0));
     out.extend_from_slice(&CONTINUATION);
     out.extend_from_slice(&(padded as u32).to_le_bytes());
-    out.extend_from_slice(new_metadata);
+    out.extend_from_slice(metadata);
     out.resize(start + 8 + padded, 0);
-    out.extend_from_slice(body);
-    Ok(())
+    write_body(out);
 }
 
 /// The body checksum a message's metadata declares: None when it has none (written before

@@ -15,6 +15,7 @@
 pub mod appender;
 pub mod checksum;
 pub mod compression;
+pub mod encode;
 pub mod error;
 pub mod file;
 mod group_commit;

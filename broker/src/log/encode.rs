@@ -1,0 +1,572 @@
+//! The log's record-batch messages, encoded straight into the write buffer.
+//!
+//! arrow-ipc's `IpcDataGenerator::encode` builds a message's body in a vector of its own (each
+//! compressed buffer in a fresh vector first) and its flatbuffer metadata, which
+//! [`super::checksum::seal_into`] then parses, rebuilds with the checksum and copies with the
+//! body into the write buffer. For the arrays the converter makes (offset 0, every child exactly
+//! as long as its parent's offsets say), [`Encoder`] writes the same bytes itself: it walks the
+//! arrays' buffers as arrow-ipc does, compresses each into one reused scratch vector (or, with
+//! no codec, leaves it where it is), computes the body's CRC32C, frames the metadata once
+//! ([`super::checksum::frame_sealed`]) and copies each buffer once, into the write buffer.
+//! A buffer of at most [`ALWAYS_RAW`] bytes is stored uncompressed without calling the codec:
+//! arrow-ipc stores a buffer uncompressed when its 8-byte length prefix and compressed frame are
+//! longer than it, which no frame of either codec can avoid at that size, so the bytes are the
+//! same. Any other array (sliced, re-based offsets, a type the converter never makes) is
+//! [`Unsupported`], and the caller encodes that batch with arrow-ipc. Tests check every kind of
+//! column and codec against arrow-ipc plus `seal_into`, byte for byte.
+
+use arrow_array::RecordBatch;
+use arrow_data::ArrayData;
+use arrow_ipc::{BodyCompressionMethod, CompressionType, FieldNode, MetadataVersion};
+use arrow_schema::DataType;
+use flatbuffers::FlatBufferBuilder;
+
+use super::checksum::{frame_sealed, MessageParts};
+use super::compression::ArrowCompression;
+
+/// Padding of each body buffer, as arrow-ipc's default write options (64-byte alignment).
+const BUFFER_ALIGNMENT: usize = 64;
+
+/// A buffer this short is stored uncompressed without trying: arrow-ipc keeps a compressed
+/// buffer only when its 8-byte length prefix plus the codec's frame is not longer than the
+/// buffer, and the smallest frame either codec makes (zstd: 4-byte magic, frame header, block
+/// header, one byte) is longer than 9 bytes.
+pub const ALWAYS_RAW: usize = 17;
+
+/// The compressed bytes of a larger message are not kept for the next one: 1 MiB.
+const KEPT_SCRATCH: usize = 1 << 20;
+
+/// arrow-ipc's marker, in place of the uncompressed length, of a buffer stored uncompressed.
+const STORED_RAW: i64 = -1;
+
+const ZERO_OFFSET: [u8; 4] = [0; 4];
+
+/// The batch has an array the encoder does not lay out itself (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unsupported;
+
+/// Where one body buffer's bytes are: the array's own bytes, or a range of the scratch vector.
+enum Piece<'a> {
+    Raw(&'a [u8]),
+    Scratch(std::ops::Range<usize>),
+}
+
+/// One core's reusable encoding state: the flatbuffer builder, the compressed bytes of the
+/// message being encoded, and one zstd compressor per level in use.
+#[derive(Default)]
+pub struct Encoder {
+    fbb: FlatBufferBuilder<'static>,
+    scratch: Vec<u8>,
+    zstd: Vec<(i32, zstd::bulk::Compressor<'static>)>,
+    nodes: Vec<FieldNode>,
+    buffers: Vec<arrow_ipc::Buffer>,
+}
+
+impl Encoder {
+    /// Appends `batch` to `out` as one sealed record-batch message (the bytes arrow-ipc's
+    /// encoder plus [`super::checksum::seal_into`] would append), its buffers compressed with
+    /// `compression`, `tags` in its custom metadata after the checksum. `Err(Unsupported)`
+    /// appends nothing; an I/O error of a codec (writing into memory: none expected) also
+    /// appends nothing and is returned as such.
+    pub fn encode_into(
+        &mut self,
+        out: &mut Vec<u8>,
+        batch: &RecordBatch,
+        compression: ArrowCompression,
+        tags: &[(&str, &str)],
+    ) -> Result<Result<(), std::io::Error>, Unsupported> {
+        self.nodes.clear();
+        let columns: Vec<ArrayData> = batch.columns().iter().map(|c| c.to_data()).collect();
+        let mut raw: Vec<&[u8]> = Vec::new();
+        for column in &columns {
+            collect(column, &mut self.nodes, &mut raw)?;
+        }
+        self.scratch.clear();
+        let mut pieces = Vec::with_capacity(raw.len());
+        for bytes in raw {
+            match compression {
+                ArrowCompression::None => pieces.push(Piece::Raw(bytes)),
+                _ if bytes.is_empty() => pieces.push(Piece::Raw(bytes)),
+                _ => match self.compress(bytes, compression) {
+                    Ok(range) => pieces.push(Piece::Scratch(range)),
+                    Err(e) => return Ok(Err(e)),
+                },
+            }
+        }
+        self.buffers.clear();
+        let mut offset = 0usize;
+        let mut crc = 0u32;
+        for p in &pieces {
+            let bytes = piece(&self.scratch, p);
+            let padding = bytes.len().next_multiple_of(BUFFER_ALIGNMENT) - bytes.len();
+            self.buffers
+                .push(arrow_ipc::Buffer::new(offset as i64, bytes.len() as i64));
+            crc = crc32c::crc32c_append(crc, bytes);
+            crc = crc32c::crc32c_append(crc, &PADDING[..padding]);
+            offset += bytes.len() + padding;
+        }
+        let parts = MessageParts {
+            version: MetadataVersion::V5,
+            length: batch.num_rows() as i64,
+            nodes: &self.nodes,
+            buffers: &self.buffers,
+            compression: codec(compression).map(|c| (c, BodyCompressionMethod::BUFFER)),
+            variadic: None,
+            body_len: offset as i64,
+        };
+        frame_sealed(out, &mut self.fbb, &parts, crc, tags, |out| {
+            for p in &pieces {
+                let bytes = piece(&self.scratch, p);
+                out.extend_from_slice(bytes);
+                let padding = bytes.len().next_multiple_of(BUFFER_ALIGNMENT) - bytes.len();
+                out.extend_from_slice(&PADDING[..padding]);
+            }
+        });
+        drop(pieces);
+        if self.scratch.capacity() > KEPT_SCRATCH {
+            self.scratch = Vec::new();
+        }
+        Ok(Ok(()))
+    }
+
+    /// `bytes` as arrow-ipc stores a compressed buffer, appended to the scratch vector: the
+    /// uncompressed length (i64) and the codec's frame, or -1 and the bytes themselves when
+    /// that would not be shorter. Returns the range it took.
+    fn compress(
+        &mut self,
+        bytes: &[u8],
+        compression: ArrowCompression,
+    ) -> Result<std::ops::Range<usize>, std::io::Error> {
+        let start = self.scratch.len();
+        if bytes.len() > ALWAYS_RAW {
+            self.scratch
+                .extend_from_slice(&(bytes.len() as i64).to_le_bytes());
+            match compression {
+                ArrowCompression::None => {}
+                ArrowCompression::Lz4Frame => {
+                    use std::io::Write;
+                    let mut encoder = lz4_flex::frame::FrameEncoder::new(&mut self.scratch);
+                    encoder.write_all(bytes)?;
+                    encoder.finish().map_err(std::io::Error::other)?;
+                }
+                ArrowCompression::Zstd { level } => {
+                    let compressor = match self.zstd.iter().position(|(l, _)| *l == level) {
+                        Some(at) => &mut self.zstd[at].1,
+                        None => {
+                            self.zstd.push((level, zstd::bulk::Compressor::new(level)?));
+                            &mut self.zstd.last_mut().expect("just pushed").1
+                        }
+                    };
+                    self.scratch.reserve(zstd::zstd_safe::compress_bound(bytes.len()));
+                    let mut cursor = std::io::Cursor::new(&mut self.scratch);
+                    cursor.set_position((start + 8) as u64);
+                    compressor.compress_to_buffer(bytes, &mut cursor)?;
+                }
+            }
+            if self.scratch.len() - start <= bytes.len() {
+                return Ok(start..self.scratch.len());
+            }
+            self.scratch.truncate(start);
+        }
+        self.scratch.extend_from_slice(&STORED_RAW.to_le_bytes());
+        self.scratch.extend_from_slice(bytes);
+        Ok(start..self.scratch.len())
+    }
+}
+
+const PADDING: [u8; BUFFER_ALIGNMENT] = [0; BUFFER_ALIGNMENT];
+
+fn piece<'x>(scratch: &'x [u8], p: &'x Piece<'x>) -> &'x [u8] {
+    match p {
+        Piece::Raw(bytes) => bytes,
+        Piece::Scratch(range) => &scratch[range.clone()],
+    }
+}
+
+fn codec(compression: ArrowCompression) -> Option<CompressionType> {
+    match compression {
+        ArrowCompression::None => None,
+        ArrowCompression::Lz4Frame => Some(CompressionType::LZ4_FRAME),
+        ArrowCompression::Zstd { .. } => Some(CompressionType::ZSTD),
+    }
+}
+
+/// The field nodes and body buffers of `data` and its children, depth first, in the order
+/// arrow-ipc's `write_array_data` writes them, without copying a byte.
+fn collect<'a>(
+    data: &'a ArrayData,
+    nodes: &mut Vec<FieldNode>,
+    raw: &mut Vec<&'a [u8]>,
+) -> Result<(), Unsupported> {
+    if data.offset() != 0 {
+        return Err(Unsupported);
+    }
+    let len = data.len();
+    let data_type = data.data_type();
+    if matches!(data_type, DataType::Null) {
+        nodes.push(FieldNode::new(len as i64, len as i64));
+        return Ok(());
+    }
+    let null_count = data.null_count();
+    nodes.push(FieldNode::new(len as i64, null_count as i64));
+    // The validity bitmap: empty without nulls, else its bytes for `len` bits.
+    match data.nulls() {
+        Some(nulls) if null_count > 0 => {
+            if nulls.offset() != 0 {
+                return Err(Unsupported);
+            }
+            raw.push(prefix(nulls.buffer().as_slice(), len.div_ceil(8))?);
+        }
+        _ => raw.push(&[]),
+    }
+    match data_type {
+        DataType::Binary | DataType::Utf8 => {
+            if len == 0 {
+                raw.push(&ZERO_OFFSET);
+                raw.push(&[]);
+                return Ok(());
+            }
+            let end = offsets_end(data, len)?;
+            raw.push(prefix(data.buffers()[0].as_slice(), (len + 1) * 4)?);
+            raw.push(prefix(data.buffers()[1].as_slice(), end)?);
+        }
+        DataType::Boolean => {
+            raw.push(prefix(data.buffers()[0].as_slice(), len.div_ceil(8))?);
+        }
+        DataType::List(_) | DataType::Map(_, _) => {
+            let child = data.child_data().first().ok_or(Unsupported)?;
+            if len == 0 {
+                if !child.is_empty() {
+                    return Err(Unsupported);
+                }
+                raw.push(&ZERO_OFFSET);
+            } else {
+                let end = offsets_end(data, len)?;
+                if child.len() != end {
+                    return Err(Unsupported);
+                }
+                raw.push(prefix(data.buffers()[0].as_slice(), (len + 1) * 4)?);
+            }
+            collect(child, nodes, raw)?;
+        }
+        DataType::Struct(_) => {
+            for child in data.child_data() {
+                if child.len() != len {
+                    return Err(Unsupported);
+                }
+                collect(child, nodes, raw)?;
+            }
+        }
+        t if t.is_numeric() || t.is_temporal() || matches!(t, DataType::FixedSizeBinary(_)) => {
+            let width = match arrow_data::layout(t).buffers.first() {
+                Some(arrow_data::BufferSpec::FixedWidth { byte_width, .. }) => *byte_width,
+                _ => return Err(Unsupported),
+            };
+            let buffer = data.buffers().first().ok_or(Unsupported)?.as_slice();
+            raw.push(&buffer[..buffer.len().min(len * width)]);
+        }
+        _ => return Err(Unsupported),
+    }
+    Ok(())
+}
+
+/// The first `len` bytes of `bytes` (a buffer shorter than its array needs is not laid out here).
+fn prefix(bytes: &[u8], len: usize) -> Result<&[u8], Unsupported> {
+    bytes.get(..len).ok_or(Unsupported)
+}
+
+/// The last of the `len + 1` i32 offsets of a variable-size array whose first offset is 0 (a
+/// non-zero first offset is re-based by arrow-ipc: not laid out here).
+fn offsets_end(data: &ArrayData, len: usize) -> Result<usize, Unsupported> {
+    let offsets = data.buffers().first().ok_or(Unsupported)?.as_slice();
+    let at = |i: usize| -> Result<i32, Unsupported> {
+        let bytes = offsets.get(i * 4..i * 4 + 4).ok_or(Unsupported)?;
+        Ok(i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    };
+    let (first, last) = (at(0)?, at(len)?);
+    if first != 0 {
+        return Err(Unsupported);
+    }
+    usize::try_from(last).map_err(|_| Unsupported)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{
+        BinaryBuilder, BooleanBuilder, Decimal128Builder, Float64Builder, Int32Builder, Int64Builder,
+        ListBuilder, MapBuilder, StringBuilder, StructBuilder, TimestampMillisecondBuilder,
+    };
+    use arrow_array::{ArrayRef, RecordBatch};
+    use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext};
+    use arrow_schema::{DataType, Field, Fields, Schema};
+
+    use super::*;
+    use crate::log::checksum::seal_into;
+
+    /// A small deterministic generator (xorshift), so every run checks the same batches.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+        /// A value is null with probability `nulls` in 1/4 steps (0: never).
+        fn null(&mut self, nulls: u64) -> bool {
+            self.below(4) < nulls
+        }
+        fn text(&mut self, max: u64) -> String {
+            let len = self.below(max + 1);
+            // Few letters, so zstd and LZ4 find something to compress in longer columns.
+            (0..len).map(|_| (b'a' + self.below(4) as u8) as char).collect()
+        }
+    }
+
+    /// A batch with every kind of column the converter makes: flat scalars, bytes, decimals,
+    /// timestamps, lists, maps and structs (nested), with `rows` rows and nulls as `nulls`.
+    fn batch(rng: &mut Rng, rows: usize, nulls: u64) -> RecordBatch {
+        let mut id = Int64Builder::new();
+        let mut name = StringBuilder::new();
+        let mut amount = Decimal128Builder::new().with_precision_and_scale(18, 2).unwrap();
+        let mut quantity = Int32Builder::new();
+        let mut active = BooleanBuilder::new();
+        let mut score = Float64Builder::new();
+        let mut at = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let mut bytes = BinaryBuilder::new();
+        let mut tags = ListBuilder::new(StringBuilder::new());
+        let mut attrs = MapBuilder::new(None, StringBuilder::new(), Float64Builder::new());
+        let item_fields = Fields::from(vec![
+            Field::new("sku", DataType::Utf8, true),
+            Field::new("qty", DataType::Int32, true),
+        ]);
+        let mut items = ListBuilder::new(StructBuilder::from_fields(item_fields.clone(), 0));
+        for _ in 0..rows {
+            let v = rng.next();
+            if rng.null(nulls) {
+                id.append_null()
+            } else {
+                id.append_value(v as i64 >> rng.below(60))
+            }
+            if rng.null(nulls) {
+                name.append_null()
+            } else {
+                name.append_value(rng.text(40))
+            }
+            if rng.null(nulls) {
+                amount.append_null()
+            } else {
+                amount.append_value(i128::from(v as i32))
+            }
+            if rng.null(nulls) {
+                quantity.append_null()
+            } else {
+                quantity.append_value(rng.below(100) as i32)
+            }
+            if rng.null(nulls) {
+                active.append_null()
+            } else {
+                active.append_value(v & 1 == 0)
+            }
+            if rng.null(nulls) {
+                score.append_null()
+            } else {
+                score.append_value(rng.below(1000) as f64 / 8.0)
+            }
+            if rng.null(nulls) {
+                at.append_null()
+            } else {
+                at.append_value(1_700_000_000_000 + rng.below(1 << 20) as i64)
+            }
+            if rng.null(nulls) {
+                bytes.append_null()
+            } else {
+                bytes.append_value(rng.text(200).as_bytes())
+            }
+            if rng.null(nulls) {
+                tags.append(false);
+            } else {
+                for _ in 0..rng.below(4) {
+                    tags.values().append_value(rng.text(8));
+                }
+                tags.append(true);
+            }
+            if rng.null(nulls) {
+                attrs.append(false).unwrap();
+            } else {
+                for k in 0..rng.below(3) {
+                    attrs.keys().append_value(format!("k{k}"));
+                    attrs.values().append_value(rng.below(50) as f64);
+                }
+                attrs.append(true).unwrap();
+            }
+            if rng.null(nulls) {
+                items.append(false);
+            } else {
+                for _ in 0..rng.below(3) {
+                    let item = items.values();
+                    item.field_builder::<StringBuilder>(0)
+                        .unwrap()
+                        .append_value(rng.text(6));
+                    item.field_builder::<Int32Builder>(1)
+                        .unwrap()
+                        .append_value(rng.below(9) as i32);
+                    item.append(true);
+                }
+                items.append(true);
+            }
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(id.finish()),
+            Arc::new(name.finish()),
+            Arc::new(amount.finish()),
+            Arc::new(quantity.finish()),
+            Arc::new(active.finish()),
+            Arc::new(score.finish()),
+            Arc::new(at.finish()),
+            Arc::new(bytes.finish()),
+            Arc::new(tags.finish()),
+            Arc::new(attrs.finish()),
+            Arc::new(items.finish()),
+        ];
+        let fields: Vec<Field> = [
+            "id", "name", "amount", "quantity", "active", "score", "at", "bytes", "tags", "attrs", "items",
+        ]
+        .iter()
+        .zip(&columns)
+        .map(|(name, column)| Field::new(*name, column.data_type().clone(), true))
+        .collect();
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap()
+    }
+
+    /// What the log wrote before this encoder: arrow-ipc's encoder, then `seal_into`.
+    fn with_arrow(batch: &RecordBatch, compression: ArrowCompression, tags: &[(&str, &str)]) -> Vec<u8> {
+        let (dictionaries, encoded) = IpcDataGenerator::default()
+            .encode(
+                batch,
+                &mut DictionaryTracker::new(false),
+                &compression.write_options(),
+                &mut IpcWriteContext::default(),
+            )
+            .unwrap();
+        assert!(dictionaries.is_empty());
+        let mut out = Vec::new();
+        seal_into(&mut out, &encoded.ipc_message, &encoded.arrow_data, tags).unwrap();
+        out
+    }
+
+    const CODECS: [ArrowCompression; 5] = [
+        ArrowCompression::None,
+        ArrowCompression::Lz4Frame,
+        ArrowCompression::Zstd { level: 1 },
+        ArrowCompression::Zstd { level: 3 },
+        ArrowCompression::Zstd { level: 9 },
+    ];
+
+    #[test]
+    fn every_column_kind_and_codec_gives_arrow_ipc_s_bytes() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut encoder = Encoder::default();
+        let mut compared = 0;
+        for rows in [0usize, 1, 2, 3, 7, 8, 9, 63, 64, 65, 500, 2_000] {
+            for nulls in 0..=4 {
+                let batch = batch(&mut rng, rows, nulls);
+                for compression in CODECS {
+                    for tags in [&[][..], &[("kafluss.producers", "1764770000000;7,0,0,9,10")][..]] {
+                        let mut ours = b"before".to_vec();
+                        encoder
+                            .encode_into(&mut ours, &batch, compression, tags)
+                            .unwrap()
+                            .unwrap();
+                        assert_eq!(&ours[..6], b"before", "the encoder appends");
+                        let theirs = with_arrow(&batch, compression, tags);
+                        assert!(
+                            ours[6..] == theirs[..],
+                            "{rows} rows, nulls {nulls}/4, {compression:?}, tags {tags:?}: \
+                             {} bytes against arrow-ipc's {}",
+                            ours.len() - 6,
+                            theirs.len()
+                        );
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 12 * 5 * 5 * 2);
+    }
+
+    #[test]
+    fn short_buffers_are_stored_raw_as_arrow_ipc_stores_them() {
+        // One row whose text value is 1..=40 bytes, around ALWAYS_RAW, of one repeated letter
+        // (compressible) or of varied ones: with every codec the message is arrow-ipc's, so
+        // skipping the codec for short buffers changes no byte.
+        let mut encoder = Encoder::default();
+        let mut compared = 0;
+        for len in 1..=40usize {
+            for varied in [false, true] {
+                let value: String = (0..len)
+                    .map(|i| {
+                        if varied {
+                            (b'a' + (i * 7 % 26) as u8) as char
+                        } else {
+                            'q'
+                        }
+                    })
+                    .collect();
+                let text: ArrayRef = Arc::new(arrow_array::StringArray::from(vec![value]));
+                let numbers: ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![len as i64]));
+                let batch = RecordBatch::try_from_iter([("text", text), ("numbers", numbers)]).unwrap();
+                for compression in CODECS {
+                    let mut ours = Vec::new();
+                    encoder
+                        .encode_into(&mut ours, &batch, compression, &[])
+                        .unwrap()
+                        .unwrap();
+                    assert_eq!(
+                        ours,
+                        with_arrow(&batch, compression, &[]),
+                        "{len} bytes, {compression:?}"
+                    );
+                    compared += 1;
+                }
+            }
+        }
+        assert_eq!(compared, 40 * 2 * 5);
+    }
+
+    #[test]
+    fn sliced_or_unknown_arrays_are_left_to_arrow_ipc() {
+        let mut rng = Rng(7);
+        let mut encoder = Encoder::default();
+        let whole = batch(&mut rng, 100, 1);
+        let mut out = Vec::new();
+        assert_eq!(
+            encoder
+                .encode_into(&mut out, &whole.slice(10, 50), ArrowCompression::None, &[])
+                .err(),
+            Some(Unsupported)
+        );
+        let keys = arrow_array::Int32Array::from(vec![0, 1, 0]);
+        let values = arrow_array::StringArray::from(vec!["a", "b"]);
+        let dictionary: ArrayRef = Arc::new(arrow_array::DictionaryArray::new(keys, Arc::new(values)));
+        let batch = RecordBatch::try_from_iter([("d", dictionary)]).unwrap();
+        assert_eq!(
+            encoder
+                .encode_into(&mut out, &batch, ArrowCompression::None, &[])
+                .err(),
+            Some(Unsupported)
+        );
+        assert!(out.is_empty(), "nothing appended for a batch left to arrow-ipc");
+        // And the same encoder goes on encoding whole batches after them.
+        encoder
+            .encode_into(&mut out, &whole, ArrowCompression::Zstd { level: 3 }, &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(out, with_arrow(&whole, ArrowCompression::Zstd { level: 3 }, &[]));
+    }
+}
