@@ -84,6 +84,19 @@ impl<'p> BatchBuilder<'p> {
         }
     }
 
+    /// [`BatchBuilder::new`] with room for `value_bytes` bytes of record values in a BYTES or
+    /// STRING value column (JSON value plans ignore it), so copying the values in never moves
+    /// the bytes already copied to a larger allocation.
+    pub fn with_value_bytes(plan: &'p ConversionPlan, capacity: usize, value_bytes: usize) -> Self {
+        let mut builder = Self::new(plan, capacity);
+        match &mut builder.value {
+            ValueColumns::Binary(values) => *values = BinaryBuilder::with_capacity(capacity, value_bytes),
+            ValueColumns::String(values) => *values = StringBuilder::with_capacity(capacity, value_bytes),
+            ValueColumns::Flat { .. } | ValueColumns::Nested(_) => {}
+        }
+        builder
+    }
+
     /// Rows pushed so far.
     pub fn len(&self) -> usize {
         self.rows

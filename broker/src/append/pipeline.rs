@@ -554,7 +554,8 @@ impl Appender {
         // between two (`yield_to_io`), so a big batch never holds the core for long. The
         // scratch space is borrowed per slice: another bucket actor of this core may convert
         // while this one waits.
-        let mut builder = BatchBuilder::new(plan, records.len());
+        let value_bytes = records.iter().map(|r| r.value.map_or(0, <[u8]>::len)).sum();
+        let mut builder = BatchBuilder::with_value_bytes(plan, records.len(), value_bytes);
         for slice in records.chunks(YIELD_EVERY_RECORDS) {
             let converting = std::time::Instant::now();
             {

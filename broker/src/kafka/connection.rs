@@ -215,6 +215,14 @@ impl FrameReader {
                 // Nothing partly read: give the big buffer back before waiting (idle memory).
                 self.buffer = BytesMut::new();
             }
+            if let Some(size) = size {
+                // Room for the whole frame at once (its memory is reserved above), so the reads
+                // that follow never move the bytes already read to a larger allocation.
+                let frame = FRAME_PREFIX_LEN + size;
+                if self.buffer.capacity() < frame {
+                    self.buffer.reserve(frame - self.buffer.len());
+                }
+            }
             let start = self.buffer.len();
             self.buffer.resize(start + want, 0);
             let remaining = idle_deadline.saturating_duration_since(Instant::now());

@@ -448,7 +448,12 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
                 .active
                 .as_ref()
                 .expect("an active segment exists after create_segment");
-            let mut bytes = Vec::new();
+            // Room for the messages up front (their Arrow buffers plus metadata: what they take
+            // uncompressed, more than compressed), so encoding never moves what it wrote to a
+            // larger allocation. Not past the segment's end, where this write stops.
+            let room = self.config.segment_size.saturating_sub(active.len) as usize;
+            let hint: usize = items.iter().map(|item| message_size_hint(item.batch)).sum();
+            let mut bytes = Vec::with_capacity(hint.min(room.saturating_add(MESSAGE_METADATA_HINT)));
             let mut outcomes = Vec::with_capacity(items.len());
             let mut next_offset = state.next_offset;
             for (i, item) in items.iter().enumerate() {
@@ -803,6 +808,15 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         self.commit.completions.notify_all();
         Ok(())
     }
+}
+
+/// What a stored message adds to its Arrow buffers, about: metadata and padding.
+const MESSAGE_METADATA_HINT: usize = 1 << 10;
+
+/// About how many bytes `batch`'s message takes at most: its Arrow buffers and metadata.
+fn message_size_hint(batch: &RecordBatch) -> usize {
+    let buffers: usize = batch.columns().iter().map(|c| c.get_buffer_memory_size()).sum();
+    buffers + MESSAGE_METADATA_HINT
 }
 
 /// The least [`BucketLog::preallocate`] asks for: 64 KiB.
