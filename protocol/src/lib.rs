@@ -37,6 +37,8 @@
 //! `Bytes` slices) or, faster, [`Records::next_ref`] → [`RecordRef`] (borrowed slices).
 //! [`RecordBatchBuilder`] encodes batches with any [`Compression`]; [`compression::decompress`]
 //! / [`compression::compress`] are the codecs (snappy raw and xerial framing).
+//! [`crc::crc32c`] / [`crc::crc32c_append`] are the one CRC32C of the project (the broker's
+//! stored batches use it too).
 //!
 //! **Errors**: [`ErrorCode`] (Kafka wire codes, `From<i16>`, `.code()`) is apart from the
 //! `thiserror` types [`DecodeError`], [`EncodeError`], [`FrameError`], [`RecordBatchError`],
@@ -48,6 +50,7 @@
 pub mod api_key;
 pub mod api_versions;
 pub mod compression;
+pub mod crc;
 pub mod error;
 pub mod error_code;
 pub mod frame;

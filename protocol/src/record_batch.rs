@@ -295,7 +295,7 @@ impl RecordBatch {
         }
         let raw = bytes.slice(..total);
         let crc = be_i32(&raw, 17) as u32;
-        let computed = crc32c::crc32c(&raw[CRC_START..]);
+        let computed = crate::crc::crc32c(&raw[CRC_START..]);
         if computed != crc {
             return Err(RecordBatchError::CrcMismatch {
                 expected: crc,

@@ -165,7 +165,7 @@ impl RecordBatchBuilder {
         out.put_i32(self.base_sequence);
         out.put_i32(self.count);
         out.put_slice(&records);
-        let crc = crc32c::crc32c(&out[21..]);
+        let crc = crate::crc::crc32c(&out[21..]);
         out[17..21].copy_from_slice(&crc.to_be_bytes());
         Ok(out.freeze())
     }

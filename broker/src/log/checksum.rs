@@ -105,9 +105,14 @@ pub fn seal_into(
         body_len: parsed.bodyLength(),
     };
     let mut fbb = FlatBufferBuilder::with_capacity(metadata.len() + 64);
-    frame_sealed(out, &mut fbb, &parts, crc32c::crc32c(body), tags, |out| {
-        out.extend_from_slice(body)
-    });
+    frame_sealed(
+        out,
+        &mut fbb,
+        &parts,
+        kafluss_protocol::crc::crc32c(body),
+        tags,
+        |out| out.extend_from_slice(body),
+    );
     Ok(())
 }
 
@@ -315,7 +320,7 @@ impl<R: Read> VerifyingReader<R> {
                 } => {
                     let take = (*left).min(bytes.len() as u64) as usize;
                     if expected.is_some() {
-                        *crc = crc32c::crc32c_append(*crc, &bytes[..take]);
+                        *crc = kafluss_protocol::crc::crc32c_append(*crc, &bytes[..take]);
                     }
                     *left -= take as u64;
                     take

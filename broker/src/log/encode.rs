@@ -101,8 +101,8 @@ impl Encoder {
             let padding = bytes.len().next_multiple_of(BUFFER_ALIGNMENT) - bytes.len();
             self.buffers
                 .push(arrow_ipc::Buffer::new(offset as i64, bytes.len() as i64));
-            crc = crc32c::crc32c_append(crc, bytes);
-            crc = crc32c::crc32c_append(crc, &PADDING[..padding]);
+            crc = kafluss_protocol::crc::crc32c_append(crc, bytes);
+            crc = kafluss_protocol::crc::crc32c_append(crc, &PADDING[..padding]);
             offset += bytes.len() + padding;
         }
         let parts = MessageParts {

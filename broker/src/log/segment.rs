@@ -135,7 +135,7 @@ async fn check_body<F: SegmentFile>(
         if bytes.is_empty() {
             return Ok(Some(format!("short read of a batch body at byte {pos}")));
         }
-        crc = crc32c::crc32c_append(crc, &bytes);
+        crc = kafluss_protocol::crc::crc32c_append(crc, &bytes);
         pos += bytes.len() as u64;
     }
     Ok((crc != stored).then(|| super::checksum::mismatch(start, stored, crc)))
