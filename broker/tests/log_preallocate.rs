@@ -16,7 +16,7 @@ use kafluss_broker::log::appender::{write_back_align, MIN_PREALLOCATE};
 use kafluss_broker::log::segment::segment_path;
 use kafluss_broker::log::sim::SimStore;
 use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig};
-use log_support::{batch, ids_in_stream, run_local};
+use log_support::{append_rows, batch, ids_in_stream, open_sim, run_local, sim_file_len};
 
 const MOST: u64 = 256 << 10;
 
@@ -31,31 +31,12 @@ fn config(preallocate_size: u64, segment_size: u64) -> LogConfig {
     }
 }
 
-async fn open(store: &SimStore, dir: &Path, config: LogConfig) -> BucketLog<SimStore> {
-    BucketLog::open_with_store(store.clone(), dir, config, Arc::new(BucketStats::default()))
-        .await
-        .unwrap()
-}
-
-/// Appends batches of 20 rows until `rows` rows are in; returns the next id.
-async fn append_rows(log: &BucketLog<SimStore>, from: i64, rows: i64) -> i64 {
-    let mut next = from;
-    while next < from + rows {
-        next = log.append(&batch(next, 20)).await.unwrap().next_offset as i64;
-    }
-    next
-}
-
-fn file_len(store: &SimStore, path: &Path) -> u64 {
-    store.file_bytes(path).map_or(0, |b| b.len() as u64)
-}
-
 #[test]
 fn appends_keep_blocks_allocated_ahead_of_the_segment_end() {
     run_local(async {
         let store = SimStore::new(1);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = open(&store, &dir, config(MOST, 8 << 20)).await;
+        let log = open_sim(&store, &dir, config(MOST, 8 << 20)).await;
         let path = segment_path(&dir, 0);
         let page = write_back_align();
         // One small append first: a new segment asks for the least, not for the most.
@@ -64,7 +45,7 @@ fn appends_keep_blocks_allocated_ahead_of_the_segment_end() {
         assert_eq!(first.len(), 1, "{first:?}");
         let (p, start, end) = first[0].clone();
         assert_eq!(p, path);
-        let len = file_len(&store, &path);
+        let len = sim_file_len(&store, &path);
         assert!(
             start <= len,
             "the first request starts at {start}, past the file's {len} bytes"
@@ -76,7 +57,7 @@ fn appends_keep_blocks_allocated_ahead_of_the_segment_end() {
         );
 
         append_rows(&log, 20, 30_000).await;
-        let len = file_len(&store, &path);
+        let len = sim_file_len(&store, &path);
         assert!(
             len > 4 * MOST,
             "{len} bytes: the test wants several requests at the most"
@@ -116,15 +97,15 @@ fn while_a_request_runs_none_is_made_and_the_next_append_asks_again() {
     run_local(async {
         let store = SimStore::new(2);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = open(&store, &dir, config(MOST, 8 << 20)).await;
+        let log = open_sim(&store, &dir, config(MOST, 8 << 20)).await;
         let path = segment_path(&dir, 0);
         store.set_preallocate_busy(true);
         let next = append_rows(&log, 0, 2_000).await;
         assert!(store.preallocations().is_empty());
-        assert_eq!(store.allocated(&path), Some(file_len(&store, &path)));
+        assert_eq!(store.allocated(&path), Some(sim_file_len(&store, &path)));
         store.set_preallocate_busy(false);
         log.append(&batch(next, 20)).await.unwrap();
-        let len = file_len(&store, &path);
+        let len = sim_file_len(&store, &path);
         let requests = store.preallocations();
         assert_eq!(requests.len(), 1, "{requests:?}");
         let (_, start, end) = requests[0];
@@ -144,14 +125,14 @@ fn a_roll_a_close_and_recovery_release_the_blocks_past_the_end() {
     run_local(async {
         let store = SimStore::new(3);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = open(&store, &dir, config(MOST, 200 << 10)).await;
+        let log = open_sim(&store, &dir, config(MOST, 200 << 10)).await;
         let next = append_rows(&log, 0, 12_000).await;
         assert!(log.segment_count() >= 3, "{} segments", log.segment_count());
         let held = |store: &SimStore| {
             store
                 .paths()
                 .into_iter()
-                .filter(|p| store.allocated(p).unwrap() > file_len(store, p))
+                .filter(|p| store.allocated(p).unwrap() > sim_file_len(store, p))
                 .collect::<Vec<_>>()
         };
         // Only the active segment holds blocks past its end once the rolls have finished.
@@ -161,12 +142,12 @@ fn a_roll_a_close_and_recovery_release_the_blocks_past_the_end() {
         assert!(held(&store).is_empty(), "{:?}", held(&store));
 
         // A crash with blocks held: reopening truncates the last segment to its length.
-        let log = open(&store, &dir, config(MOST, 200 << 10)).await;
+        let log = open_sim(&store, &dir, config(MOST, 200 << 10)).await;
         append_rows(&log, next, 2_000).await;
         assert_eq!(held(&store).len(), 1, "{:?}", held(&store));
         drop(log);
         store.crash();
-        let log = open(&store, &dir, config(MOST, 200 << 10)).await;
+        let log = open_sim(&store, &dir, config(MOST, 200 << 10)).await;
         assert!(held(&store).is_empty(), "{:?}", held(&store));
         assert!(log.next_offset() >= next as u64);
     });
@@ -177,11 +158,11 @@ fn size_zero_preallocates_nothing() {
     run_local(async {
         let store = SimStore::new(4);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = open(&store, &dir, config(0, 8 << 20)).await;
+        let log = open_sim(&store, &dir, config(0, 8 << 20)).await;
         append_rows(&log, 0, 5_000).await;
         assert!(store.preallocations().is_empty(), "{:?}", store.preallocations());
         let path = segment_path(&dir, 0);
-        assert_eq!(store.allocated(&path), Some(file_len(&store, &path)));
+        assert_eq!(store.allocated(&path), Some(sim_file_len(&store, &path)));
     });
 }
 

@@ -7,14 +7,13 @@
 
 mod log_support;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use kafluss_broker::log::appender::write_back_align;
 use kafluss_broker::log::segment::segment_path;
 use kafluss_broker::log::sim::SimStore;
-use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig};
-use log_support::{batch, ids_in_stream, run_local};
+use kafluss_broker::log::{ArrowCompression, FlushPolicy, LogConfig};
+use log_support::{append_rows, ids_in_stream, open_sim, run_local, sim_file_len};
 
 const STEP: u64 = 8_192;
 
@@ -27,25 +26,6 @@ fn config(writeback_size: u64, segment_size: u64) -> LogConfig {
         retention: None,
         compression: ArrowCompression::None,
     }
-}
-
-async fn open(store: &SimStore, dir: &Path, config: LogConfig) -> BucketLog<SimStore> {
-    BucketLog::open_with_store(store.clone(), dir, config, Arc::new(BucketStats::default()))
-        .await
-        .unwrap()
-}
-
-/// Appends batches of 20 rows until `rows` rows are in; returns the next id.
-async fn append_rows(log: &BucketLog<SimStore>, from: i64, rows: i64) -> i64 {
-    let mut next = from;
-    while next < from + rows {
-        next = log.append(&batch(next, 20)).await.unwrap().next_offset as i64;
-    }
-    next
-}
-
-fn file_len(store: &SimStore, path: &Path) -> u64 {
-    store.file_bytes(path).map_or(0, |b| b.len() as u64)
 }
 
 /// The requests of one file: each starts where the request two before it ended (the one before
@@ -71,10 +51,10 @@ fn every_step_of_appended_bytes_is_handed_to_writeback_with_the_step_before() {
     run_local(async {
         let store = SimStore::new(1);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = open(&store, &dir, config(STEP, 1 << 20)).await;
+        let log = open_sim(&store, &dir, config(STEP, 1 << 20)).await;
         append_rows(&log, 0, 8_000).await;
         let path = segment_path(&dir, 0);
-        let len = file_len(&store, &path);
+        let len = sim_file_len(&store, &path);
         let requests: Vec<(u64, u64)> = store
             .write_backs()
             .into_iter()
@@ -108,12 +88,12 @@ fn while_a_request_runs_none_is_made_and_the_next_covers_what_was_appended_meanw
     run_local(async {
         let store = SimStore::new(2);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = open(&store, &dir, config(STEP, 1 << 20)).await;
+        let log = open_sim(&store, &dir, config(STEP, 1 << 20)).await;
         let next = append_rows(&log, 0, 2_000).await;
         let before = store.write_backs();
         assert!(before.len() >= 2, "{before:?}");
         let path = segment_path(&dir, 0);
-        let len_at_busy = file_len(&store, &path);
+        let len_at_busy = sim_file_len(&store, &path);
 
         store.set_write_back_busy(true);
         let next = append_rows(&log, next, 4_000).await;
@@ -122,7 +102,7 @@ fn while_a_request_runs_none_is_made_and_the_next_covers_what_was_appended_meanw
             before,
             "a request was made while one was running"
         );
-        let len_when_free = file_len(&store, &path);
+        let len_when_free = sim_file_len(&store, &path);
         assert!(
             len_when_free - len_at_busy > 4 * STEP,
             "the busy stretch spans several steps"
@@ -145,7 +125,7 @@ fn while_a_request_runs_none_is_made_and_the_next_covers_what_was_appended_meanw
             "{end} leaves whole pages of {len_when_free}"
         );
         let requests: Vec<(u64, u64)> = after.iter().map(|(_, s, e)| (*s, *e)).collect();
-        assert_request_chain(&requests, STEP, file_len(&store, &path));
+        assert_request_chain(&requests, STEP, sim_file_len(&store, &path));
     });
 }
 
@@ -154,7 +134,7 @@ fn a_rolled_segment_starts_its_own_chain_and_zero_makes_no_request() {
     run_local(async {
         let store = SimStore::new(3);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = open(&store, &dir, config(STEP, 80_000)).await;
+        let log = open_sim(&store, &dir, config(STEP, 80_000)).await;
         append_rows(&log, 0, 12_000).await;
         let requests = store.write_backs();
         let files: Vec<PathBuf> = {
@@ -174,16 +154,16 @@ fn a_rolled_segment_starts_its_own_chain_and_zero_makes_no_request() {
                 .paths()
                 .into_iter()
                 .filter(|p| p.parent() == Some(&dir))
-                .map(|p| file_len(&store, &p))
+                .map(|p| sim_file_len(&store, &p))
                 .max()
                 .unwrap();
             assert_request_chain(&chain, STEP, len);
         }
 
         let off = SimStore::new(4);
-        let log = open(&off, &dir, config(0, 80_000)).await;
+        let log = open_sim(&off, &dir, config(0, 80_000)).await;
         append_rows(&log, 0, 12_000).await;
         assert!(off.write_backs().is_empty(), "{:?}", off.write_backs());
-        assert!(file_len(&off, &segment_path(&dir, 0)) > 5 * STEP);
+        assert!(sim_file_len(&off, &segment_path(&dir, 0)) > 5 * STEP);
     });
 }

@@ -53,3 +53,37 @@ pub fn ids_in_stream(bytes: &[u8]) -> Vec<i64> {
     }
     ids
 }
+
+/// Opens (recovering) the bucket log of `dir` on the simulated disk `store`.
+pub async fn open_sim(
+    store: &kafluss_broker::log::sim::SimStore,
+    dir: &std::path::Path,
+    config: kafluss_broker::log::LogConfig,
+) -> kafluss_broker::log::BucketLog<kafluss_broker::log::sim::SimStore> {
+    kafluss_broker::log::BucketLog::open_with_store(
+        store.clone(),
+        dir,
+        config,
+        Arc::new(kafluss_broker::log::BucketStats::default()),
+    )
+    .await
+    .unwrap()
+}
+
+/// Appends batches of 20 rows (ids from `from`) until `rows` rows are in; returns the next id.
+pub async fn append_rows<S: kafluss_broker::log::file::SegmentStore + 'static>(
+    log: &kafluss_broker::log::BucketLog<S>,
+    from: i64,
+    rows: i64,
+) -> i64 {
+    let mut next = from;
+    while next < from + rows {
+        next = log.append(&batch(next, 20)).await.unwrap().next_offset as i64;
+    }
+    next
+}
+
+/// The length of the simulated file at `path` (0 when there is none).
+pub fn sim_file_len(store: &kafluss_broker::log::sim::SimStore, path: &std::path::Path) -> u64 {
+    store.file_bytes(path).map_or(0, |b| b.len() as u64)
+}
