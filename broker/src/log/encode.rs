@@ -138,7 +138,8 @@ impl Encoder {
         compression: ArrowCompression,
     ) -> Result<std::ops::Range<usize>, std::io::Error> {
         let start = self.scratch.len();
-        if bytes.len() > ALWAYS_RAW {
+        // No codec (never asked for here: such buffers stay where they are) stores it raw too.
+        if bytes.len() > ALWAYS_RAW && compression != ArrowCompression::None {
             self.scratch
                 .extend_from_slice(&(bytes.len() as i64).to_le_bytes());
             match compression {
@@ -537,6 +538,16 @@ mod tests {
             }
         }
         assert_eq!(compared, 40 * 2 * 5);
+    }
+
+    #[test]
+    fn a_buffer_compressed_with_no_codec_is_stored_raw() {
+        let mut encoder = Encoder::default();
+        let bytes = [7u8; 100];
+        let range = encoder.compress(&bytes, ArrowCompression::None).unwrap();
+        let stored = &encoder.scratch[range];
+        assert_eq!(&stored[..8], &STORED_RAW.to_le_bytes());
+        assert_eq!(&stored[8..], &bytes[..]);
     }
 
     #[test]
