@@ -131,39 +131,14 @@ impl Encoder {
 
     /// `bytes` as arrow-ipc stores a compressed buffer, appended to the scratch vector: the
     /// uncompressed length (i64) and the codec's frame, or -1 and the bytes themselves when
-    /// that would not be shorter. Returns the range it took.
+    /// that would not be shorter (or there is no codec). Returns the range it took.
     fn compress(
         &mut self,
         bytes: &[u8],
         compression: ArrowCompression,
     ) -> Result<std::ops::Range<usize>, std::io::Error> {
         let start = self.scratch.len();
-        // No codec (never asked for here: such buffers stay where they are) stores it raw too.
-        if bytes.len() > ALWAYS_RAW && compression != ArrowCompression::None {
-            self.scratch
-                .extend_from_slice(&(bytes.len() as i64).to_le_bytes());
-            match compression {
-                ArrowCompression::None => {}
-                ArrowCompression::Lz4Frame => {
-                    use std::io::Write;
-                    let mut encoder = lz4_flex::frame::FrameEncoder::new(&mut self.scratch);
-                    encoder.write_all(bytes)?;
-                    encoder.finish().map_err(std::io::Error::other)?;
-                }
-                ArrowCompression::Zstd { level } => {
-                    let compressor = match self.zstd.iter().position(|(l, _)| *l == level) {
-                        Some(at) => &mut self.zstd[at].1,
-                        None => {
-                            self.zstd.push((level, zstd::bulk::Compressor::new(level)?));
-                            &mut self.zstd.last_mut().expect("just pushed").1
-                        }
-                    };
-                    self.scratch.reserve(zstd::zstd_safe::compress_bound(bytes.len()));
-                    let mut cursor = std::io::Cursor::new(&mut self.scratch);
-                    cursor.set_position((start + 8) as u64);
-                    compressor.compress_to_buffer(bytes, &mut cursor)?;
-                }
-            }
+        if bytes.len() > ALWAYS_RAW && self.frame(bytes, compression)? {
             if self.scratch.len() - start <= bytes.len() {
                 return Ok(start..self.scratch.len());
             }
@@ -172,6 +147,38 @@ impl Encoder {
         self.scratch.extend_from_slice(&STORED_RAW.to_le_bytes());
         self.scratch.extend_from_slice(bytes);
         Ok(start..self.scratch.len())
+    }
+
+    /// Appends the uncompressed length of `bytes` and `compression`'s frame of them to the
+    /// scratch vector; false, appending nothing, when there is no codec.
+    fn frame(&mut self, bytes: &[u8], compression: ArrowCompression) -> Result<bool, std::io::Error> {
+        let start = self.scratch.len();
+        let length = (bytes.len() as i64).to_le_bytes();
+        match compression {
+            ArrowCompression::None => return Ok(false),
+            ArrowCompression::Lz4Frame => {
+                use std::io::Write;
+                self.scratch.extend_from_slice(&length);
+                let mut encoder = lz4_flex::frame::FrameEncoder::new(&mut self.scratch);
+                encoder.write_all(bytes)?;
+                encoder.finish().map_err(std::io::Error::other)?;
+            }
+            ArrowCompression::Zstd { level } => {
+                self.scratch.extend_from_slice(&length);
+                let compressor = match self.zstd.iter().position(|(l, _)| *l == level) {
+                    Some(at) => &mut self.zstd[at].1,
+                    None => {
+                        self.zstd.push((level, zstd::bulk::Compressor::new(level)?));
+                        &mut self.zstd.last_mut().expect("just pushed").1
+                    }
+                };
+                self.scratch.reserve(zstd::zstd_safe::compress_bound(bytes.len()));
+                let mut cursor = std::io::Cursor::new(&mut self.scratch);
+                cursor.set_position((start + 8) as u64);
+                compressor.compress_to_buffer(bytes, &mut cursor)?;
+            }
+        }
+        Ok(true)
     }
 }
 
