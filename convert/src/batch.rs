@@ -54,10 +54,17 @@ enum ValueColumns<'p> {
 
 impl<'p> BatchBuilder<'p> {
     pub fn new(plan: &'p ConversionPlan, capacity: usize) -> Self {
+        Self::with_value_bytes(plan, capacity, 0)
+    }
+
+    /// [`BatchBuilder::new`] with room for `value_bytes` bytes of record values in a BYTES or
+    /// STRING value column (JSON value plans ignore it), so copying the values in never moves
+    /// the bytes already copied to a larger allocation.
+    pub fn with_value_bytes(plan: &'p ConversionPlan, capacity: usize, value_bytes: usize) -> Self {
         let has = |source| plan.columns.contains(&source);
         let value = match &plan.value {
-            ValuePlan::Binary => ValueColumns::Binary(BinaryBuilder::with_capacity(capacity, 0)),
-            ValuePlan::String => ValueColumns::String(StringBuilder::with_capacity(capacity, 0)),
+            ValuePlan::Binary => ValueColumns::Binary(BinaryBuilder::with_capacity(capacity, value_bytes)),
+            ValuePlan::String => ValueColumns::String(StringBuilder::with_capacity(capacity, value_bytes)),
             ValuePlan::FlatJson(shape) => ValueColumns::Flat {
                 shape,
                 columns: row_columns(shape, capacity),
@@ -82,19 +89,6 @@ impl<'p> BatchBuilder<'p> {
             bytes: Vec::new(),
             one_pass,
         }
-    }
-
-    /// [`BatchBuilder::new`] with room for `value_bytes` bytes of record values in a BYTES or
-    /// STRING value column (JSON value plans ignore it), so copying the values in never moves
-    /// the bytes already copied to a larger allocation.
-    pub fn with_value_bytes(plan: &'p ConversionPlan, capacity: usize, value_bytes: usize) -> Self {
-        let mut builder = Self::new(plan, capacity);
-        match &mut builder.value {
-            ValueColumns::Binary(values) => *values = BinaryBuilder::with_capacity(capacity, value_bytes),
-            ValueColumns::String(values) => *values = StringBuilder::with_capacity(capacity, value_bytes),
-            ValueColumns::Flat { .. } | ValueColumns::Nested(_) => {}
-        }
-        builder
     }
 
     /// Rows pushed so far.
