@@ -100,6 +100,9 @@ struct ApiMetrics {
     latency: Histogram<{ LATENCY_BUCKETS_SECONDS.len() + 1 }>,
 }
 
+/// One per-core figure of the metrics page, read from a core's counters (None: not known).
+type CoreValue = fn(&CoreMetrics) -> Option<u64>;
+
 /// The counters one core writes (only that core; the admin thread reads).
 #[derive(Default)]
 pub struct CoreMetrics {
@@ -558,24 +561,27 @@ impl Metrics {
             "# HELP kafluss_cores Executor cores serving Kafka.\n# TYPE kafluss_cores gauge\nkafluss_cores {}",
             self.cores.len()
         );
-        let name = "kafluss_core_context_switches_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Context switches of each core's executor thread (from /proc): an idle core that parks adds none.\n# TYPE {name} counter"
-        );
-        for (index, slot) in self.cores.iter().enumerate() {
-            if let Some(value) = slot.0.context_switches() {
-                let _ = writeln!(out, "{name}{{core=\"{index}\"}} {value}");
+        let per_core: [(&str, &str, &str, CoreValue); 2] = [
+            (
+                "kafluss_core_context_switches_total",
+                "counter",
+                "Context switches of each core's executor thread (from /proc): an idle core that parks adds none.",
+                CoreMetrics::context_switches,
+            ),
+            (
+                "kafluss_core_connections_open",
+                "gauge",
+                "Open Kafka connections each core serves.",
+                |core| Some(core.connections_open.load(Ordering::Relaxed)),
+            ),
+        ];
+        for (name, kind, help, value) in per_core {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (index, slot) in self.cores.iter().enumerate() {
+                if let Some(value) = value(&slot.0) {
+                    let _ = writeln!(out, "{name}{{core=\"{index}\"}} {value}");
+                }
             }
-        }
-        let name = "kafluss_core_connections_open";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Open Kafka connections each core serves.\n# TYPE {name} gauge"
-        );
-        for (index, slot) in self.cores.iter().enumerate() {
-            let value = slot.0.connections_open.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}{{core=\"{index}\"}} {value}");
         }
         if let Some(login) = &self.login {
             for (name, kind, help, value) in [
