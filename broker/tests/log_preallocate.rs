@@ -12,7 +12,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kafluss_broker::log::appender::{write_back_align, MIN_PREALLOCATE};
+use kafluss_broker::log::appender::{page_size, MIN_PREALLOCATE};
 use kafluss_broker::log::segment::segment_path;
 use kafluss_broker::log::sim::SimStore;
 use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig};
@@ -38,7 +38,7 @@ fn appends_keep_blocks_allocated_ahead_of_the_segment_end() {
         let dir = PathBuf::from("/sim/t-1/bucket-0");
         let log = open_sim(&store, &dir, config(MOST, 8 << 20)).await;
         let path = segment_path(&dir, 0);
-        let page = write_back_align();
+        let page = page_size();
         // One small append first: a new segment asks for the least, not for the most.
         log.append(&batch(0, 20)).await.unwrap();
         let first = store.preallocations();
@@ -114,7 +114,7 @@ fn while_a_request_runs_none_is_made_and_the_next_append_asks_again() {
         assert_eq!(start, len, "{requests:?}");
         let ahead = len.clamp(MIN_PREALLOCATE, MOST);
         assert!(
-            end >= len + ahead && end < len + ahead + write_back_align(),
+            end >= len + ahead && end < len + ahead + page_size(),
             "{requests:?} for {len} bytes"
         );
     });

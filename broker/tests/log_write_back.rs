@@ -9,7 +9,7 @@ mod log_support;
 
 use std::path::PathBuf;
 
-use kafluss_broker::log::appender::write_back_align;
+use kafluss_broker::log::appender::page_size;
 use kafluss_broker::log::segment::segment_path;
 use kafluss_broker::log::sim::SimStore;
 use kafluss_broker::log::{ArrowCompression, FlushPolicy, LogConfig};
@@ -32,7 +32,7 @@ fn config(writeback_size: u64, segment_size: u64) -> LogConfig {
 /// it is covered again, to drop its pages), ends at least `step` bytes after the previous one,
 /// within the file, and on a page boundary.
 fn assert_request_chain(requests: &[(u64, u64)], step: u64, file_len: u64) {
-    let page = write_back_align();
+    let page = page_size();
     for (i, &(start, end)) in requests.iter().enumerate() {
         assert_eq!(end % page, 0, "request {i} of {requests:?} ends inside a page");
         let expected_start = if i < 2 { 0 } else { requests[i - 2].1 };
@@ -73,7 +73,7 @@ fn every_step_of_appended_bytes_is_handed_to_writeback_with_the_step_before() {
         // a request.
         let last_end = requests.last().unwrap().1;
         assert!(
-            len - last_end < 2 * STEP + write_back_align(),
+            len - last_end < 2 * STEP + page_size(),
             "{len} bytes, the last request ends at {last_end}"
         );
         // The rows are all there, in order (the requests change no byte).
@@ -121,7 +121,7 @@ fn while_a_request_runs_none_is_made_and_the_next_covers_what_was_appended_meanw
         // appended while busy.
         assert_eq!(start, before[before.len() - 2].2);
         assert!(
-            end + write_back_align() > len_when_free,
+            end + page_size() > len_when_free,
             "{end} leaves whole pages of {len_when_free}"
         );
         let requests: Vec<(u64, u64)> = after.iter().map(|(_, s, e)| (*s, *e)).collect();

@@ -81,9 +81,9 @@ pub struct BucketLog<S: SegmentStore = GlommioStore> {
     roll_task: RefCell<Option<glommio::Task<()>>>,
 }
 
-/// Write-back requests end on a multiple of the memory page size, so they never include the
-/// page that appends are still filling.
-pub fn write_back_align() -> u64 {
+/// The memory page size: write-back requests end on a multiple of it, so they never include
+/// the page that appends are still filling, and preallocation requests end on one too.
+pub fn page_size() -> u64 {
     static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *PAGE.get_or_init(|| {
         nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
@@ -526,13 +526,13 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
 
     /// Once `log.writeback.size` bytes were appended since the last write-back request, asks for
     /// the next one: from the start of the previous request (written back by now, so its pages
-    /// are dropped) to the file's last whole page ([`write_back_align`]; its writeback
+    /// are dropped) to the file's last whole page ([`page_size`]; its writeback
     /// starts). The partly filled page the next append writes into is left out: an append to a
     /// page under writeback waits for the disk to finish it. While the previous request is still
     /// running nothing changes, and a later append asks for the longer range.
     fn write_back(&self, active: &mut ActiveSegment<S::File>) {
         let step = self.config.writeback_size;
-        let page = write_back_align();
+        let page = page_size();
         let end = active.len / page * page;
         if step > 0
             && end > active.written_back
@@ -559,7 +559,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         if active.preallocated_to >= active.len.saturating_add(ahead / 2) {
             return;
         }
-        let page = write_back_align();
+        let page = page_size();
         let start = active.preallocated_to.max(active.len);
         let end = active
             .len
