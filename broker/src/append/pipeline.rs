@@ -34,7 +34,7 @@ use crate::producer::state::{
     decode_tag, encode_tag, BatchMeta, ProducerBatch, ProducerLimits, ProducerStates, StoredTag, Verdict,
     PRODUCERS_KEY,
 };
-use crate::sched::{held, yield_to_io, YIELD_EVERY_RECORDS};
+use crate::sched::{held, Slice, CHECK_EVERY_RECORDS};
 use crate::telemetry::CoreTelemetry;
 
 /// A bucket's state on its owner core: the open log and its idempotent producers' state.
@@ -235,8 +235,12 @@ impl Appender {
         let mut results: Vec<Option<OwnerResult>> = jobs.iter().map(|_| None).collect();
         let mut ready: Vec<(usize, Ready)> = Vec::new();
         let mut ready_bytes = 0usize;
+        let mut slice = Slice::start();
         for (index, job) in jobs.into_iter().enumerate() {
-            match self.prepare(bucket, job, &mut ready, &mut results).await {
+            match self
+                .prepare(bucket, job, &mut ready, &mut results, &mut slice)
+                .await
+            {
                 Prepared::Done(result) => results[index] = Some(result),
                 Prepared::Ready(prepared) => {
                     ready_bytes += prepared.arrow_batch.get_array_memory_size();
@@ -264,6 +268,7 @@ impl Appender {
         job: AppendJob,
         ready: &mut Vec<(usize, Ready)>,
         results: &mut [Option<OwnerResult>],
+        slice: &mut Slice,
     ) -> Prepared {
         let plan = match self.plan_for(&job.table) {
             Ok(plan) => plan,
@@ -317,11 +322,12 @@ impl Appender {
                 Err(e) => return Prepared::Done(OwnerResult::Done(Err(AppendError::Sequence(e)))),
             }
         }
-        // Decoding a big batch took a while: let the core poll its connections before converting.
-        if batches.iter().map(|b| b.records.len()).sum::<usize>() >= YIELD_EVERY_RECORDS {
-            yield_to_io().await;
-        }
-        let arrow_batch = match self.convert(&plan, &batches, job.partition, append_time_ms).await {
+        // Decoding a big batch takes a while: the core may poll its connections before converting.
+        slice.check().await;
+        let arrow_batch = match self
+            .convert(&plan, &batches, job.partition, append_time_ms, slice)
+            .await
+        {
             Ok(batch) => batch,
             Err(e) => return Prepared::Done(OwnerResult::Done(Err(AppendError::Convert(Box::new(e))))),
         };
@@ -511,6 +517,7 @@ impl Appender {
         batches: &[DecodedBatch],
         partition: i32,
         append_time_ms: i64,
+        slice: &mut Slice,
     ) -> Result<arrow_array::RecordBatch, kafluss_convert::ConvertError> {
         let mut headers_storage: Vec<Vec<kafluss_convert::Header<'_>>> = Vec::new();
         for batch in batches {
@@ -550,28 +557,26 @@ impl Appender {
                 });
             }
         }
-        // Converted in slices of `YIELD_EVERY_RECORDS`, giving the core to waiting connections
-        // between two (`yield_to_io`), so a big batch never holds the core for long. The
-        // scratch space is borrowed per slice: another bucket actor of this core may convert
-        // while this one waits.
+        // Converted in runs of `CHECK_EVERY_RECORDS`, the core polling its connections between
+        // two once the group's work has run a slice (`Slice::check`), so a big batch never holds
+        // the core for long. The scratch space is borrowed per run: another bucket actor of this
+        // core may convert while this one waits.
         let value_bytes = records.iter().map(|r| r.value.map_or(0, <[u8]>::len)).sum();
         let mut builder = BatchBuilder::with_value_bytes(plan, records.len(), value_bytes);
-        for slice in records.chunks(YIELD_EVERY_RECORDS) {
+        for run in records.chunks(CHECK_EVERY_RECORDS) {
             let converting = std::time::Instant::now();
             {
                 let mut scratch = self.json_scratch.borrow_mut();
-                for record in slice {
+                for record in run {
                     builder.push(&mut scratch, record)?;
                 }
             }
             held(
-                format_args!("converting {} records to Arrow", slice.len()),
+                format_args!("converting {} records to Arrow", run.len()),
                 converting,
                 self.config.stall_threshold,
             );
-            if slice.len() == YIELD_EVERY_RECORDS {
-                yield_to_io().await;
-            }
+            slice.check().await;
         }
         builder.finish()
     }
