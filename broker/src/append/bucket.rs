@@ -170,6 +170,11 @@ impl<R: Reply> Buckets<R> {
         Some(tx)
     }
 
+    /// Whether `table_id` was dropped while this server runs (this core has seen the DROP).
+    pub fn is_dropped(&self, table_id: u64) -> bool {
+        self.dropped.borrow().contains(&table_id)
+    }
+
     /// Whether some bucket log of `table_id` is still open on this core.
     pub fn has_open_logs(&self, table_id: u64) -> bool {
         self.open.borrow().iter().any(|(id, _)| *id == table_id)

@@ -127,4 +127,4 @@ pub trait Submit {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -22,7 +22,7 @@ use crate::metrics::Metrics;
 use crate::producer::state::{ProducerBatch, SequenceError};
 use crate::telemetry::CoreTelemetry;
 
-fn run_local<T: 'static>(future: impl std::future::Future<Output = T> + 'static) -> T {
+pub(crate) fn run_local<T: 'static>(future: impl std::future::Future<Output = T> + 'static) -> T {
     LocalExecutorBuilder::new(Placement::Unbound)
         .io_memory(1 << 20)
         .make()
@@ -31,7 +31,7 @@ fn run_local<T: 'static>(future: impl std::future::Future<Output = T> + 'static)
 }
 
 /// A data dir holding table `fluss.t` (JSON values into `id`, `name`; two buckets).
-fn fixture() -> (tempfile::TempDir, ServerConfig, Arc<TableInfo>) {
+pub(crate) fn fixture() -> (tempfile::TempDir, ServerConfig, Arc<TableInfo>) {
     let dir = tempfile::tempdir().unwrap();
     let catalog = Catalog::open(CatalogConfig::new(dir.path())).unwrap();
     let mut session = catalog.session(Principal::anonymous(), IpAddr::V4(Ipv4Addr::LOCALHOST));
@@ -47,7 +47,7 @@ fn fixture() -> (tempfile::TempDir, ServerConfig, Arc<TableInfo>) {
     (dir, config, table)
 }
 
-fn appender(config: &ServerConfig, registry: &Arc<LogRegistry>) -> Rc<Appender> {
+pub(crate) fn appender(config: &ServerConfig, registry: &Arc<LogRegistry>) -> Rc<Appender> {
     let telemetry = Rc::new(CoreTelemetry::new(
         0,
         Arc::new(Metrics::new(1)),
@@ -57,7 +57,7 @@ fn appender(config: &ServerConfig, registry: &Arc<LogRegistry>) -> Rc<Appender> 
     Rc::new(Appender::new(config.clone(), registry.clone(), telemetry))
 }
 
-fn batch(values: &[&str], compression: Compression) -> Bytes {
+pub(crate) fn batch(values: &[&str], compression: Compression) -> Bytes {
     let mut builder = RecordBatchBuilder::new(compression);
     for value in values {
         builder.append(5, Some(b"k"), Some(value.as_bytes()), &[(b"h", Some(b"v"))]);
@@ -65,7 +65,7 @@ fn batch(values: &[&str], compression: Compression) -> Bytes {
     builder.build().unwrap()
 }
 
-fn job(table: &Arc<TableInfo>, bucket: u32, records: Bytes, acks: i16) -> AppendJob {
+pub(crate) fn job(table: &Arc<TableInfo>, bucket: u32, records: Bytes, acks: i16) -> AppendJob {
     AppendJob {
         table: table.clone(),
         bucket,

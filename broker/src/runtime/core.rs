@@ -203,11 +203,13 @@ async fn watch_control(
             match message {
                 ControlMessage::DropTable { table_id, done } => {
                     // Acknowledged only once every log of the table on this core is closed,
-                    // however long that takes; meanwhile this loop goes on (shutdown).
-                    router.forget_table(table_id);
-                    let buckets = buckets.clone();
+                    // however long that takes; meanwhile this loop goes on (shutdown). The
+                    // owners this core looked up are forgotten once `close_table` has marked
+                    // the table dropped, after which the router claims none for it.
+                    let (buckets, router) = (buckets.clone(), router.clone());
                     glommio::spawn_local(async move {
                         buckets.close_table(table_id).await;
+                        router.forget_table(table_id);
                         let _ = done.send(());
                     })
                     .detach();

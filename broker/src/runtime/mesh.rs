@@ -119,8 +119,16 @@ impl Router {
     }
 
     async fn route(&self, job: AppendJob) -> LocalReceiver<AppendOutcome> {
-        let owner = self.owner(job.table.id, job.bucket);
         let (tx, rx) = local_channel::new_bounded(1);
+        // A job resolved before its table was dropped: this core's bucket actors answer it
+        // (TableDropped). Claiming an owner here would leave an entry for a table that no
+        // longer exists (the DROP has already forgotten the table's owners, or will not look
+        // again), counted against the core by every later claim.
+        if self.buckets.is_dropped(job.table.id) {
+            self.buckets.submit(job, ReplyTo::Local(tx)).await;
+            return rx;
+        }
+        let owner = self.owner(job.table.id, job.bucket);
         if owner == self.id {
             self.telemetry.metrics().record_local_append();
             self.buckets.submit(job, ReplyTo::Local(tx)).await;
@@ -184,5 +192,72 @@ impl Router {
 impl Submit for Router {
     fn submit(&self, job: AppendJob) -> Pin<Box<dyn Future<Output = LocalReceiver<AppendOutcome>> + '_>> {
         Box::pin(self.route(job))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use glommio::channels::channel_mesh::MeshBuilder;
+    use kafluss_protocol::Compression;
+
+    use super::*;
+    use crate::append::tests::{appender, batch, fixture, job, run_local};
+    use crate::log::LogRegistry;
+    use crate::metrics::Metrics;
+
+    /// A batch resolved before its table was dropped and routed after the DROP reached this
+    /// core is answered TableDropped and claims no owner: the shared table keeps no entry for
+    /// a table that no longer exists, so later claims count only live buckets.
+    #[test]
+    fn a_job_for_a_dropped_table_claims_no_owner() {
+        let (_dir, config, table) = fixture();
+        let registry = Arc::new(LogRegistry::new());
+        run_local(async move {
+            let owners = Arc::new(BucketOwners::new(1));
+            let buckets: Rc<Buckets<ReplyTo>> = Buckets::new(appender(&config, &registry));
+            let (append_tx, _append_rx) = MeshBuilder::<MeshAppend, _>::full(1, 4).join().await.unwrap();
+            let (reply_tx, _reply_rx) = MeshBuilder::<MeshReply, _>::full(1, 4).join().await.unwrap();
+            let telemetry = Rc::new(CoreTelemetry::new(
+                0,
+                Arc::new(Metrics::new(1)),
+                config.log_repeat_interval,
+                config.log_repeat_keys,
+            ));
+            let router = Router::new(telemetry, buckets.clone(), owners.clone(), append_tx, reply_tx);
+            let value = [r#"{"id": 1, "name": "a"}"#];
+
+            let appended = router
+                .route(job(&table, 0, batch(&value, Compression::None), 1))
+                .await;
+            assert!(appended.recv().await.unwrap().is_ok());
+            assert_eq!(
+                owners.get(table.id, 0),
+                Some(0),
+                "the first batch claims bucket 0"
+            );
+
+            // DROP TABLE as the hook runs it: every core closes the table, then the shared
+            // owners forget it.
+            buckets.close_table(table.id).await;
+            router.forget_table(table.id);
+            owners.forget_table(table.id);
+
+            for bucket in [0, 1] {
+                let late = router
+                    .route(job(&table, bucket, batch(&value, Compression::None), 1))
+                    .await;
+                assert!(matches!(
+                    late.recv().await.unwrap(),
+                    Err(AppendError::TableDropped(_))
+                ));
+                assert_eq!(
+                    owners.get(table.id, bucket),
+                    None,
+                    "bucket {bucket} claimed after the drop"
+                );
+            }
+            assert!(router.known_owners.borrow().is_empty());
+            buckets.close_all().await;
+        });
     }
 }
