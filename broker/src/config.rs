@@ -47,6 +47,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("kafka.max-record-size", Some("1mb")),
     ("kafka.max-connections", Some("10000")),
     ("kafka.connection.max-inflight-requests", Some("32")),
+    ("kafka.connection.move-after", Some("8")),
     ("kafka.max-request-memory", Some("256mb")),
     ("kafka.producer.id.expiration", Some("1d")),
     ("kafka.producer.max-per-bucket", Some("1000")),
@@ -150,6 +151,9 @@ pub struct ServerConfig {
     pub max_record_size: usize,
     pub max_connections: usize,
     pub max_inflight_requests: usize,
+    /// `kafka.connection.move-after`: produce requests in a row that append only on one other
+    /// core before a connection moves to that core (0: never).
+    pub connection_move_after: u32,
     /// Bytes of Kafka requests one core holds at once (being read or being answered).
     pub max_request_memory: usize,
     /// `kafka.producer.id.expiration`: an idempotent producer's state in a bucket is dropped
@@ -319,6 +323,14 @@ impl ServerConfig {
                 "must be between 1 and 1024",
             ));
         }
+        let move_after = parse_number("kafka.connection.move-after", req("kafka.connection.move-after"))?;
+        if move_after > 1_000_000 {
+            return Err(invalid(
+                "kafka.connection.move-after",
+                req("kafka.connection.move-after"),
+                "must be between 0 (never) and 1000000",
+            ));
+        }
         let max_request_memory = positive_size("kafka.max-request-memory")?;
         if max_request_memory < max_request_size + 4 {
             return Err(invalid(
@@ -396,6 +408,7 @@ impl ServerConfig {
             max_record_size: positive_size("kafka.max-record-size")? as usize,
             max_connections: parse_number("kafka.max-connections", req("kafka.max-connections"))? as usize,
             max_inflight_requests: max_inflight as usize,
+            connection_move_after: move_after as u32,
             max_request_memory: max_request_memory as usize,
             producer_id_expiration: positive_duration("kafka.producer.id.expiration")?,
             producer_max_per_bucket: count("kafka.producer.max-per-bucket", 1 << 20)?,

@@ -117,6 +117,7 @@ pub struct CoreMetrics {
     connections_total: AtomicU64,
     connections_rejected: AtomicU64,
     connections_handed_over: AtomicU64,
+    connections_moved: AtomicU64,
     /// The core's executor thread (Linux thread id), 0 until the core has started.
     thread_id: AtomicU64,
 }
@@ -188,6 +189,12 @@ impl CoreMetrics {
     /// A connection this core accepted went to another core to be served.
     pub fn connection_handed_over(&self) {
         add(&self.connections_handed_over, 1);
+    }
+
+    /// A connection served by another core until now goes on here.
+    pub fn connection_moved_in(&self) {
+        add(&self.connections_moved, 1);
+        add(&self.connections_open, 1);
     }
 
     /// The core's executor thread, whose context switches are its wake-ups.
@@ -552,6 +559,12 @@ impl Metrics {
                 "counter",
                 "Kafka connections accepted by one core and served by another with fewer connections.",
                 self.sum(|c| &c.connections_handed_over),
+            ),
+            (
+                "kafluss_connections_moved_total",
+                "counter",
+                "Kafka connections moved to the core their produce requests append on (kafka.connection.move-after).",
+                self.sum(|c| &c.connections_moved),
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");

@@ -5,9 +5,11 @@
 #[path = "broker_support.rs"]
 mod support;
 
-use kafluss_protocol::{ApiVersionsRequest, ApiVersionsResponse};
+use kafluss_protocol::{
+    ApiVersionsRequest, ApiVersionsResponse, Compression, ErrorCode, ProduceResponse, RecordBatchBuilder,
+};
 use serde_json::{json, Value};
-use support::{python_ok, Raw, Server};
+use support::{http_as, produce_request, python_ok, sasl_plain_login, Raw, Server};
 
 const PRODUCE_ALL_PARTITIONS: &str = r#"
 import json, sys
@@ -122,4 +124,148 @@ fn connections_are_spread_evenly_over_the_cores() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+fn one_row(n: usize) -> bytes::Bytes {
+    let mut builder = RecordBatchBuilder::new(Compression::None);
+    builder.append(
+        1_700_000_000_000,
+        None,
+        Some(format!("{{\"n\": {n}}}").as_bytes()),
+        &[],
+    );
+    builder.build().expect("batch")
+}
+
+/// A connection served by one core whose produce requests keep appending on a bucket that the
+/// other core owns moves to that core after `kafka.connection.move-after` (8) requests in a
+/// row: the requests it had already sent (pipelined, partly read) are answered in order, the
+/// rest append without crossing the mesh, and it goes on working. With the key at 0 it stays.
+#[test]
+fn a_connection_moves_to_the_core_its_requests_append_on() {
+    for (move_after, moves) in [("8", true), ("0", false)] {
+        let server = Server::start(2, &[&format!("kafka.connection.move-after={move_after}")]);
+        server.sql_ok("CREATE TABLE fluss.moved (n INT) WITH ('table.kafka.enabled' = 'true')");
+        // The first connection's core claims the bucket.
+        let mut first = Raw::connect(server.kafka);
+        let answer = first.produce(7, &produce_request(1, "fluss.moved", 0, one_row(0)));
+        assert_eq!(answer.topics[0].partitions[0].error_code, ErrorCode::None);
+        // The second is served by the other core (placement: one connection each).
+        let mut second = Raw::connect(server.kafka);
+        let correlation = second.send(0, &ApiVersionsRequest::default());
+        let _: ApiVersionsResponse = second.recv(0, correlation);
+        assert_eq!(connections_per_core(&server), vec![1, 1]);
+
+        let sent: Vec<i32> = (1..=20)
+            .map(|n| second.send(7, &produce_request(1, "fluss.moved", 0, one_row(n))))
+            .collect();
+        for (n, correlation) in (1..=20).zip(sent) {
+            let answer: ProduceResponse = second.recv(7, correlation);
+            let partition = &answer.topics[0].partitions[0];
+            assert_eq!(partition.error_code, ErrorCode::None, "request {n}");
+            assert_eq!(partition.base_offset, n, "request {n}");
+        }
+        let correlation = second.send(0, &ApiVersionsRequest::default());
+        let _: ApiVersionsResponse = second.recv(0, correlation);
+
+        let (_, metrics) = server.get("/metrics");
+        let crossed = metric(&metrics, "kafluss_cross_core_appends_total");
+        if moves {
+            assert_eq!(
+                metric(&metrics, "kafluss_connections_moved_total"),
+                1,
+                "{metrics}"
+            );
+            assert_eq!(crossed, 8, "the eight requests before the move crossed, no other");
+            let mut per_core = connections_per_core(&server);
+            per_core.sort();
+            assert_eq!(per_core, vec![0, 2], "both connections on the bucket's core");
+        } else {
+            assert_eq!(
+                metric(&metrics, "kafluss_connections_moved_total"),
+                0,
+                "{metrics}"
+            );
+            assert_eq!(crossed, 20);
+            assert_eq!(connections_per_core(&server), vec![1, 1]);
+        }
+        let answer = first.produce(7, &produce_request(1, "fluss.moved", 0, one_row(21)));
+        assert_eq!(answer.topics[0].partitions[0].base_offset, 21);
+        let ns: Vec<i64> = server
+            .scan("fluss.moved")
+            .iter()
+            .map(|row| row["row"]["n"].as_i64().unwrap())
+            .collect();
+        assert_eq!(ns, (0..=21).collect::<Vec<i64>>());
+    }
+}
+
+/// A moved connection keeps its login: after the move, a SASL/PLAIN user's produce requests are
+/// still checked against its own ACLs (an unauthenticated session would be closed instead).
+#[test]
+fn a_moved_connection_keeps_its_login_and_acls() {
+    let server = Server::start(
+        2,
+        &[
+            "security.protocol.map=FLUSS:sasl,KAFKA:sasl",
+            "security.sasl.enabled.mechanisms=PLAIN",
+            "security.sasl.plain.credentials=admin:admin-secret,writer:change-me",
+            "authorizer.enabled=true",
+            "super.users=User:admin",
+        ],
+    );
+    let sql = |statement: &str| {
+        let admin = Some(("admin", "admin-secret"));
+        let (status, body) = http_as(server.fluss, "POST", "/v1/sql", statement.as_bytes(), admin);
+        assert_eq!(status, 200, "{body}");
+    };
+    sql("CREATE TABLE fluss.granted (n INT) WITH ('table.kafka.enabled' = 'true')");
+    sql("CREATE TABLE fluss.other (n INT) WITH ('table.kafka.enabled' = 'true')");
+    sql(
+        "CALL sys.add_acl(resource => 'fluss.granted', permission => 'ALLOW', principal => 'User:writer', \
+         operation => 'WRITE', host => '*')",
+    );
+    let login = |user: &str, password: &str| -> Raw {
+        let (stream, authenticated) = sasl_plain_login(server.kafka, user, password);
+        assert!(authenticated, "{user} logs in");
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        Raw {
+            stream,
+            correlation: 0,
+        }
+    };
+    let mut admin = login("admin", "admin-secret");
+    let answer = admin.produce(7, &produce_request(1, "fluss.granted", 0, one_row(0)));
+    assert_eq!(answer.topics[0].partitions[0].error_code, ErrorCode::None);
+    let mut writer = login("writer", "change-me");
+    for n in 1..=12 {
+        let answer = writer.produce(7, &produce_request(1, "fluss.granted", 0, one_row(n)));
+        assert_eq!(
+            answer.topics[0].partitions[0].error_code,
+            ErrorCode::None,
+            "request {n}"
+        );
+    }
+    let (_, metrics) = http_as(
+        server.fluss,
+        "GET",
+        "/metrics",
+        b"",
+        Some(("admin", "admin-secret")),
+    );
+    assert_eq!(
+        metric(&metrics, "kafluss_connections_moved_total"),
+        1,
+        "{metrics}"
+    );
+    let refused = writer.produce(7, &produce_request(1, "fluss.other", 0, one_row(13)));
+    assert_eq!(
+        refused.topics[0].partitions[0].error_code,
+        ErrorCode::TopicAuthorizationFailed,
+        "the moved connection is still User:writer"
+    );
+    let answer = writer.produce(7, &produce_request(1, "fluss.granted", 0, one_row(13)));
+    assert_eq!(answer.topics[0].partitions[0].base_offset, 13);
 }

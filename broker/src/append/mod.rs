@@ -124,6 +124,9 @@ pub trait Submit {
     /// queued when the future resolves, so calling it in request order appends in request
     /// order; it waits only while the owner's queue is full (backpressure).
     fn submit(&self, job: AppendJob) -> Pin<Box<dyn Future<Output = LocalReceiver<AppendOutcome>> + '_>>;
+
+    /// The core that owns `bucket` of `table_id`, once a job of it was submitted on this core.
+    fn owner_of(&self, table_id: u64, bucket: u32) -> Option<usize>;
 }
 
 #[cfg(test)]

@@ -45,6 +45,8 @@ enum CloseReason {
     FrameTooLarge(FrameError),
     Io(std::io::Error),
     Handler,
+    /// Its requests append on core `.0`: it goes on there (see [`Served::Move`]).
+    Moving(usize),
 }
 
 /// The socket shared by the reader and writer tasks. Each half borrows the stream only inside
@@ -267,18 +269,50 @@ impl FrameReader {
     }
 }
 
-/// Serves one accepted connection until it closes; never panics on client input.
-pub async fn serve(core: Rc<KafkaCore>, stream: TcpStream, listener: Rc<KafkaListener>) {
+/// What a connection carries to the core it moves to: the bytes read but not yet split into
+/// frames (the start of the next request) and its login.
+pub struct Carried {
+    pub buffered: BytesMut,
+    pub sasl: kafluss_auth::SaslSession,
+}
+
+/// How serving a connection on this core ended.
+pub enum Served {
+    /// The connection is closed.
+    Closed,
+    /// Every request read was answered, and the connection goes on on core `to`, which
+    /// serves `socket` (a second descriptor of the connection; this core's is closed) from
+    /// where this one stopped reading.
+    Move {
+        to: usize,
+        socket: socket2::Socket,
+        carried: Carried,
+    },
+}
+
+/// Serves one connection until it closes or moves to another core; never panics on client
+/// input. `carried` is what it brings from the core it was served by before.
+pub async fn serve(
+    core: Rc<KafkaCore>,
+    stream: TcpStream,
+    listener: Rc<KafkaListener>,
+    carried: Option<Carried>,
+) -> Served {
     let peer = match stream.peer_addr() {
         Ok(peer) => peer,
-        Err(_) => return,
+        Err(_) => return Served::Closed,
     };
     let _ = stream.set_nodelay(true);
     let config = core.config();
+    let (buffered, sasl) = match carried {
+        Some(Carried { buffered, sasl }) => (buffered, sasl),
+        None => (BytesMut::new(), kafluss_auth::SaslSession::new(listener.security)),
+    };
     let context = Rc::new(ConnectionContext {
         core: core.clone(),
         peer,
-        sasl: RefCell::new(kafluss_auth::SaslSession::new(listener.security)),
+        sasl: RefCell::new(sasl),
+        writes: Default::default(),
         listener,
     });
     let stream = SharedStream(Rc::new(RefCell::new(stream)));
@@ -294,7 +328,9 @@ pub async fn serve(core: Rc<KafkaCore>, stream: TcpStream, listener: Rc<KafkaLis
     ));
 
     let mut reader = FrameReader::new(config.max_request_size);
+    reader.buffer = buffered;
     let mut read_stream = stream.clone();
+    let me = core.telemetry.core();
     let reason = loop {
         // Before authentication frames are bounded much lower (a PLAIN token is small).
         reader.splitter = FrameSplitter::new(match context.sasl.borrow().max_frame_len() {
@@ -326,6 +362,11 @@ pub async fn serve(core: Rc<KafkaCore>, stream: TcpStream, listener: Rc<KafkaLis
                 if close_after {
                     break CloseReason::Handler;
                 }
+                if let Some(to) = context.writes.move_to(me, config.connection_move_after) {
+                    if !core.stop.is_stopping() {
+                        break CloseReason::Moving(to);
+                    }
+                }
             }
             Dispatch::Close { why } => {
                 tracing::info!(%peer, "closing Kafka connection: {why}");
@@ -348,12 +389,37 @@ pub async fn serve(core: Rc<KafkaCore>, stream: TcpStream, listener: Rc<KafkaLis
     drop(queue);
     let client_closes_first = writer.await;
     drop(read_stream);
-    match Rc::try_unwrap(stream.0) {
-        Ok(stream) => close_gracefully(stream.into_inner(), peer, client_closes_first).await,
+    let stream = match Rc::try_unwrap(stream.0) {
+        Ok(stream) => stream.into_inner(),
         Err(shared) => {
             let _ = SharedStream(shared).close().await;
+            return Served::Closed;
+        }
+    };
+    if let CloseReason::Moving(to) = reason {
+        // Every response is written (unless the writer stopped: then the connection closes).
+        if !closing.is_stopping() {
+            match socket2::SockRef::from(&stream).try_clone() {
+                Ok(socket) => {
+                    tracing::debug!(%peer, to, "Kafka connection moves to the core its requests append on");
+                    let sasl = context
+                        .sasl
+                        .replace(kafluss_auth::SaslSession::new(context.listener.security));
+                    let buffered = std::mem::take(&mut reader.buffer);
+                    // This core's descriptor closes; the connection lives on in `socket`.
+                    drop(stream);
+                    return Served::Move {
+                        to,
+                        socket,
+                        carried: Carried { buffered, sasl },
+                    };
+                }
+                Err(e) => tracing::info!(%peer, "Kafka connection stays: cannot duplicate its socket: {e}"),
+            }
         }
     }
+    close_gracefully(stream, peer, client_closes_first).await;
+    Served::Closed
 }
 
 /// How long a closing connection keeps reading (and discarding) what the client still sends.

@@ -1,7 +1,7 @@
 //! What a request handler may know: the core it runs on ([`KafkaCore`]) and the connection
 //! it came on ([`ConnectionContext`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -48,6 +48,8 @@ pub struct ConnectionContext {
     pub listener: Rc<KafkaListener>,
     /// The SASL state machine; also holds the principal once authenticated.
     pub sasl: RefCell<kafluss_auth::SaslSession>,
+    /// Which core this connection's appends went to, request after request.
+    pub writes: WriteAffinity,
 }
 
 impl ConnectionContext {
@@ -59,5 +61,64 @@ impl ConnectionContext {
             .principal()
             .cloned()
             .unwrap_or_else(kafluss_auth::Principal::anonymous)
+    }
+}
+
+/// Which core a connection's produce requests append on, request after request: a connection
+/// whose requests keep writing buckets of one other core is better served there
+/// (`kafka.connection.move-after`; docs/architecture.md, "A produce request", step 6).
+#[derive(Debug, Default)]
+pub struct WriteAffinity {
+    /// The core every partition of the last requests went to, and how many requests in a row.
+    streak: Cell<Option<(usize, u32)>>,
+}
+
+impl WriteAffinity {
+    /// A produce request was routed: `owner` is the core every one of its routed partitions
+    /// went to, or None when they went to several cores or none was routed.
+    pub fn record(&self, owner: Option<usize>) {
+        self.streak.set(match (owner, self.streak.get()) {
+            (Some(core), Some((last, n))) if core == last => Some((core, n.saturating_add(1))),
+            (Some(core), _) => Some((core, 1)),
+            (None, _) => None,
+        });
+    }
+
+    /// The core this connection should move to when it is served by core `me`: the one the
+    /// last `after` requests in a row wrote to, when that is another core (never when `after`
+    /// is 0).
+    pub fn move_to(&self, me: usize, after: u32) -> Option<usize> {
+        match self.streak.get() {
+            Some((core, n)) if after > 0 && core != me && n >= after => Some(core),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WriteAffinity;
+
+    #[test]
+    fn a_connection_moves_after_requests_in_a_row_to_one_other_core() {
+        let writes = WriteAffinity::default();
+        for _ in 0..7 {
+            writes.record(Some(1));
+        }
+        assert_eq!(writes.move_to(0, 8), None, "seven requests are not enough");
+        writes.record(Some(1));
+        assert_eq!(writes.move_to(0, 8), Some(1));
+        assert_eq!(writes.move_to(1, 8), None, "already served by the owner");
+        assert_eq!(writes.move_to(0, 0), None, "0: connections never move");
+        writes.record(None);
+        assert_eq!(
+            writes.move_to(0, 1),
+            None,
+            "a request to several cores ends the streak"
+        );
+        writes.record(Some(1));
+        writes.record(Some(0));
+        assert_eq!(writes.move_to(1, 1), Some(0), "only the last core counts");
+        assert_eq!(writes.move_to(1, 2), None);
     }
 }

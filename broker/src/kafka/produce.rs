@@ -179,15 +179,18 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
         }
     } else {
         let snapshot = context.core.runtime().catalog.snapshot();
+        // The core every routed partition went to: None before the first, Some(None) once
+        // they went to more than one (or an owner is unknown).
+        let mut owner: Option<Option<usize>> = None;
         for topic in request.topics {
             let mut slots = Vec::with_capacity(topic.partitions.len());
             for partition in topic.partitions {
                 let slot = match prepare_partition(context, &snapshot, &topic.name, partition.index) {
                     Err(rejection) => Slot::Done(PartitionAnswer::rejected(&rejection)),
-                    Ok((table, bucket)) => Slot::Waiting(
-                        context
-                            .core
-                            .router
+                    Ok((table, bucket)) => {
+                        let table_id = table.id;
+                        let router = &context.core.router;
+                        let receiver = router
                             .submit(AppendJob {
                                 table,
                                 bucket,
@@ -195,13 +198,20 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
                                 records: partition.records,
                                 acks,
                             })
-                            .await,
-                    ),
+                            .await;
+                        let this = router.owner_of(table_id, bucket);
+                        owner = Some(match owner {
+                            Some(seen) if seen != this => None,
+                            _ => this,
+                        });
+                        Slot::Waiting(receiver)
+                    }
                 };
                 slots.push((partition.index, slot));
             }
             topics.push((topic.name, slots));
         }
+        context.writes.record(owner.flatten());
     }
     let context = context.clone();
     let task = glommio::spawn_local(async move {

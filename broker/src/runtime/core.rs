@@ -17,6 +17,7 @@ use super::mesh::{MeshAppend, MeshReply, ReplyTo, Router};
 use super::{ControlMessage, ControlReceiver, KafkaListener, Shared, StopSignal};
 use crate::append::bucket::Buckets;
 use crate::append::pipeline::Appender;
+use crate::kafka::connection::{Carried, Served};
 use crate::kafka::context::KafkaCore;
 use crate::telemetry::CoreTelemetry;
 
@@ -154,18 +155,19 @@ pub async fn run_core(start: CoreStart) {
         stop.clone(),
         control,
     ));
-    let infos: Rc<Vec<Rc<KafkaListener>>> = Rc::new(listeners.iter().map(|(_, info)| info.clone()).collect());
-    let handoff_tasks = spawn_handoff_receivers(&kafka, &connections, &infos, handoff_rx);
-    let handoff_tx = Rc::new(handoff_tx);
+    let serving = Rc::new(Serving {
+        core: kafka.clone(),
+        connections: connections.clone(),
+        infos: listeners.iter().map(|(_, info)| info.clone()).collect(),
+        handoff: handoff_tx,
+    });
+    let handoff_tasks = spawn_handoff_receivers(&serving, handoff_rx);
     let mut accept_tasks = Vec::new();
     for (index, (listener, _)) in listeners.into_iter().enumerate() {
         accept_tasks.push(glommio::spawn_local(accept_loop(
-            kafka.clone(),
-            connections.clone(),
+            serving.clone(),
             listener,
             index,
-            infos.clone(),
-            handoff_tx.clone(),
         )));
     }
     _exit_notice.1.set(id);
@@ -239,16 +241,19 @@ fn telemetry_thread(shared: &Shared, core: usize) {
     }
 }
 
-async fn accept_loop(
+/// What a core needs to serve Kafka connections: the connection gate that shutdown drains,
+/// the listeners (by index), and the mesh that gives connections to other cores.
+struct Serving {
     core: Rc<KafkaCore>,
     connections: Rc<Gate>,
-    listener: TcpListener,
-    index: usize,
-    infos: Rc<Vec<Rc<KafkaListener>>>,
-    handoff: Rc<Senders<Handoff>>,
-) {
+    infos: Vec<Rc<KafkaListener>>,
+    handoff: Senders<Handoff>,
+}
+
+async fn accept_loop(serving: Rc<Serving>, listener: TcpListener, index: usize) {
+    let core = &serving.core;
     let me = core.telemetry.core();
-    let info = infos[index].clone();
+    let info = serving.infos[index].clone();
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.shared_accept().await) }, async {
             core.stop.stopping().await;
@@ -275,14 +280,14 @@ async fn accept_loop(
         }
         let target = shared.connection_load.place(me);
         if target == me {
-            serve_accepted(&core, &connections, stream.bind_to_executor(), info.clone());
+            serve_accepted(&serving, stream.bind_to_executor(), index, None);
             continue;
         }
-        let message = Handoff {
+        let message = Handoff::Accepted {
             stream,
             listener: index,
         };
-        match handoff.send_to(target, message).await {
+        match serving.handoff.send_to(target, message).await {
             Ok(()) => core.metrics().connection_handed_over(),
             // The other core is gone (shutting down): serve it here after all.
             Err(
@@ -291,12 +296,7 @@ async fn accept_loop(
             ) => {
                 shared.connection_load.closed(target);
                 shared.connection_load.place_on(me);
-                serve_accepted(
-                    &core,
-                    &connections,
-                    message.stream.bind_to_executor(),
-                    info.clone(),
-                );
+                serve_returned(&serving, message);
             }
             Err(_) => {
                 tracing::warn!("could not hand a Kafka connection to core {target}");
@@ -306,61 +306,99 @@ async fn accept_loop(
     }
 }
 
-/// Serves a connection handed over by another core, one task per peer core.
-fn spawn_handoff_receivers(
-    core: &Rc<KafkaCore>,
-    connections: &Rc<Gate>,
-    infos: &Rc<Vec<Rc<KafkaListener>>>,
-    receivers: Receivers<Handoff>,
-) -> Vec<glommio::Task<()>> {
+/// Serves connections given by other cores (accepted there, or moved here), one task per peer
+/// core.
+fn spawn_handoff_receivers(serving: &Rc<Serving>, receivers: Receivers<Handoff>) -> Vec<glommio::Task<()>> {
     let receivers = Rc::new(receivers);
-    let me = core.telemetry.core();
+    let me = serving.core.telemetry.core();
     (0..receivers.nr_producers())
         .filter(|&peer| peer != me)
         .map(|peer| {
-            let (core, connections, infos, receivers) = (
-                core.clone(),
-                connections.clone(),
-                infos.clone(),
-                receivers.clone(),
-            );
+            let (serving, receivers) = (serving.clone(), receivers.clone());
             glommio::spawn_local(async move {
                 while let Ok(Some(handoff)) = receivers.recv_from(peer).await {
-                    let stream = handoff.stream.bind_to_executor();
-                    match infos.get(handoff.listener) {
-                        Some(info) if !core.stop.is_stopping() => {
-                            serve_accepted(&core, &connections, stream, info.clone())
+                    if serving.core.stop.is_stopping() {
+                        // Closed unanswered; dropping an accepted stream unbound would leak it.
+                        match handoff {
+                            Handoff::Accepted { stream, .. } => drop(stream.bind_to_executor()),
+                            Handoff::Moved { socket, .. } => drop(socket),
                         }
-                        _ => {
-                            drop(stream);
-                            connection_gone(&core.shared, me);
-                        }
+                        connection_gone(&serving.core.shared, me);
+                        continue;
                     }
+                    serve_returned(&serving, handoff);
                 }
             })
         })
         .collect()
 }
 
-/// Serves `stream` on this core until it closes; the connection is already counted in
-/// `open_connections` and on this core's [`super::handoff::ConnectionLoad`].
-fn serve_accepted(core: &Rc<KafkaCore>, connections: &Rc<Gate>, stream: TcpStream, info: Rc<KafkaListener>) {
-    let me = core.telemetry.core();
-    let pass = match connections.enter() {
-        Ok(pass) => pass,
-        Err(_) => {
-            // Draining: the connection is closed unanswered.
-            drop(stream);
-            connection_gone(&core.shared, me);
-            return;
+/// Serves on this core a connection that a handoff carries (one given by another core, or one
+/// whose handoff to another core failed).
+fn serve_returned(serving: &Rc<Serving>, handoff: Handoff) {
+    match handoff {
+        Handoff::Accepted { stream, listener } => {
+            serve_accepted(serving, stream.bind_to_executor(), listener, None)
         }
-    };
-    core.metrics().connection_opened();
-    let core = core.clone();
-    glommio::spawn_local(async move {
-        crate::kafka::connection::serve(core.clone(), stream, info).await;
-        core.metrics().connection_closed();
+        Handoff::Moved {
+            socket,
+            listener,
+            carried,
+        } => serve_accepted(serving, TcpStream::from(socket), listener, Some(carried)),
+    }
+}
+
+/// Serves `stream` on this core until it closes or moves to another core; the connection is
+/// already counted in `open_connections` and on this core's [`super::handoff::ConnectionLoad`].
+/// `carried`: what a connection moved here brings along.
+fn serve_accepted(serving: &Rc<Serving>, stream: TcpStream, listener: usize, carried: Option<Carried>) {
+    let core = &serving.core;
+    let me = core.telemetry.core();
+    let (Some(info), Ok(pass)) = (serving.infos.get(listener).cloned(), serving.connections.enter()) else {
+        // Draining: the connection is closed unanswered.
+        drop(stream);
         connection_gone(&core.shared, me);
+        return;
+    };
+    if carried.is_some() {
+        core.metrics().connection_moved_in();
+    } else {
+        core.metrics().connection_opened();
+    }
+    let serving = serving.clone();
+    glommio::spawn_local(async move {
+        let core = &serving.core;
+        let served = crate::kafka::connection::serve(core.clone(), stream, info, carried).await;
+        core.metrics().connection_closed();
+        match served {
+            Served::Closed => connection_gone(&core.shared, me),
+            Served::Move { to, socket, carried } => {
+                let shared = &core.shared;
+                shared.connection_load.closed(me);
+                shared.connection_load.place_on(to);
+                let message = Handoff::Moved {
+                    socket,
+                    listener,
+                    carried,
+                };
+                match serving.handoff.send_to(to, message).await {
+                    Ok(()) => {}
+                    // The other core is gone (shutting down): go on here.
+                    Err(
+                        glommio::GlommioError::Closed(glommio::ResourceType::Channel(message))
+                        | glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(message)),
+                    ) => {
+                        shared.connection_load.closed(to);
+                        shared.connection_load.place_on(me);
+                        serve_returned(&serving, message);
+                    }
+                    Err(_) => {
+                        tracing::warn!("could not move a Kafka connection to core {to}");
+                        connection_gone(shared, to);
+                    }
+                }
+            }
+        }
         drop(pass);
     })
     .detach();

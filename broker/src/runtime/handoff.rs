@@ -3,20 +3,33 @@
 //! on one core while another serves none. A core that accepts a connection while it serves
 //! more Kafka connections than some other core hands the accepted socket to the core serving
 //! the fewest ([`least_loaded`], the rule that also places buckets) over the connection mesh,
-//! and that core binds it to its own executor and serves it. Each connection is counted on the
-//! core that serves it from the moment it is placed until it closes.
+//! and that core binds it to its own executor and serves it. A connection whose produce
+//! requests keep appending on one other core moves there once its answers are written
+//! (`kafka.connection.move-after`). Each connection is counted on the core that serves it from
+//! the moment it is placed (or moved) until it closes.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use glommio::net::AcceptedTcpStream;
 
 use super::routing::least_loaded;
+use crate::kafka::connection::Carried;
 
-/// A connection accepted by one core and served by another.
-pub struct Handoff {
-    pub stream: AcceptedTcpStream,
-    /// Index of the Kafka listener that accepted it (`Shared::kafka_listeners`).
-    pub listener: usize,
+/// A connection that one core gives to another.
+pub enum Handoff {
+    /// Accepted by the sending core and never served there.
+    Accepted {
+        stream: AcceptedTcpStream,
+        /// Index of the Kafka listener that accepted it (`Shared::kafka_listeners`).
+        listener: usize,
+    },
+    /// Served by the sending core until every request it read was answered; it goes on where
+    /// its requests append ([`crate::kafka::connection::Served::Move`]).
+    Moved {
+        socket: socket2::Socket,
+        listener: usize,
+        carried: Carried,
+    },
 }
 
 /// The Kafka connections each core serves or is about to serve.

@@ -193,6 +193,10 @@ impl Submit for Router {
     fn submit(&self, job: AppendJob) -> Pin<Box<dyn Future<Output = LocalReceiver<AppendOutcome>> + '_>> {
         Box::pin(self.route(job))
     }
+
+    fn owner_of(&self, table_id: u64, bucket: u32) -> Option<usize> {
+        self.known_owners.borrow().get(&(table_id, bucket)).copied()
+    }
 }
 
 #[cfg(test)]
