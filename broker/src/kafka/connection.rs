@@ -383,6 +383,7 @@ pub async fn serve(
             tracing::info!(%peer, size, max, "closing Kafka connection: request larger than kafka.max-request-size")
         }
         CloseReason::Io(e) => tracing::info!(%peer, "Kafka connection I/O error: {e}"),
+        CloseReason::Moving(_) => {}
         other => tracing::debug!(%peer, "Kafka connection closing: {other:?}"),
     }
     // Closing the queue lets the writer finish what is queued, then stop.
@@ -414,7 +415,9 @@ pub async fn serve(
                         carried: Carried { buffered, sasl },
                     };
                 }
-                Err(e) => tracing::info!(%peer, "Kafka connection stays: cannot duplicate its socket: {e}"),
+                Err(e) => {
+                    tracing::info!(%peer, "closing Kafka connection: cannot duplicate its socket to move it: {e}")
+                }
             }
         }
     }
