@@ -286,17 +286,18 @@ pub enum Served {
     Move {
         to: usize,
         socket: socket2::Socket,
-        carried: Carried,
+        carried: Box<Carried>,
     },
 }
 
 /// Serves one connection until it closes or moves to another core; never panics on client
-/// input. `carried` is what it brings from the core it was served by before.
+/// input. `carried` is what it brings from the core it was served by before (boxed: this
+/// future is part of every connection's memory, idle or not).
 pub async fn serve(
     core: Rc<KafkaCore>,
     stream: TcpStream,
     listener: Rc<KafkaListener>,
-    carried: Option<Carried>,
+    carried: Option<Box<Carried>>,
 ) -> Served {
     let peer = match stream.peer_addr() {
         Ok(peer) => peer,
@@ -304,7 +305,7 @@ pub async fn serve(
     };
     let _ = stream.set_nodelay(true);
     let config = core.config();
-    let (buffered, sasl) = match carried {
+    let (buffered, sasl) = match carried.map(|carried| *carried) {
         Some(Carried { buffered, sasl }) => (buffered, sasl),
         None => (BytesMut::new(), kafluss_auth::SaslSession::new(listener.security)),
     };
@@ -330,7 +331,6 @@ pub async fn serve(
     let mut reader = FrameReader::new(config.max_request_size);
     reader.buffer = buffered;
     let mut read_stream = stream.clone();
-    let me = core.telemetry.core();
     let reason = loop {
         // Before authentication frames are bounded much lower (a PLAIN token is small).
         reader.splitter = FrameSplitter::new(match context.sasl.borrow().max_frame_len() {
@@ -362,7 +362,10 @@ pub async fn serve(
                 if close_after {
                     break CloseReason::Handler;
                 }
-                if let Some(to) = context.writes.move_to(me, config.connection_move_after) {
+                if let Some(to) = context
+                    .writes
+                    .move_to(core.telemetry.core(), config.connection_move_after)
+                {
                     if !core.stop.is_stopping() {
                         break CloseReason::Moving(to);
                     }
@@ -386,6 +389,13 @@ pub async fn serve(
         CloseReason::Moving(_) => {}
         other => tracing::debug!(%peer, "Kafka connection closing: {other:?}"),
     }
+    // What a moving connection has read but not yet split into frames goes with it; the
+    // reader goes now (its memory is not held while the last answers are written).
+    let moving = match reason {
+        CloseReason::Moving(to) => Some((to, std::mem::take(&mut reader.buffer))),
+        _ => None,
+    };
+    drop(reader);
     // Closing the queue lets the writer finish what is queued, then stop.
     drop(queue);
     let client_closes_first = writer.await;
@@ -397,32 +407,45 @@ pub async fn serve(
             return Served::Closed;
         }
     };
-    if let CloseReason::Moving(to) = reason {
-        // Every response is written (unless the writer stopped: then the connection closes).
-        if !closing.is_stopping() {
-            match socket2::SockRef::from(&stream).try_clone() {
-                Ok(socket) => {
-                    tracing::debug!(%peer, to, "Kafka connection moves to the core its requests append on");
-                    let sasl = context
-                        .sasl
-                        .replace(kafluss_auth::SaslSession::new(context.listener.security));
-                    let buffered = std::mem::take(&mut reader.buffer);
-                    // This core's descriptor closes; the connection lives on in `socket`.
-                    drop(stream);
-                    return Served::Move {
-                        to,
-                        socket,
-                        carried: Carried { buffered, sasl },
-                    };
-                }
-                Err(e) => {
-                    tracing::info!(%peer, "closing Kafka connection: cannot duplicate its socket to move it: {e}")
-                }
-            }
-        }
-    }
+    // Every response is written (unless the writer stopped: then the connection closes).
+    let stream = match moving {
+        Some((to, buffered)) if !closing.is_stopping() => match move_out(stream, to, buffered, &context) {
+            Ok(served) => return served,
+            Err(stream) => stream,
+        },
+        _ => stream,
+    };
     close_gracefully(stream, peer, client_closes_first).await;
     Served::Closed
+}
+
+/// The connection as it leaves for core `to`: a second descriptor of its socket (this core's
+/// closes with `stream`), the bytes read but not split into frames, and its login. Gives the
+/// stream back when the socket cannot be duplicated (the connection then closes here).
+fn move_out(
+    stream: TcpStream,
+    to: usize,
+    buffered: BytesMut,
+    context: &ConnectionContext,
+) -> Result<Served, TcpStream> {
+    let peer = context.peer;
+    match socket2::SockRef::from(&stream).try_clone() {
+        Ok(socket) => {
+            tracing::debug!(%peer, to, "Kafka connection moves to the core its requests append on");
+            let sasl = context
+                .sasl
+                .replace(kafluss_auth::SaslSession::new(context.listener.security));
+            Ok(Served::Move {
+                to,
+                socket,
+                carried: Box::new(Carried { buffered, sasl }),
+            })
+        }
+        Err(e) => {
+            tracing::info!(%peer, "closing Kafka connection: cannot duplicate its socket to move it: {e}");
+            Err(stream)
+        }
+    }
 }
 
 /// How long a closing connection keeps reading (and discarding) what the client still sends.

@@ -351,7 +351,7 @@ fn serve_returned(serving: &Rc<Serving>, handoff: Handoff) {
 /// Serves `stream` on this core until it closes or moves to another core; the connection is
 /// already counted in `open_connections` and on this core's [`super::handoff::ConnectionLoad`].
 /// `carried`: what a connection moved here brings along.
-fn serve_accepted(serving: &Rc<Serving>, stream: TcpStream, listener: usize, carried: Option<Carried>) {
+fn serve_accepted(serving: &Rc<Serving>, stream: TcpStream, listener: usize, carried: Option<Box<Carried>>) {
     let core = &serving.core;
     let me = core.telemetry.core();
     let (Some(info), Ok(pass)) = (serving.infos.get(listener).cloned(), serving.connections.enter()) else {
@@ -367,8 +367,8 @@ fn serve_accepted(serving: &Rc<Serving>, stream: TcpStream, listener: usize, car
     }
     let serving = serving.clone();
     glommio::spawn_local(async move {
+        let served = crate::kafka::connection::serve(serving.core.clone(), stream, info, carried).await;
         let core = &serving.core;
-        let served = crate::kafka::connection::serve(core.clone(), stream, info, carried).await;
         core.metrics().connection_closed();
         match served {
             Served::Closed => connection_gone(&core.shared, me),
@@ -381,27 +381,39 @@ fn serve_accepted(serving: &Rc<Serving>, stream: TcpStream, listener: usize, car
                     listener,
                     carried,
                 };
-                match serving.handoff.send_to(to, message).await {
-                    Ok(()) => {}
-                    // The other core is gone (shutting down): go on here.
-                    Err(
-                        glommio::GlommioError::Closed(glommio::ResourceType::Channel(message))
-                        | glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(message)),
-                    ) => {
-                        shared.connection_load.closed(to);
-                        shared.connection_load.place_on(me);
-                        serve_returned(&serving, message);
-                    }
-                    Err(_) => {
-                        tracing::warn!("could not move a Kafka connection to core {to}");
-                        connection_gone(shared, to);
-                    }
-                }
+                // A task of its own, so that this one (the memory of every connection, idle
+                // or not) holds nothing but the connection's future; the pass goes with it:
+                // shutdown waits for the hand-over too.
+                glommio::spawn_local(hand_over(serving.clone(), to, message, pass)).detach();
+                return;
             }
         }
         drop(pass);
     })
     .detach();
+}
+
+/// Sends a moving connection to core `to`; serves it here after all if that core is gone.
+async fn hand_over(serving: Rc<Serving>, to: usize, message: Handoff, pass: glommio::sync::Pass) {
+    let shared = &serving.core.shared;
+    match serving.handoff.send_to(to, message).await {
+        Ok(()) => {}
+        // The other core is gone (shutting down): go on here.
+        Err(
+            glommio::GlommioError::Closed(glommio::ResourceType::Channel(message))
+            | glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(message)),
+        ) => {
+            let me = serving.core.telemetry.core();
+            shared.connection_load.closed(to);
+            shared.connection_load.place_on(me);
+            serve_returned(&serving, message);
+        }
+        Err(_) => {
+            tracing::warn!("could not move a Kafka connection to core {to}");
+            connection_gone(shared, to);
+        }
+    }
+    drop(pass);
 }
 
 /// A connection counted in `open_connections` and on `core`'s load is closed.

@@ -28,7 +28,7 @@ pub enum Handoff {
     Moved {
         socket: socket2::Socket,
         listener: usize,
-        carried: Carried,
+        carried: Box<Carried>,
     },
 }
 
