@@ -204,16 +204,7 @@ fn a_connection_moves_to_the_core_its_requests_append_on() {
 /// still checked against its own ACLs (an unauthenticated session would be closed instead).
 #[test]
 fn a_moved_connection_keeps_its_login_and_acls() {
-    let server = Server::start(
-        2,
-        &[
-            "security.protocol.map=FLUSS:sasl,KAFKA:sasl",
-            "security.sasl.enabled.mechanisms=PLAIN",
-            "security.sasl.plain.credentials=admin:admin-secret,writer:change-me",
-            "authorizer.enabled=true",
-            "super.users=User:admin",
-        ],
-    );
+    let server = Server::start(2, support::SASL_ACL_SERVER);
     let sql = |statement: &str| {
         let admin = Some(("admin", "admin-secret"));
         let (status, body) = http_as(server.fluss, "POST", "/v1/sql", statement.as_bytes(), admin);

@@ -147,16 +147,7 @@ fn retries_are_stored_once_even_after_sigkill_and_a_restart() {
 
 #[test]
 fn init_producer_id_needs_write_somewhere_and_authentication_first() {
-    let server = Server::start(
-        1,
-        &[
-            "security.protocol.map=FLUSS:sasl,KAFKA:sasl",
-            "security.sasl.enabled.mechanisms=PLAIN",
-            "security.sasl.plain.credentials=admin:admin-secret,writer:change-me",
-            "authorizer.enabled=true",
-            "super.users=User:admin",
-        ],
-    );
+    let server = Server::start(1, support::SASL_ACL_SERVER);
     let admin = Some(("admin", "admin-secret"));
     let sql = |statement: &str| {
         let (status, body) = http_as(server.fluss, "POST", "/v1/sql", statement.as_bytes(), admin);

@@ -161,6 +161,16 @@ pub fn http_as(
     (response.status, response.text())
 }
 
+/// The settings of a server whose listeners both want SASL/PLAIN, with ACLs on: users `admin`
+/// (password `admin-secret`, a super user) and `writer` (`change-me`, no ACL yet).
+pub const SASL_ACL_SERVER: &[&str] = &[
+    "security.protocol.map=FLUSS:sasl,KAFKA:sasl",
+    "security.sasl.enabled.mechanisms=PLAIN",
+    "security.sasl.plain.credentials=admin:admin-secret,writer:change-me",
+    "authorizer.enabled=true",
+    "super.users=User:admin",
+];
+
 /// A Produce request of one batch to one partition.
 pub fn produce_request(
     acks: i16,

@@ -287,21 +287,8 @@ async fn accept_loop(serving: Rc<Serving>, listener: TcpListener, index: usize) 
             stream,
             listener: index,
         };
-        match serving.handoff.send_to(target, message).await {
-            Ok(()) => core.metrics().connection_handed_over(),
-            // The other core is gone (shutting down): serve it here after all.
-            Err(
-                glommio::GlommioError::Closed(glommio::ResourceType::Channel(message))
-                | glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(message)),
-            ) => {
-                shared.connection_load.closed(target);
-                shared.connection_load.place_on(me);
-                serve_returned(&serving, message);
-            }
-            Err(_) => {
-                tracing::warn!("could not hand a Kafka connection to core {target}");
-                connection_gone(shared, target);
-            }
+        if give(&serving, target, message).await {
+            core.metrics().connection_handed_over();
         }
     }
 }
@@ -393,27 +380,34 @@ fn serve_accepted(serving: &Rc<Serving>, stream: TcpStream, listener: usize, car
     .detach();
 }
 
-/// Sends a moving connection to core `to`; serves it here after all if that core is gone.
+/// Sends a moving connection to core `to`; the gate's pass goes with it, so shutdown waits for
+/// the hand-over too.
 async fn hand_over(serving: Rc<Serving>, to: usize, message: Handoff, pass: glommio::sync::Pass) {
+    give(&serving, to, message).await;
+    drop(pass);
+}
+
+/// Gives a connection (already counted on core `to`) to core `to`; true once that core has it.
+/// When that core is gone (shutting down) the connection is counted and served here after all.
+async fn give(serving: &Rc<Serving>, to: usize, message: Handoff) -> bool {
     let shared = &serving.core.shared;
     match serving.handoff.send_to(to, message).await {
-        Ok(()) => {}
-        // The other core is gone (shutting down): go on here.
+        Ok(()) => true,
         Err(
             glommio::GlommioError::Closed(glommio::ResourceType::Channel(message))
             | glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(message)),
         ) => {
-            let me = serving.core.telemetry.core();
             shared.connection_load.closed(to);
-            shared.connection_load.place_on(me);
-            serve_returned(&serving, message);
+            shared.connection_load.place_on(serving.core.telemetry.core());
+            serve_returned(serving, message);
+            false
         }
         Err(_) => {
-            tracing::warn!("could not move a Kafka connection to core {to}");
+            tracing::warn!("could not give a Kafka connection to core {to}");
             connection_gone(shared, to);
+            false
         }
     }
-    drop(pass);
 }
 
 /// A connection counted in `open_connections` and on `core`'s load is closed.
