@@ -621,6 +621,28 @@ mod tests {
     }
 
     #[test]
+    fn connection_move_after_defaults_to_8_allows_0_and_refuses_nonsense() {
+        let load = |pairs: &[&str]| {
+            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+            ServerConfig::load(None, &pairs)
+        };
+        assert_eq!(load(&[]).unwrap().connection_move_after, 8);
+        let never = load(&["kafka.connection.move-after=0"]).unwrap();
+        assert_eq!(never.connection_move_after, 0);
+        for bad in [
+            "kafka.connection.move-after=-1",
+            "kafka.connection.move-after=often",
+            "kafka.connection.move-after=1000001",
+        ] {
+            let error = load(&[bad]).unwrap_err();
+            assert!(
+                error.to_string().contains("kafka.connection.move-after"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
     fn producer_state_keys_default_as_kafka_and_refuse_nonsense() {
         let load = |pairs: &[&str]| {
             let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
