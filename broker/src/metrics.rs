@@ -191,10 +191,15 @@ impl CoreMetrics {
         add(&self.connections_handed_over, 1);
     }
 
-    /// A connection served by another core until now goes on here.
-    pub fn connection_moved_in(&self) {
-        add(&self.connections_moved, 1);
+    /// A connection that was served before (on another core, or here before a move that
+    /// failed) goes on here: open again, not a new one.
+    pub fn connection_resumed(&self) {
         add(&self.connections_open, 1);
+    }
+
+    /// A connection this core served moved to the core its requests append on.
+    pub fn connection_moved(&self) {
+        add(&self.connections_moved, 1);
     }
 
     /// The core's executor thread, whose context switches are its wake-ups.

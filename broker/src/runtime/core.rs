@@ -348,7 +348,7 @@ fn serve_accepted(serving: &Rc<Serving>, stream: TcpStream, listener: usize, car
         return;
     };
     if carried.is_some() {
-        core.metrics().connection_moved_in();
+        core.metrics().connection_resumed();
     } else {
         core.metrics().connection_opened();
     }
@@ -383,7 +383,9 @@ fn serve_accepted(serving: &Rc<Serving>, stream: TcpStream, listener: usize, car
 /// Sends a moving connection to core `to`; the gate's pass goes with it, so shutdown waits for
 /// the hand-over too.
 async fn hand_over(serving: Rc<Serving>, to: usize, message: Handoff, pass: glommio::sync::Pass) {
-    give(&serving, to, message).await;
+    if give(&serving, to, message).await {
+        serving.core.metrics().connection_moved();
+    }
     drop(pass);
 }
 
