@@ -132,3 +132,38 @@ fn dropping_a_table_removes_its_directory_and_stats() {
     // Dropping again (or a table that never stored rows) is fine.
     remove_table_dir(&table).unwrap();
 }
+
+/// A roll whose fsync fails leaves the next segment under its pending name (recovery removes
+/// it): retention of the failed log must not delete the segment before it, the last one that
+/// holds the rows.
+#[test]
+fn a_failed_roll_keeps_retention_from_deleting_the_last_complete_segment() {
+    run_local(async {
+        let store = SimStore::new(5);
+        let dir = PathBuf::from("/sim/db/t-1/bucket-0");
+        let ttl = Duration::from_secs(600);
+        let log =
+            BucketLog::open_with_store(store.clone(), &dir, config(ttl), Arc::new(BucketStats::default()))
+                .await
+                .unwrap();
+        log.append(&batch(0, 10)).await.unwrap();
+        log.sync_to(log.next_offset()).await.unwrap();
+        store.set_faults(kafluss_broker::log::sim::SimFaults {
+            fail_sync: 1_000_000,
+            ..Default::default()
+        });
+        // Rolls (400-byte segments): the roll's background fsync fails.
+        let _ = log.append(&batch(10, 10)).await;
+        assert!(log.sync_to(log.next_offset()).await.is_err(), "the failed roll fails the log");
+        store.set_faults(kafluss_broker::log::sim::SimFaults::default());
+        store.advance_clock(ttl + Duration::from_secs(1));
+        assert!(log.enforce_retention(store.now()).await.is_err());
+        drop(log);
+        store.crash();
+        let log =
+            BucketLog::open_with_store(store.clone(), &dir, config(ttl), Arc::new(BucketStats::default()))
+                .await
+                .unwrap();
+        assert!(log.next_offset() >= 10, "rows of the first segment lost: {}", log.next_offset());
+    });
+}

@@ -742,6 +742,9 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         let _permit = self.exclusive().await?;
         let mut deleted = 0;
         loop {
+            // A failed roll (its fsync, rename or directory fsync) left the next segment under
+            // its pending name, which recovery removes: the segment before it must stay.
+            self.check_not_failed()?;
             let expired = {
                 let state = self.state.borrow();
                 // A later file with its segment name: not the active segment while a roll is
