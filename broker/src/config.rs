@@ -56,6 +56,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("log.segment.size", Some("256mb")),
     ("log.writeback.size", Some("1mb")),
     ("log.preallocate.size", Some("8mb")),
+    ("log.prewrite.size", Some("1mb")),
     ("table.log.ttl", Some("7d")),
     ("log.retention.check-interval", Some("5min")),
     ("admin.max-request-size", Some("16mb")),
@@ -170,6 +171,9 @@ pub struct ServerConfig {
     /// `log.preallocate.size`: the most bytes of blocks a segment keeps allocated past its end
     /// (0: none).
     pub preallocate_size: u64,
+    /// `log.prewrite.size`: while acks=-1 appends wait for a bucket's fsyncs, the most bytes of
+    /// zeros its segment keeps written and synced past its end (0: none).
+    pub prewrite_size: u64,
     pub log_ttl: Duration,
     pub retention_check_interval: Duration,
     pub admin_max_request_size: usize,
@@ -417,6 +421,7 @@ impl ServerConfig {
             segment_size: positive_size("log.segment.size")?,
             writeback_size: parse_size("log.writeback.size", req("log.writeback.size"))?,
             preallocate_size: parse_size("log.preallocate.size", req("log.preallocate.size"))?,
+            prewrite_size: parse_size("log.prewrite.size", req("log.prewrite.size"))?,
             log_ttl: positive_duration("table.log.ttl")?,
             retention_check_interval: positive_duration("log.retention.check-interval")?,
             admin_max_request_size: positive_size("admin.max-request-size")? as usize,
@@ -639,6 +644,28 @@ mod tests {
                 error.to_string().contains("kafka.connection.move-after"),
                 "{error}"
             );
+        }
+    }
+
+    #[test]
+    fn log_prewrite_size_defaults_to_1mb_allows_0_and_refuses_nonsense() {
+        let load = |pairs: &[&str]| {
+            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+            ServerConfig::load(None, &pairs)
+        };
+        assert_eq!(load(&[]).unwrap().prewrite_size, 1 << 20);
+        assert_eq!(load(&["log.prewrite.size=0"]).unwrap().prewrite_size, 0);
+        assert_eq!(
+            load(&["log.prewrite.size=256kb"]).unwrap().prewrite_size,
+            256 << 10
+        );
+        for bad in [
+            "log.prewrite.size=-1",
+            "log.prewrite.size=lots",
+            "log.prewrite.size=1.5mb",
+        ] {
+            let error = load(&[bad]).unwrap_err();
+            assert!(error.to_string().contains("log.prewrite.size"), "{error}");
         }
     }
 

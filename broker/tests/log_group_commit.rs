@@ -15,6 +15,7 @@ fn config() -> LogConfig {
         segment_size: 1 << 20,
         writeback_size: 0,
         preallocate_size: 64 << 10,
+        prewrite_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,

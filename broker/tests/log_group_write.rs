@@ -21,6 +21,7 @@ fn config(segment_size: u64) -> LogConfig {
         segment_size,
         writeback_size: 0,
         preallocate_size: 64 << 10,
+        prewrite_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,

@@ -25,6 +25,7 @@ fn config(preallocate_size: u64, segment_size: u64) -> LogConfig {
         segment_size,
         writeback_size: 0,
         preallocate_size,
+        prewrite_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,

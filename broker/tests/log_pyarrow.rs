@@ -82,6 +82,7 @@ fn pyarrow_reads_closed_and_active_segments() {
             segment_size: 1500,
             writeback_size: 100,
             preallocate_size: 64 << 10,
+            prewrite_size: 0,
             flush_policy: FlushPolicy::Ack,
             retention: None,
             compression: ArrowCompression::None,

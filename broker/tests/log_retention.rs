@@ -20,6 +20,7 @@ fn config(retention: Duration) -> LogConfig {
         segment_size: 400,
         writeback_size: 0,
         preallocate_size: 64 << 10,
+        prewrite_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: Some(retention),
         compression: ArrowCompression::None,
@@ -154,7 +155,10 @@ fn a_failed_roll_keeps_retention_from_deleting_the_last_complete_segment() {
         });
         // Rolls (400-byte segments): the roll's background fsync fails.
         let _ = log.append(&batch(10, 10)).await;
-        assert!(log.sync_to(log.next_offset()).await.is_err(), "the failed roll fails the log");
+        assert!(
+            log.sync_to(log.next_offset()).await.is_err(),
+            "the failed roll fails the log"
+        );
         store.set_faults(kafluss_broker::log::sim::SimFaults::default());
         store.advance_clock(ttl + Duration::from_secs(1));
         assert!(log.enforce_retention(store.now()).await.is_err());
@@ -164,6 +168,10 @@ fn a_failed_roll_keeps_retention_from_deleting_the_last_complete_segment() {
             BucketLog::open_with_store(store.clone(), &dir, config(ttl), Arc::new(BucketStats::default()))
                 .await
                 .unwrap();
-        assert!(log.next_offset() >= 10, "rows of the first segment lost: {}", log.next_offset());
+        assert!(
+            log.next_offset() >= 10,
+            "rows of the first segment lost: {}",
+            log.next_offset()
+        );
     });
 }

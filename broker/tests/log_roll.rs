@@ -21,6 +21,7 @@ fn config() -> LogConfig {
         segment_size: 1_000,
         writeback_size: 0,
         preallocate_size: 64 << 10,
+        prewrite_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,

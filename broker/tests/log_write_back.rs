@@ -22,6 +22,7 @@ fn config(writeback_size: u64, segment_size: u64) -> LogConfig {
         segment_size,
         writeback_size,
         preallocate_size: 0,
+        prewrite_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         compression: ArrowCompression::None,

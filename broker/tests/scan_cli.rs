@@ -115,6 +115,7 @@ fn scan_command_streams_rows_to_a_file_and_reports_server_errors() {
             segment_size: 1 << 20,
             writeback_size: 0,
             preallocate_size: 64 << 10,
+            prewrite_size: 0,
             flush_policy: FlushPolicy::Ack,
             retention: None,
             compression: ArrowCompression::None,

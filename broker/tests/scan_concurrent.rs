@@ -28,6 +28,7 @@ fn scans_during_appends_see_a_gap_free_prefix() {
                     segment_size: 16 << 10,
                     writeback_size: 1 << 10,
                     preallocate_size: 64 << 10,
+                    prewrite_size: 0,
                     flush_policy: FlushPolicy::Ack,
                     retention: None,
                     compression: ArrowCompression::None,

@@ -33,6 +33,7 @@ fn config() -> LogConfig {
         segment_size: 1 << 20,
         writeback_size: 0,
         preallocate_size: 64 << 10,
+        prewrite_size: 0,
         flush_policy: FlushPolicy::Ack,
         retention: None,
         // Scans decompress what the broker stores by default.

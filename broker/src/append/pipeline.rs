@@ -141,6 +141,7 @@ impl Appender {
             segment_size: config.segment_size,
             writeback_size: config.writeback_size,
             preallocate_size: config.preallocate_size,
+            prewrite_size: config.prewrite_size,
             flush_policy: config.flush_policy,
             retention: Some(retention),
             compression: table.compression,
@@ -473,6 +474,7 @@ impl Appender {
             return OwnerResult::Done(Ok(outcome));
         }
         let log = bucket.log.clone();
+        log.expect_syncs();
         let (appender, table) = (self.clone(), job.table);
         OwnerResult::AfterSync(Box::pin(async move {
             match log.sync_to(durable_end).await {

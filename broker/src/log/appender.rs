@@ -36,7 +36,7 @@ use super::file::{sync_directory, GlommioStore, SegmentFile, SegmentStore};
 use super::group_commit::CommitState;
 use super::recovery::{recover, Recovered};
 use super::segment::{
-    pending_segment_path, segment_path, ActiveSegment, SegmentInfo, VisitedBatch, END_OF_STREAM,
+    pending_segment_path, segment_path, ActiveSegment, Prewrite, SegmentInfo, VisitedBatch, END_OF_STREAM,
 };
 use super::{AppendOutcome, BucketStats, FlushPolicy, LogConfig};
 
@@ -79,6 +79,10 @@ pub struct BucketLog<S: SegmentStore = GlommioStore> {
     /// The task finishing the last roll (fsync of the closed segment, rename, directory
     /// fsync). Dropping the log cancels it; recovery finishes such a roll on the next open.
     roll_task: RefCell<Option<glommio::Task<()>>>,
+    /// Someone waits for this bucket's fsyncs (an acks=-1 append, [`BucketLog::expect_syncs`],
+    /// or `log.flush.policy=always`): the active segment keeps zeros written ahead of its end
+    /// ([`SegmentFile::prewrite`]) instead of only allocated blocks.
+    syncs_expected: Cell<bool>,
 }
 
 /// The memory page size: write-back requests end on a multiple of it, so they never include
@@ -217,6 +221,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             on_sync: None,
             compression,
             roll_task: RefCell::new(None),
+            syncs_expected: Cell::new(false),
         })
     }
 
@@ -274,6 +279,16 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
     pub fn segment_count(&self) -> usize {
         let state = self.state.borrow();
         state.closed.len() + usize::from(state.active.is_some())
+    }
+
+    /// The active segment's stream length in bytes (its file may be longer: zeros written
+    /// ahead), and its base offset; None without an active segment.
+    pub fn active_segment_len(&self) -> Option<u64> {
+        self.state.borrow().active.as_ref().map(|a| a.len)
+    }
+
+    pub fn active_base_offset(&self) -> Option<u64> {
+        self.state.borrow().active.as_ref().map(|a| a.base_offset)
     }
 
     pub fn stats(&self) -> &Arc<BucketStats> {
@@ -442,7 +457,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         }
 
         // Encode under a short borrow; never hold a RefCell borrow across an await.
-        let (file, pos, bytes, outcomes) = {
+        let (file, prewrite, pos, bytes, outcomes) = {
             let state = self.state.borrow();
             let active = state
                 .active
@@ -493,10 +508,18 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
                     bytes: (bytes.len() - start) as u64,
                 });
             }
-            (active.file.clone(), active.len, bytes, outcomes)
+            (
+                active.file.clone(),
+                active.prewrite.clone(),
+                active.len,
+                bytes,
+                outcomes,
+            )
         };
         let written = bytes.len() as u64;
         if written > 0 {
+            // Never into zeros still being written: they would land over these bytes.
+            prewrite.clear_below(pos + written).await;
             if let Err(err) = write_all(&*file, bytes, pos).await {
                 // Remove whatever part of the messages landed so the stream stays well-formed.
                 if file.truncate(pos).await.is_err() {
@@ -512,7 +535,9 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             if let Some(active) = state.active.as_mut() {
                 active.len = pos + written;
                 self.write_back(active);
-                self.preallocate(active);
+                if !self.prewrite(active) {
+                    self.preallocate(active);
+                }
             }
             state.next_offset = next_offset;
             if written > 0 {
@@ -571,6 +596,64 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         }
     }
 
+    /// Appends from now on are followed by fsyncs that someone waits for (acks=-1): the active
+    /// segment keeps zeros written ahead of its end, so that those fsyncs write no file system
+    /// metadata (`log.prewrite.size`; [`SegmentFile::prewrite`]). Cheap to call per append.
+    pub fn expect_syncs(&self) {
+        self.syncs_expected.set(true);
+    }
+
+    /// Keeps zeros written and synced ahead of the active segment's end while fsyncs are
+    /// expected ([`BucketLog::expect_syncs`]): as many bytes as the segment holds, at least
+    /// [`MIN_PREALLOCATE`] and at most `log.prewrite.size`, started again once less than half
+    /// of that is left, never past the segment size, one at a time, on a task of its own
+    /// (appends wait only for a prewrite they would write into). True when prewriting is on
+    /// for this segment (then blocks need no other preallocation), false otherwise.
+    fn prewrite(&self, active: &mut ActiveSegment<S::File>) -> bool {
+        let most = self.config.prewrite_size;
+        let prewrite = &active.prewrite;
+        let always = self.config.flush_policy == FlushPolicy::Always;
+        if most == 0 || !(always || self.syncs_expected.get()) || prewrite.failed.get() {
+            return false;
+        }
+        if prewrite.running.get().is_some() {
+            return true;
+        }
+        let ahead = active.len.max(MIN_PREALLOCATE).min(most);
+        let start = prewrite.done_to.get().max(active.len);
+        if start >= active.len.saturating_add(ahead / 2) {
+            return true;
+        }
+        let page = page_size();
+        let last = self.config.segment_size.div_ceil(page).saturating_mul(page);
+        let end = active
+            .len
+            .saturating_add(ahead)
+            .div_ceil(page)
+            .saturating_mul(page)
+            .min(last);
+        if end <= start {
+            return true;
+        }
+        prewrite.running.set(Some((start, end)));
+        let (file, prewrite, path) = (active.file.clone(), prewrite.clone(), active.path.clone());
+        glommio::spawn_local(async move {
+            let result = file.prewrite(start, end).await;
+            prewrite.running.set(None);
+            match result {
+                Ok(()) => prewrite.done_to.set(prewrite.done_to.get().max(end)),
+                Err(err) => {
+                    // Appends go on into blocks they allocate themselves; the log is fine.
+                    tracing::warn!(path = %path.display(), %err, start, end, "writing zeros ahead of a segment's end failed; not tried again for it");
+                    prewrite.failed.set(true);
+                }
+            }
+            prewrite.finished.notify_all();
+        })
+        .detach();
+        true
+    }
+
     /// Creates segment `base_offset`, writes its schema message and makes the new directory
     /// entry durable (a later acks=-1 fsync of the file alone would not cover the entry).
     async fn create_segment(&self, base_offset: u64, schema: &SchemaRef) -> Result<(), LogError> {
@@ -613,6 +696,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             written_back: 0,
             write_back_from: 0,
             preallocated_to: header_len,
+            prewrite: Prewrite::new(header_len),
         })
     }
 
@@ -624,13 +708,20 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
     /// segment's end. A roll while the previous roll's task still runs waits for it first.
     async fn roll(&self, schema: &SchemaRef) -> Result<(), LogError> {
         self.roll_finished().await?;
-        let (file, path, len) = {
+        let (file, path, len, prewrite) = {
             let state = self.state.borrow();
             let Some(active) = state.active.as_ref() else {
                 return Ok(());
             };
-            (active.file.clone(), active.path.clone(), active.len)
+            (
+                active.file.clone(),
+                active.path.clone(),
+                active.len,
+                active.prewrite.clone(),
+            )
         };
+        // No zeros may land after the marker once the segment is truncated to it.
+        prewrite.clear_below(u64::MAX).await;
         if let Err(err) = write_all(&*file, END_OF_STREAM.to_vec(), len).await {
             if file.truncate(len).await.is_err() {
                 self.fail();
@@ -794,15 +885,16 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             .borrow()
             .active
             .as_ref()
-            .map(|a| (a.file.clone(), a.path.clone(), a.len));
-        if let Some((file, path, len)) = &active {
+            .map(|a| (a.file.clone(), a.path.clone(), a.len, a.prewrite.clone()));
+        if let Some((file, path, len, prewrite)) = &active {
+            prewrite.clear_below(u64::MAX).await;
             release_preallocated(&**file, path, *len).await;
         }
         let written = self.state.borrow().next_offset;
         if self.commit.durable.get() >= written {
             return Ok(());
         }
-        if let Some((file, path, _)) = active {
+        if let Some((file, path, _, _)) = active {
             self.sync_file(&file)
                 .await
                 .map_err(|e| LogError::io(&path, "fsync", e))?;

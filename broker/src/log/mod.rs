@@ -78,6 +78,10 @@ pub struct LogConfig {
     /// `log.preallocate.size`: the most bytes of file system blocks the active segment keeps
     /// allocated past its end ([`SegmentFile::preallocate`]); 0 never preallocates.
     pub preallocate_size: u64,
+    /// `log.prewrite.size`: while someone waits for a bucket's fsyncs (acks=-1), the most bytes
+    /// of zeros the active segment keeps written and synced past its end
+    /// ([`SegmentFile::prewrite`]); 0 never writes any.
+    pub prewrite_size: u64,
     pub flush_policy: FlushPolicy,
     /// `table.log.ttl`: closed segments whose newest row is older are deleted. None keeps all.
     pub retention: Option<Duration>,
@@ -91,6 +95,7 @@ impl Default for LogConfig {
             segment_size: DEFAULT_SEGMENT_SIZE,
             writeback_size: DEFAULT_WRITEBACK_SIZE,
             preallocate_size: DEFAULT_PREALLOCATE_SIZE,
+            prewrite_size: DEFAULT_PREWRITE_SIZE,
             flush_policy: FlushPolicy::Ack,
             retention: Some(DEFAULT_TABLE_LOG_TTL),
             compression: ArrowCompression::default(),
@@ -103,6 +108,9 @@ pub const DEFAULT_WRITEBACK_SIZE: u64 = 1 << 20;
 
 /// The default `log.preallocate.size`: 8 MiB.
 pub const DEFAULT_PREALLOCATE_SIZE: u64 = 8 << 20;
+
+/// The default `log.prewrite.size`: 1 MiB.
+pub const DEFAULT_PREWRITE_SIZE: u64 = 1 << 20;
 
 /// Fluss's default `table.log.ttl`: 7 days.
 pub const DEFAULT_TABLE_LOG_TTL: Duration = Duration::from_secs(7 * 24 * 3600);

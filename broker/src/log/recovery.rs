@@ -25,7 +25,7 @@ use super::error::LogError;
 use super::file::{sync_directory, SegmentFile, SegmentStore};
 use super::segment::{
     parse_pending_segment_file_name, parse_segment_file_name, pending_segment_path, scan_segment_visiting,
-    segment_path, ActiveSegment, SegmentInfo, SegmentScan, VisitedBatch, SEGMENT_SUFFIX,
+    segment_path, ActiveSegment, Prewrite, SegmentInfo, SegmentScan, VisitedBatch, SEGMENT_SUFFIX,
 };
 
 /// What recovery found.
@@ -79,6 +79,14 @@ pub(super) async fn recover<S: SegmentStore>(
             }
             if scan.schema.is_none() {
                 return Err(LogError::corrupt(&path, "no schema message"));
+            }
+            if scan.zero_tail {
+                // Closed, and the zeros written ahead of its end were not truncated away yet
+                // (a crash inside the roll): they go now.
+                file.truncate(scan.valid_len)
+                    .await
+                    .map_err(|e| LogError::io(&path, "truncate", e))?;
+                file.sync().await.map_err(|e| LogError::io(&path, "fsync", e))?;
             }
             recovered.next_offset = checked_end(dir, base_offset, scan.rows)?;
             recovered.closed.push_back(SegmentInfo {
@@ -203,7 +211,13 @@ async fn recover_last<S: SegmentStore>(
     last_append: SystemTime,
     recovered: &mut Recovered<S::File>,
 ) -> Result<(), LogError> {
-    if let Some(reason) = &scan.torn {
+    if scan.zero_tail {
+        // Zeros written ahead of the appends (`log.prewrite.size`), not damage.
+        tracing::info!(
+            path = %path.display(), kept_bytes = scan.valid_len, file_bytes = scan.file_len,
+            "truncating the zeros written ahead of the last log segment's end"
+        );
+    } else if let Some(reason) = &scan.torn {
         tracing::warn!(
             path = %path.display(), %reason, kept_bytes = scan.valid_len, file_bytes = scan.file_len,
             "truncating torn tail of the last log segment"
@@ -246,6 +260,7 @@ async fn recover_last<S: SegmentStore>(
             written_back: 0,
             write_back_from: 0,
             preallocated_to: scan.valid_len,
+            prewrite: Prewrite::new(scan.valid_len),
         });
     }
     Ok(())

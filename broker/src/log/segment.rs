@@ -50,6 +50,41 @@ pub(super) struct ActiveSegment<F> {
     pub write_back_from: u64,
     /// File system blocks were requested up to here ([`super::SegmentFile::preallocate`]).
     pub preallocated_to: u64,
+    /// The zeros written ahead of the end for cheaper fsyncs ([`super::SegmentFile::prewrite`]).
+    pub prewrite: Rc<Prewrite>,
+}
+
+/// The prewrites of one active segment: shared with the task running the current one.
+#[derive(Debug, Default)]
+pub(super) struct Prewrite {
+    /// Bytes `[.., done_to)` are appended or prewritten (the next prewrite starts here or at
+    /// the segment's end, whichever is later).
+    pub done_to: std::cell::Cell<u64>,
+    /// `[start, end)` is being prewritten: no append may write into it until it is done.
+    pub running: std::cell::Cell<Option<(u64, u64)>>,
+    /// A prewrite of this file failed: none is started again.
+    pub failed: std::cell::Cell<bool>,
+    /// Notified when a prewrite ends.
+    pub finished: super::group_commit::WaitList,
+}
+
+impl Prewrite {
+    pub fn new(done_to: u64) -> Rc<Prewrite> {
+        let prewrite = Prewrite::default();
+        prewrite.done_to.set(done_to);
+        Rc::new(prewrite)
+    }
+
+    /// Resolves once no running prewrite overlaps the bytes before `end`.
+    pub async fn clear_below(&self, end: u64) {
+        while let Some((start, _)) = self.running.get() {
+            if start >= end {
+                return;
+            }
+            let seen = self.finished.generation();
+            self.finished.changed(seen).await;
+        }
+    }
 }
 
 /// A segment created by a roll is named `<base offset>.arrow.rolling` until the segment before
@@ -97,6 +132,10 @@ pub struct SegmentScan {
     /// A complete batch at `valid_len` whose body does not match its checksum while more
     /// complete messages follow it: damage, not a torn tail (checked walks only).
     pub damaged: Option<String>,
+    /// Every byte after `valid_len` is zero: written ahead of the appends
+    /// ([`super::SegmentFile::prewrite`]) and never overwritten. Not torn when the segment is
+    /// closed (the marker came before the zeros were truncated away); torn otherwise.
+    pub zero_tail: bool,
 }
 
 impl SegmentScan {
@@ -113,6 +152,54 @@ impl SegmentScan {
 
 /// Bytes read at a time when checking a body.
 const CHECK_CHUNK: u64 = 1 << 20;
+
+/// Reads the body at `start` and decodes the record batch `message` describes: `Ok(Err(_))`
+/// says why it does not decode.
+async fn decode_batch<F: SegmentFile>(
+    file: &F,
+    message: &arrow_ipc::Message<'_>,
+    start: u64,
+    len: u64,
+    schema: SchemaRef,
+) -> std::io::Result<Result<(), String>> {
+    let Some(batch) = message.header_as_record_batch() else {
+        return Ok(Err("not a record batch".into()));
+    };
+    let mut body = Vec::with_capacity(len as usize);
+    while (body.len() as u64) < len {
+        let want = CHECK_CHUNK.min(len - body.len() as u64) as usize;
+        let bytes = file.read_at(start + body.len() as u64, want).await?;
+        if bytes.is_empty() {
+            return Ok(Err("short read of its body".into()));
+        }
+        body.extend_from_slice(&bytes);
+    }
+    let decoded = arrow_ipc::reader::read_record_batch(
+        &arrow_buffer::Buffer::from(body),
+        batch,
+        schema,
+        &std::collections::HashMap::new(),
+        None,
+        &message.version(),
+    );
+    Ok(decoded.map(|_| ()).map_err(|e| e.to_string()))
+}
+
+/// Whether every byte of `[pos, file_len)` is zero (read [`CHECK_CHUNK`] bytes at a time).
+async fn zeros_to_end<F: SegmentFile>(file: &F, mut pos: u64, file_len: u64) -> std::io::Result<bool> {
+    while pos < file_len {
+        let want = CHECK_CHUNK.min(file_len - pos) as usize;
+        let bytes = file.read_at(pos, want).await?;
+        if bytes.is_empty() {
+            return Ok(false);
+        }
+        if bytes.iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        pos += bytes.len() as u64;
+    }
+    Ok(true)
+}
 
 /// Reads the body at `start` and compares it with the checksum in `message`: None when it
 /// matches or there is none to compare with, else what is wrong.
@@ -177,6 +264,7 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
         closed: false,
         torn: None,
         damaged: None,
+        zero_tail: false,
     };
     let mut pos = 0u64;
     let mut window = ReadWindow::default();
@@ -193,13 +281,19 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
             return Ok(scan.torn(format!("short read of message header at byte {pos}")));
         }
         if header[..4] != CONTINUATION {
+            if zeros_to_end(file, pos, file_len).await? {
+                scan.zero_tail = true;
+                return Ok(scan.torn(format!("zeros written ahead of the appends from byte {pos}")));
+            }
             return Ok(scan.torn(format!("no IPC continuation marker at byte {pos}")));
         }
         let metadata_len = u64::from(u32::from_le_bytes([header[4], header[5], header[6], header[7]]));
         if metadata_len == 0 {
             scan.closed = true;
             scan.valid_len = pos + 8;
-            if scan.valid_len != file_len {
+            if scan.valid_len != file_len && zeros_to_end(file, scan.valid_len, file_len).await? {
+                scan.zero_tail = true;
+            } else if scan.valid_len != file_len {
                 return Ok(scan.torn(format!(
                     "bytes after the end-of-stream marker at byte {}",
                     pos + 8
@@ -243,11 +337,30 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
                 if verify {
                     if let Some(problem) = check_body(file, &message, end, body_len).await? {
                         let reason = format!("{problem} (message at byte {pos})");
-                        return Ok(if end + body_len == file_len {
+                        // The file's last message, unless only zeros written ahead follow it.
+                        let last = end + body_len == file_len
+                            || zeros_to_end(file, end + body_len, file_len).await?;
+                        return Ok(if last {
                             scan.torn(reason)
                         } else {
                             scan.damaged(reason)
                         });
+                    }
+                }
+                // The file's last batch (followed by nothing, or by nothing but zeros written
+                // ahead) may be the one a crash tore: the bytes that reached the disk, then
+                // zeros, in its metadata too, which no checksum covers. It is kept only if it
+                // decodes.
+                let next = end + body_len;
+                let last = next == file_len
+                    || (window.read(file, next, 8, file_len).await? == [0; 8]
+                        && zeros_to_end(file, next, file_len).await?);
+                if verify && last {
+                    let schema = scan.schema.clone().expect("matched above");
+                    if let Err(problem) = decode_batch(file, &message, end, body_len, schema).await? {
+                        return Ok(scan.torn(format!(
+                            "the last batch, at byte {pos}, does not decode: {problem}"
+                        )));
                     }
                 }
                 let rows = message.header_as_record_batch().map(|batch| batch.length());
@@ -360,6 +473,13 @@ impl SegmentFile for StdSegment<'_> {
 
     fn preallocate(&self, _start: u64, _end: u64) -> bool {
         true // nothing is written through it
+    }
+
+    async fn prewrite(&self, _start: u64, _end: u64) -> std::io::Result<()> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "read-only segment",
+        ))
     }
 }
 

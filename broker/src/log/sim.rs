@@ -160,6 +160,8 @@ struct SimDisk {
     preallocations: Vec<(PathBuf, u64, u64)>,
     /// While set, `preallocate` answers "still busy" (false) and records nothing.
     preallocate_busy: bool,
+    /// Every [`SegmentFile::prewrite`] started: (file as opened, start, end).
+    prewrites: Vec<(PathBuf, u64, u64)>,
 }
 
 /// The shared simulated disk; clones see the same files.
@@ -205,6 +207,7 @@ impl SimStore {
                 write_back_busy: false,
                 preallocations: Vec::new(),
                 preallocate_busy: false,
+                prewrites: Vec::new(),
             })),
         }
     }
@@ -227,6 +230,11 @@ impl SimStore {
     /// start, end).
     pub fn preallocations(&self) -> Vec<(PathBuf, u64, u64)> {
         self.disk.borrow().preallocations.clone()
+    }
+
+    /// The prewrites started so far, in order: (path the file was opened as, start, end).
+    pub fn prewrites(&self) -> Vec<(PathBuf, u64, u64)> {
+        self.disk.borrow().prewrites.clone()
     }
 
     /// Makes every file's preallocation requests answer "the previous one is still running".
@@ -320,6 +328,11 @@ impl SimStore {
                 .count();
             let keep = disk.rng.range(common as u64, data.volatile.len() as u64) as usize;
             data.volatile.truncate(keep);
+            // Past the bytes that made it, the file keeps what its last sync made durable (the
+            // zeros of a prewrite), as a real file keeps its synced size and blocks.
+            if data.durable.len() > keep {
+                data.volatile.extend_from_slice(&data.durable[keep..]);
+            }
             data.durable = data.volatile.clone();
         }
         for path in vanished {
@@ -448,6 +461,26 @@ impl SegmentFile for SimFile {
         }
         disk.write_backs.push((self.path.clone(), start, end));
         true
+    }
+
+    /// Zeros written over the range (overwriting whatever is there, so an append written into
+    /// a range being prewritten would show up as lost bytes), then a sync like any other (held
+    /// with [`SimStore::hold_syncs`], failed by `fail_sync`). Recorded in
+    /// [`SimStore::prewrites`] when it starts.
+    async fn prewrite(&self, start: u64, end: u64) -> io::Result<()> {
+        {
+            let mut disk = self.disk.borrow_mut();
+            disk.prewrites.push((self.path.clone(), start, end));
+            let path = disk.current(&self.path);
+            let file = disk.files.get_mut(&path).ok_or_else(|| not_found(&self.path))?;
+            let (start, end) = (start as usize, end as usize);
+            if file.volatile.len() < end {
+                file.volatile.resize(end, 0);
+            }
+            file.volatile[start..end].fill(0);
+            file.allocated = file.allocated.max(end as u64);
+        }
+        self.sync().await
     }
 
     fn preallocate(&self, start: u64, end: u64) -> bool {
