@@ -432,6 +432,21 @@ pub fn scan_segment_blocking(file: &std::fs::File) -> std::io::Result<SegmentSca
     }
 }
 
+/// [`scan_segment_blocking`] with every body checked (and the last batch decoded), as
+/// recovery walks a segment.
+#[cfg(test)]
+pub(crate) fn scan_segment_checked_blocking(file: &std::fs::File) -> std::io::Result<SegmentScan> {
+    let segment = StdSegment(file);
+    let mut future = std::pin::pin!(scan_segment(&segment, true));
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(result) => result,
+        std::task::Poll::Pending => Err(std::io::Error::other(
+            "segment scan did not complete synchronously",
+        )),
+    }
+}
+
 /// A read-only [`SegmentFile`] over a std file whose calls never suspend.
 struct StdSegment<'a>(&'a std::fs::File);
 
