@@ -57,6 +57,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("log.writeback.size", Some("1mb")),
     ("log.preallocate.size", Some("8mb")),
     ("log.prewrite.size", Some("1mb")),
+    ("log.inline-write.size", Some("256kb")),
     ("table.log.ttl", Some("7d")),
     ("log.retention.check-interval", Some("5min")),
     ("admin.max-request-size", Some("16mb")),
@@ -174,6 +175,9 @@ pub struct ServerConfig {
     /// `log.prewrite.size`: while acks=-1 appends wait for a bucket's fsyncs, the most bytes of
     /// zeros its segment keeps written and synced past its end (0: none).
     pub prewrite_size: u64,
+    /// `log.inline-write.size`: segment writes of at most this many bytes are a `pwrite` on the
+    /// core instead of an io_uring request (0: none).
+    pub inline_write_size: u64,
     pub log_ttl: Duration,
     pub retention_check_interval: Duration,
     pub admin_max_request_size: usize,
@@ -422,6 +426,7 @@ impl ServerConfig {
             writeback_size: parse_size("log.writeback.size", req("log.writeback.size"))?,
             preallocate_size: parse_size("log.preallocate.size", req("log.preallocate.size"))?,
             prewrite_size: parse_size("log.prewrite.size", req("log.prewrite.size"))?,
+            inline_write_size: parse_size("log.inline-write.size", req("log.inline-write.size"))?,
             log_ttl: positive_duration("table.log.ttl")?,
             retention_check_interval: positive_duration("log.retention.check-interval")?,
             admin_max_request_size: positive_size("admin.max-request-size")? as usize,
@@ -666,6 +671,24 @@ mod tests {
         ] {
             let error = load(&[bad]).unwrap_err();
             assert!(error.to_string().contains("log.prewrite.size"), "{error}");
+        }
+    }
+
+    #[test]
+    fn log_inline_write_size_defaults_to_256kb_allows_0_and_refuses_nonsense() {
+        let load = |pairs: &[&str]| {
+            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+            ServerConfig::load(None, &pairs)
+        };
+        assert_eq!(load(&[]).unwrap().inline_write_size, 256 << 10);
+        assert_eq!(load(&["log.inline-write.size=0"]).unwrap().inline_write_size, 0);
+        assert_eq!(
+            load(&["log.inline-write.size=1mb"]).unwrap().inline_write_size,
+            1 << 20
+        );
+        for bad in ["log.inline-write.size=-1", "log.inline-write.size=all"] {
+            let error = load(&[bad]).unwrap_err();
+            assert!(error.to_string().contains("log.inline-write.size"), "{error}");
         }
     }
 

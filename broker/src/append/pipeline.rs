@@ -162,7 +162,8 @@ impl Appender {
                 Err(_) => unreadable += 1,
             }
         };
-        let log = BucketLog::open_visiting(GlommioStore, &dir, log_config, stats, &mut restore).await?;
+        let store = GlommioStore::new(config.inline_write_size);
+        let log = BucketLog::open_visiting(store, &dir, log_config, stats, &mut restore).await?;
         if unreadable > 0 {
             tracing::warn!(
                 dir = %dir.display(),

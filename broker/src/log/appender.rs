@@ -105,7 +105,7 @@ pub type SyncObserver = Box<dyn Fn(std::time::Duration)>;
 impl BucketLog<GlommioStore> {
     /// Opens (creating if needed) the bucket directory with glommio files and recovers it.
     pub async fn open(dir: &Path, config: LogConfig, stats: Arc<BucketStats>) -> Result<Self, LogError> {
-        Self::open_with_store(GlommioStore, dir, config, stats).await
+        Self::open_with_store(GlommioStore::default(), dir, config, stats).await
     }
 }
 

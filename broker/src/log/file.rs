@@ -1,7 +1,8 @@
 //! The narrow file-system seam the bucket log is written against.
 //!
-//! Production uses [`GlommioStore`] (glommio `BufferedFile`: io_uring writes into the page cache
-//! plus `fdatasync`). Tests use [`super::sim::SimStore`], an in-memory double that tears tails,
+//! Production uses [`GlommioStore`] (glommio `BufferedFile`: writes into the page cache, up to
+//! `log.inline-write.size` a `pwrite` on the core and larger ones through io_uring, plus
+//! `fdatasync`). Tests use [`super::sim::SimStore`], an in-memory double that tears tails,
 //! fails fsyncs and shortens writes on demand. Everything the log does to a disk goes through
 //! these two traits, so the simulation covers every path.
 //!
@@ -95,8 +96,30 @@ pub trait SegmentStore {
 }
 
 /// The production store: glommio buffered files on the calling core's io_uring.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct GlommioStore;
+#[derive(Debug, Clone, Copy)]
+pub struct GlommioStore {
+    /// `log.inline-write.size`: writes of at most this many bytes are a plain `pwrite` on the
+    /// calling core ([`SegmentFile::write_at`]); 0 sends every write through io_uring.
+    inline_write_max: usize,
+}
+
+/// The default `log.inline-write.size`: 256 KiB.
+pub const DEFAULT_INLINE_WRITE_SIZE: u64 = 256 << 10;
+
+impl Default for GlommioStore {
+    fn default() -> Self {
+        GlommioStore::new(DEFAULT_INLINE_WRITE_SIZE)
+    }
+}
+
+impl GlommioStore {
+    /// A store whose files write up to `inline_write_max` bytes inline (`log.inline-write.size`).
+    pub fn new(inline_write_max: u64) -> Self {
+        GlommioStore {
+            inline_write_max: usize::try_from(inline_write_max).unwrap_or(usize::MAX),
+        }
+    }
+}
 
 /// A glommio buffered file; `!Send`, lives on the core that opened it.
 #[derive(Debug)]
@@ -114,10 +137,12 @@ pub struct GlommioFile {
     preallocating: Rc<Cell<bool>>,
     /// The file system refused `fallocate` for this file (`EOPNOTSUPP`): not asked again.
     no_preallocate: Rc<Cell<bool>>,
+    /// [`GlommioStore`]'s `inline_write_max`.
+    inline_write_max: usize,
 }
 
 impl GlommioFile {
-    fn new(file: BufferedFile, path: &Path) -> Self {
+    fn new(file: BufferedFile, path: &Path, inline_write_max: usize) -> Self {
         let helper = std::fs::OpenOptions::new().read(true).write(true).open(path);
         GlommioFile {
             file,
@@ -125,6 +150,7 @@ impl GlommioFile {
             advising: Rc::new(Cell::new(false)),
             preallocating: Rc::new(Cell::new(false)),
             no_preallocate: Rc::new(Cell::new(false)),
+            inline_write_max,
         }
     }
 
@@ -160,7 +186,19 @@ fn to_io(err: glommio::GlommioError<()>) -> io::Error {
 }
 
 impl SegmentFile for GlommioFile {
+    /// At most `log.inline-write.size` bytes: a plain `pwrite` through the helper descriptor,
+    /// on the core. ext4 refuses buffered writes that must not block (`RWF_NOWAIT`:
+    /// `EOPNOTSUPP`), so io_uring hands every buffered segment write to a worker thread, pinned
+    /// to the core's CPU, and the core sleeps and wakes for its completion; the copy into the
+    /// page cache costs less than that round trip (docs/benchmarks.md, "Segment writes on the
+    /// core"). Larger writes, and every write of a file without the helper, go through io_uring.
     async fn write_at(&self, buf: Vec<u8>, pos: u64) -> io::Result<usize> {
+        if buf.len() <= self.inline_write_max {
+            if let Some(helper) = &self.helper {
+                use std::os::unix::fs::FileExt;
+                return helper.write_at(&buf, pos);
+            }
+        }
         self.file.write_at(buf, pos).await.map_err(to_io)
     }
 
@@ -286,7 +324,7 @@ impl SegmentStore for GlommioStore {
             .buffered_open(path)
             .await
             .map_err(to_io)?;
-        Ok(GlommioFile::new(file, path))
+        Ok(GlommioFile::new(file, path, self.inline_write_max))
     }
 
     async fn create(&self, path: &Path) -> io::Result<GlommioFile> {
@@ -298,7 +336,7 @@ impl SegmentStore for GlommioStore {
             .buffered_open(path)
             .await
             .map_err(to_io)?;
-        Ok(GlommioFile::new(file, path))
+        Ok(GlommioFile::new(file, path, self.inline_write_max))
     }
 
     async fn remove(&self, path: &Path) -> io::Result<()> {
