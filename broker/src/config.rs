@@ -594,6 +594,12 @@ pub fn parse_duration(key: &str, value: &str) -> Result<Duration, ConfigError> {
 mod tests {
     use super::*;
 
+    /// The server configuration with `pairs` as `-D key=value` settings and no file.
+    fn load(pairs: &[&str]) -> Result<ServerConfig, ConfigError> {
+        let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+        ServerConfig::load(None, &pairs)
+    }
+
     const SEED: &str = "kafka.enabled: true\nkafka.listener.names: KAFKA\nkafka.default.database: fluss\nbind.listeners: FLUSS://localhost:9123,KAFKA://localhost:9092\n";
 
     #[test]
@@ -618,10 +624,6 @@ mod tests {
 
     #[test]
     fn request_memory_holds_one_largest_request() {
-        let load = |pairs: &[&str]| {
-            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
-            ServerConfig::load(None, &pairs)
-        };
         assert_eq!(load(&[]).unwrap().max_request_memory, 256 << 20);
         let error = load(&["kafka.max-request-memory=50mb"]).unwrap_err();
         assert!(error.to_string().contains("kafka.max-request-memory"), "{error}");
@@ -632,10 +634,6 @@ mod tests {
 
     #[test]
     fn connection_move_after_defaults_to_8_allows_0_and_refuses_nonsense() {
-        let load = |pairs: &[&str]| {
-            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
-            ServerConfig::load(None, &pairs)
-        };
         assert_eq!(load(&[]).unwrap().connection_move_after, 8);
         let never = load(&["kafka.connection.move-after=0"]).unwrap();
         assert_eq!(never.connection_move_after, 0);
@@ -654,10 +652,6 @@ mod tests {
 
     #[test]
     fn log_prewrite_size_defaults_to_1mb_allows_0_and_refuses_nonsense() {
-        let load = |pairs: &[&str]| {
-            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
-            ServerConfig::load(None, &pairs)
-        };
         assert_eq!(load(&[]).unwrap().prewrite_size, 1 << 20);
         assert_eq!(load(&["log.prewrite.size=0"]).unwrap().prewrite_size, 0);
         assert_eq!(
@@ -676,10 +670,6 @@ mod tests {
 
     #[test]
     fn log_inline_write_size_defaults_to_256kb_allows_0_and_refuses_nonsense() {
-        let load = |pairs: &[&str]| {
-            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
-            ServerConfig::load(None, &pairs)
-        };
         assert_eq!(load(&[]).unwrap().inline_write_size, 256 << 10);
         assert_eq!(load(&["log.inline-write.size=0"]).unwrap().inline_write_size, 0);
         assert_eq!(
@@ -694,10 +684,6 @@ mod tests {
 
     #[test]
     fn producer_state_keys_default_as_kafka_and_refuse_nonsense() {
-        let load = |pairs: &[&str]| {
-            let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
-            ServerConfig::load(None, &pairs)
-        };
         let config = load(&[]).unwrap();
         assert_eq!(config.producer_id_expiration, Duration::from_secs(86_400));
         assert_eq!(config.producer_max_per_bucket, 1000);

@@ -16,7 +16,9 @@ use kafluss_broker::log::appender::{page_size, MIN_PREALLOCATE};
 use kafluss_broker::log::segment::segment_path;
 use kafluss_broker::log::sim::SimStore;
 use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig};
-use log_support::{append_rows, batch, ids_in_stream, open_sim, run_local, sim_file_len};
+use log_support::{
+    append_rows, assert_requests_ahead_in_order, batch, ids_in_stream, open_sim, run_local, sim_file_len,
+};
 
 const MOST: u64 = 256 << 10;
 
@@ -65,17 +67,7 @@ fn appends_keep_blocks_allocated_ahead_of_the_segment_end() {
         );
         let requests = store.preallocations();
         assert!(requests.len() >= 5, "{} requests for {len} bytes", requests.len());
-        let mut previous_end = 0;
-        for (i, (p, start, end)) in requests.iter().enumerate() {
-            assert_eq!(p, &path);
-            assert_eq!(end % page, 0, "request {i} of {requests:?} ends inside a page");
-            assert!(
-                *start >= previous_end,
-                "request {i} of {requests:?} asks again for blocks asked for"
-            );
-            assert!(end > start, "request {i} of {requests:?} is empty");
-            previous_end = *end;
-        }
+        assert_requests_ahead_in_order(&requests, &path, "preallocation");
         // Ahead by at least half the most, and by no more than the most plus a page.
         let allocated = store.allocated(&path).unwrap();
         assert!(

@@ -10,11 +10,13 @@ mod log_support;
 
 use std::path::PathBuf;
 
-use kafluss_broker::log::appender::{page_size, MIN_PREALLOCATE};
+use kafluss_broker::log::appender::MIN_PREALLOCATE;
 use kafluss_broker::log::segment::segment_path;
 use kafluss_broker::log::sim::SimStore;
 use kafluss_broker::log::{ArrowCompression, FlushPolicy, LogConfig};
-use log_support::{append_rows, ids_in_stream, open_sim, run_local, sim_file_len};
+use log_support::{
+    append_rows, assert_requests_ahead_in_order, ids_in_stream, open_sim, run_local, sim_file_len,
+};
 
 const MOST: u64 = 256 << 10;
 
@@ -54,21 +56,12 @@ fn zeros_are_written_ahead_only_once_syncs_are_expected() {
         log.sync_to(log.next_offset()).await.unwrap();
         let requests = store.prewrites();
         assert!(requests.len() >= 5, "{requests:?}");
-        let page = page_size();
-        let mut previous_end = 0;
-        for (i, (p, start, end)) in requests.iter().enumerate() {
-            assert_eq!(p, &path);
-            assert_eq!(end % page, 0, "request {i} of {requests:?} ends inside a page");
-            assert!(
-                *start >= previous_end,
-                "request {i} of {requests:?} writes zeros twice"
-            );
-            assert!(end > start, "request {i} of {requests:?} is empty");
+        assert_requests_ahead_in_order(&requests, &path, "prewrite");
+        for (i, (_, start, end)) in requests.iter().enumerate() {
             assert!(
                 end - start <= MOST,
-                "request {i} of {requests:?} is over the most"
+                "prewrite {i} of {requests:?} is over the most"
             );
-            previous_end = *end;
         }
         // The first starts at the stream's end as it was then, at least the least ahead.
         assert!(

@@ -13,7 +13,7 @@ use kafluss_broker::log::{
     bucket_dir, remove_table_dir, run_retention, table_dir, ArrowCompression, BucketLog, BucketStats,
     FlushPolicy, LogConfig, LogRegistry,
 };
-use log_support::{batch, run_local};
+use log_support::{batch, open_sim, run_local};
 
 fn config(retention: Duration) -> LogConfig {
     LogConfig {
@@ -143,10 +143,7 @@ fn a_failed_roll_keeps_retention_from_deleting_the_last_complete_segment() {
         let store = SimStore::new(5);
         let dir = PathBuf::from("/sim/db/t-1/bucket-0");
         let ttl = Duration::from_secs(600);
-        let log =
-            BucketLog::open_with_store(store.clone(), &dir, config(ttl), Arc::new(BucketStats::default()))
-                .await
-                .unwrap();
+        let log = open_sim(&store, &dir, config(ttl)).await;
         log.append(&batch(0, 10)).await.unwrap();
         log.sync_to(log.next_offset()).await.unwrap();
         store.set_faults(kafluss_broker::log::sim::SimFaults {
@@ -164,10 +161,7 @@ fn a_failed_roll_keeps_retention_from_deleting_the_last_complete_segment() {
         assert!(log.enforce_retention(store.now()).await.is_err());
         drop(log);
         store.crash();
-        let log =
-            BucketLog::open_with_store(store.clone(), &dir, config(ttl), Arc::new(BucketStats::default()))
-                .await
-                .unwrap();
+        let log = open_sim(&store, &dir, config(ttl)).await;
         assert!(
             log.next_offset() >= 10,
             "rows of the first segment lost: {}",

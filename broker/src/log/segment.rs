@@ -421,23 +421,20 @@ impl ReadWindow {
 /// [`scan_segment`] over a std file, for threads without a glommio executor (the admin HTTP
 /// thread). Std reads complete at once, so the future is ready on its first poll.
 pub fn scan_segment_blocking(file: &std::fs::File) -> std::io::Result<SegmentScan> {
-    let segment = StdSegment(file);
-    let mut future = std::pin::pin!(scan_segment(&segment, false));
-    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-    match future.as_mut().poll(&mut context) {
-        std::task::Poll::Ready(result) => result,
-        std::task::Poll::Pending => Err(std::io::Error::other(
-            "segment scan did not complete synchronously",
-        )),
-    }
+    scan_std_file(file, false)
 }
 
 /// [`scan_segment_blocking`] with every body checked (and the last batch decoded), as
 /// recovery walks a segment.
 #[cfg(test)]
 pub(crate) fn scan_segment_checked_blocking(file: &std::fs::File) -> std::io::Result<SegmentScan> {
+    scan_std_file(file, true)
+}
+
+/// [`scan_segment`] of a std file, polled once: its reads never suspend.
+fn scan_std_file(file: &std::fs::File, verify: bool) -> std::io::Result<SegmentScan> {
     let segment = StdSegment(file);
-    let mut future = std::pin::pin!(scan_segment(&segment, true));
+    let mut future = std::pin::pin!(scan_segment(&segment, verify));
     let mut context = std::task::Context::from_waker(std::task::Waker::noop());
     match future.as_mut().poll(&mut context) {
         std::task::Poll::Ready(result) => result,

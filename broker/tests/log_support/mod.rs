@@ -87,3 +87,25 @@ pub async fn append_rows<S: kafluss_broker::log::file::SegmentStore + 'static>(
 pub fn sim_file_len(store: &kafluss_broker::log::sim::SimStore, path: &std::path::Path) -> u64 {
     store.file_bytes(path).map_or(0, |b| b.len() as u64)
 }
+
+/// Checks requests a file recorded ahead of a segment's end (preallocations, prewrites), in
+/// order: each for the file at `path`, not empty, ending on a page boundary, none covering
+/// bytes an earlier one covered. `what` names them in messages.
+pub fn assert_requests_ahead_in_order(
+    requests: &[(std::path::PathBuf, u64, u64)],
+    path: &std::path::Path,
+    what: &str,
+) {
+    let page = kafluss_broker::log::appender::page_size();
+    let mut previous_end = 0;
+    for (i, (p, start, end)) in requests.iter().enumerate() {
+        assert_eq!(p, path);
+        assert_eq!(end % page, 0, "{what} {i} of {requests:?} ends inside a page");
+        assert!(
+            *start >= previous_end,
+            "{what} {i} of {requests:?} covers bytes an earlier one covered"
+        );
+        assert!(end > start, "{what} {i} of {requests:?} is empty");
+        previous_end = *end;
+    }
+}
