@@ -57,7 +57,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("log.writeback.size", Some("1mb")),
     ("log.preallocate.size", Some("8mb")),
     ("log.prewrite.size", Some("1mb")),
-    ("log.inline-write.size", Some("256kb")),
+    ("log.inline-write.size", Some("1mb")),
     ("table.log.ttl", Some("7d")),
     ("log.retention.check-interval", Some("5min")),
     ("admin.max-request-size", Some("16mb")),
@@ -669,12 +669,16 @@ mod tests {
     }
 
     #[test]
-    fn log_inline_write_size_defaults_to_256kb_allows_0_and_refuses_nonsense() {
-        assert_eq!(load(&[]).unwrap().inline_write_size, 256 << 10);
+    fn log_inline_write_size_defaults_to_1mb_allows_0_and_refuses_nonsense() {
+        assert_eq!(load(&[]).unwrap().inline_write_size, 1 << 20);
+        assert_eq!(
+            load(&[]).unwrap().inline_write_size,
+            crate::log::file::DEFAULT_INLINE_WRITE_SIZE
+        );
         assert_eq!(load(&["log.inline-write.size=0"]).unwrap().inline_write_size, 0);
         assert_eq!(
-            load(&["log.inline-write.size=1mb"]).unwrap().inline_write_size,
-            1 << 20
+            load(&["log.inline-write.size=256kb"]).unwrap().inline_write_size,
+            256 << 10
         );
         for bad in ["log.inline-write.size=-1", "log.inline-write.size=all"] {
             let error = load(&[bad]).unwrap_err();

@@ -103,8 +103,8 @@ pub struct GlommioStore {
     inline_write_max: usize,
 }
 
-/// The default `log.inline-write.size`: 256 KiB.
-pub const DEFAULT_INLINE_WRITE_SIZE: u64 = 256 << 10;
+/// The default `log.inline-write.size`: 1 MiB.
+pub const DEFAULT_INLINE_WRITE_SIZE: u64 = 1 << 20;
 
 impl Default for GlommioStore {
     fn default() -> Self {
