@@ -12,8 +12,10 @@
 //! arrow-ipc stores a buffer uncompressed when its 8-byte length prefix and compressed frame are
 //! longer than it, which no frame of either codec can avoid at that size, so the bytes are the
 //! same. Any other array (sliced, re-based offsets, a type the converter never makes) is
-//! [`Unsupported`], and the caller encodes that batch with arrow-ipc. Tests check every kind of
-//! column and codec against arrow-ipc plus `seal_into`, byte for byte.
+//! [`Unsupported`], and the caller encodes that batch with arrow-ipc. At zstd level 3 the frames
+//! are made with a minimum match length of 5 ([`LEVEL_3_MIN_MATCH`]); every other codec and level
+//! is zstd's or LZ4's own. Tests check every kind of column and codec against arrow-ipc plus
+//! `seal_into`, byte for byte (level 3: read back to the same rows).
 
 use arrow_array::RecordBatch;
 use arrow_data::ArrayData;
@@ -38,6 +40,13 @@ const KEPT_SCRATCH: usize = 1 << 20;
 
 /// arrow-ipc's marker, in place of the uncompressed length, of a buffer stored uncompressed.
 const STORED_RAW: i64 = -1;
+
+/// At zstd level 3 (Fluss's default) every buffer is compressed with this minimum match length:
+/// zstd's own choice for level 3 on inputs of 16–128 KiB and over 256 KiB, where for inputs up
+/// to 16 KiB (a 500-row message's columns) and of 128–256 KiB it picks 4, which measured a
+/// quarter slower on such buffers at the same size (docs/benchmarks.md, "ZSTD's parameters for
+/// small buffers"). Every other parameter, and every other level, is zstd's.
+const LEVEL_3_MIN_MATCH: u32 = 5;
 
 const ZERO_OFFSET: [u8; 4] = [0; 4];
 
@@ -168,7 +177,7 @@ impl Encoder {
                 let compressor = match self.zstd.iter().position(|(l, _)| *l == level) {
                     Some(at) => &mut self.zstd[at].1,
                     None => {
-                        self.zstd.push((level, zstd::bulk::Compressor::new(level)?));
+                        self.zstd.push((level, compressor(level)?));
                         &mut self.zstd.last_mut().expect("just pushed").1
                     }
                 };
@@ -183,6 +192,16 @@ impl Encoder {
 }
 
 const PADDING: [u8; BUFFER_ALIGNMENT] = [0; BUFFER_ALIGNMENT];
+
+/// The zstd compressor of `level`: zstd's parameters for the level, with
+/// [`LEVEL_3_MIN_MATCH`] at level 3 (the parameter stays set for every buffer it compresses).
+fn compressor(level: i32) -> std::io::Result<zstd::bulk::Compressor<'static>> {
+    let mut compressor = zstd::bulk::Compressor::new(level)?;
+    if level == 3 {
+        compressor.set_parameter(zstd::zstd_safe::CParameter::MinMatch(LEVEL_3_MIN_MATCH))?;
+    }
+    Ok(compressor)
+}
 
 fn piece<'x>(scratch: &'x [u8], p: &'x Piece<'x>) -> &'x [u8] {
     match p {
@@ -481,6 +500,7 @@ mod tests {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let mut encoder = Encoder::default();
         let mut compared = 0;
+        let mut level_3_differs = 0;
         for rows in [0usize, 1, 2, 3, 7, 8, 9, 63, 64, 65, 500, 2_000] {
             for nulls in 0..=4 {
                 let batch = batch(&mut rng, rows, nulls);
@@ -493,19 +513,75 @@ mod tests {
                             .unwrap();
                         assert_eq!(&ours[..6], b"before", "the encoder appends");
                         let theirs = with_arrow(&batch, compression, tags);
-                        assert!(
-                            ours[6..] == theirs[..],
-                            "{rows} rows, nulls {nulls}/4, {compression:?}, tags {tags:?}: \
-                             {} bytes against arrow-ipc's {}",
-                            ours.len() - 6,
-                            theirs.len()
-                        );
+                        if compression == (ArrowCompression::Zstd { level: 3 }) {
+                            // Level 3 frames are made with LEVEL_3_MIN_MATCH: other bytes, the
+                            // same rows.
+                            assert_eq!(
+                                read_back(&batch, &ours[6..]),
+                                batch,
+                                "{rows} rows, nulls {nulls}/4, level 3, tags {tags:?}"
+                            );
+                            level_3_differs += usize::from(ours[6..] != theirs[..]);
+                        } else {
+                            assert!(
+                                ours[6..] == theirs[..],
+                                "{rows} rows, nulls {nulls}/4, {compression:?}, tags {tags:?}: \
+                                 {} bytes against arrow-ipc's {}",
+                                ours.len() - 6,
+                                theirs.len()
+                            );
+                        }
                         compared += 1;
                     }
                 }
             }
         }
         assert_eq!(compared, 12 * 5 * 5 * 2);
+        assert!(
+            level_3_differs > 0,
+            "level 3 is compressed with its own minimum match length"
+        );
+    }
+
+    /// `message` (one sealed record-batch message of `like`'s schema) read back with arrow-ipc.
+    fn read_back(like: &RecordBatch, message: &[u8]) -> RecordBatch {
+        let mut writer = arrow_ipc::writer::StreamWriter::try_new(Vec::new(), &like.schema()).unwrap();
+        let mut stream = std::mem::take(writer.get_mut());
+        stream.extend_from_slice(message);
+        let mut reader =
+            arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(stream), None).unwrap();
+        let batch = reader.next().expect("one batch").unwrap();
+        assert!(reader.next().is_none());
+        batch
+    }
+
+    /// Level 3's minimum match length is set on its compressor (and on no other level's): a
+    /// frame of it decompresses to the input, and on a buffer whose repeats are 4 bytes long
+    /// it differs from zstd's own level 3 frame.
+    #[test]
+    fn level_3_compresses_with_its_own_minimum_match_length() {
+        // "key=" and one scattered byte, 2,000 times: matches of exactly 4 bytes.
+        let ids: Vec<u8> = (0u32..2_000)
+            .flat_map(|i| {
+                let mut word = *b"key=_";
+                word[4] = (i.wrapping_mul(2_654_435_761) >> 24) as u8;
+                word
+            })
+            .collect();
+        let ours = compressor(3).unwrap().compress(&ids).unwrap();
+        let zstds = zstd::bulk::Compressor::new(3).unwrap().compress(&ids).unwrap();
+        assert_ne!(ours, zstds);
+        assert_eq!(zstd::bulk::decompress(&ours, ids.len()).unwrap(), ids);
+        for level in [1, 2, 4, 9] {
+            assert_eq!(
+                compressor(level).unwrap().compress(&ids).unwrap(),
+                zstd::bulk::Compressor::new(level)
+                    .unwrap()
+                    .compress(&ids)
+                    .unwrap(),
+                "level {level} is zstd's own"
+            );
+        }
     }
 
     /// Recovery keeps a segment's last batch only if it decodes (`segment::decode_batch`): every
@@ -654,9 +730,9 @@ mod tests {
         assert!(out.is_empty(), "nothing appended for a batch left to arrow-ipc");
         // And the same encoder goes on encoding whole batches after them.
         encoder
-            .encode_into(&mut out, &whole, ArrowCompression::Zstd { level: 3 }, &[])
+            .encode_into(&mut out, &whole, ArrowCompression::Zstd { level: 9 }, &[])
             .unwrap()
             .unwrap();
-        assert_eq!(out, with_arrow(&whole, ArrowCompression::Zstd { level: 3 }, &[]));
+        assert_eq!(out, with_arrow(&whole, ArrowCompression::Zstd { level: 9 }, &[]));
     }
 }
