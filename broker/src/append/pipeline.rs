@@ -603,11 +603,11 @@ struct GroupMessage {
 
 /// A run of jobs grows only while each of its columns holds at most this many bytes of Arrow
 /// buffers, summed over the run's batches. Concatenating small batches saves a message, an
-/// encoding and a compression per job; keeping each column's buffers within 128 KiB keeps zstd
-/// out of the size class where level 3 looks for 4-byte matches (inputs of 128–256 KiB),
-/// which on text of few letters was five to seven times slower per byte here
-/// (docs/benchmarks.md); and a batch larger than that is not copied once more
-/// (docs/architecture.md, step 7).
+/// encoding and a compression per job; a batch larger than that is not copied once more
+/// (docs/architecture.md, step 7). The bound was chosen when zstd level 3 looked for 4-byte
+/// matches in inputs of 128–256 KiB, five to seven times slower per byte on text of few letters
+/// (docs/benchmarks.md); the log's encoder now compresses level 3 with 5-byte matches at every
+/// size (`log/encode.rs`), and the bound has not been measured again since.
 pub(crate) const MERGE_COLUMN_BYTES: usize = 128 << 10;
 
 /// The Arrow buffer bytes of each column of `batch`.
