@@ -612,13 +612,14 @@ fn a_run_of_small_batches_ends_where_a_column_would_pass_the_merge_bound() {
     let _dir = dir;
     let check = config.clone();
     let check_table = table.clone();
-    // A 48 KiB name each: two of them fit in one run's name column (at most
-    // MERGE_COLUMN_BYTES, 128 KiB), a third does not.
+    // A name of 3/8 of MERGE_COLUMN_BYTES each: two of them fit in one run's name column, a
+    // third does not.
+    const NAME: usize = super::pipeline::MERGE_COLUMN_BYTES * 3 / 8;
     const {
-        assert!(3 * (48 << 10) > super::pipeline::MERGE_COLUMN_BYTES);
-        assert!(2 * (48 << 10) + 4096 < super::pipeline::MERGE_COLUMN_BYTES);
+        assert!(3 * NAME > super::pipeline::MERGE_COLUMN_BYTES);
+        assert!(2 * NAME + 4096 < super::pipeline::MERGE_COLUMN_BYTES);
     }
-    let name = "n".repeat(48 << 10);
+    let name = "n".repeat(NAME);
     let value = move |id: i64| format!(r#"{{"id": {id}, "name": "{name}"}}"#);
     run_local(async move {
         let appender = appender(&config, &Arc::new(LogRegistry::new()));
