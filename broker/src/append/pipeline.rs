@@ -608,7 +608,7 @@ struct GroupMessage {
 /// the log's encoder compresses level 3 with 5-byte matches at every size (`log/encode.rs`):
 /// 128 KiB had kept columns out of the 128–256 KiB inputs where zstd's own level 3 looks for
 /// 4-byte matches, five to seven times slower per byte on text of few letters; flat out the
-/// larger runs carry 20–60 % more requests per second at the same CPU (docs/benchmarks.md,
+/// larger runs carry 21–60 % more requests per second at the same CPU (docs/benchmarks.md,
 /// "The merge bound again").
 pub(crate) const MERGE_COLUMN_BYTES: usize = 512 << 10;
 
