@@ -561,23 +561,23 @@ mod tests {
     #[test]
     fn level_3_compresses_with_its_own_minimum_match_length() {
         // "key=" and one scattered byte, 2,000 times: matches of exactly 4 bytes.
-        let ids: Vec<u8> = (0u32..2_000)
+        let words: Vec<u8> = (0u32..2_000)
             .flat_map(|i| {
                 let mut word = *b"key=_";
                 word[4] = (i.wrapping_mul(2_654_435_761) >> 24) as u8;
                 word
             })
             .collect();
-        let ours = compressor(3).unwrap().compress(&ids).unwrap();
-        let zstds = zstd::bulk::Compressor::new(3).unwrap().compress(&ids).unwrap();
+        let ours = compressor(3).unwrap().compress(&words).unwrap();
+        let zstds = zstd::bulk::Compressor::new(3).unwrap().compress(&words).unwrap();
         assert_ne!(ours, zstds);
-        assert_eq!(zstd::bulk::decompress(&ours, ids.len()).unwrap(), ids);
+        assert_eq!(zstd::bulk::decompress(&ours, words.len()).unwrap(), words);
         for level in [1, 2, 4, 9] {
             assert_eq!(
-                compressor(level).unwrap().compress(&ids).unwrap(),
+                compressor(level).unwrap().compress(&words).unwrap(),
                 zstd::bulk::Compressor::new(level)
                     .unwrap()
-                    .compress(&ids)
+                    .compress(&words)
                     .unwrap(),
                 "level {level} is zstd's own"
             );
