@@ -30,7 +30,6 @@ fn batch(records: usize) -> bytes::Bytes {
     builder.build().expect("batch")
 }
 
-/// `kafluss_core_context_switches_total` of each core.
 /// The core threads' context switches once two readings 200 ms apart agree (at most 5 s): an
 /// append is answered before the helpers it started are done (a segment's preallocation and
 /// write-back requests run on the blocking thread and wake the core once when they finish), so
@@ -49,6 +48,7 @@ fn settled_context_switches(server: &Server, cores: usize) -> Vec<u64> {
     }
 }
 
+/// `kafluss_core_context_switches_total` of each core.
 fn context_switches(server: &Server, cores: usize) -> Vec<u64> {
     let (status, metrics) = server.get("/metrics");
     assert_eq!(status, 200);
