@@ -6,7 +6,8 @@
 //! body into the write buffer. For the arrays the converter makes (offset 0, every child exactly
 //! as long as its parent's offsets say), [`Encoder`] writes the same bytes itself: it walks the
 //! arrays' buffers as arrow-ipc does, compresses each into one reused scratch vector (or, with
-//! no codec, leaves it where it is), computes the body's CRC32C, frames the metadata once
+//! no codec or when the codec's frame is not shorter, leaves it where it is), computes the
+//! body's CRC32C, frames the metadata once
 //! ([`super::checksum::frame_sealed`]) and copies each buffer once, into the write buffer.
 //! A buffer of at most [`ALWAYS_RAW`] bytes is stored uncompressed without calling the codec:
 //! arrow-ipc stores a buffer uncompressed when its 8-byte length prefix and compressed frame are
@@ -54,10 +55,13 @@ const ZERO_OFFSET: [u8; 4] = [0; 4];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unsupported;
 
-/// Where one body buffer's bytes are: the array's own bytes, or a range of the scratch vector.
+/// Where one body buffer's bytes are: the array's own bytes, a range of the scratch vector, or
+/// the array's own bytes behind [`STORED_RAW`] (a buffer its codec did not shrink, which so is
+/// copied once, into the output, and not first into the scratch vector).
 enum Piece<'a> {
     Raw(&'a [u8]),
     Scratch(std::ops::Range<usize>),
+    StoredRaw(&'a [u8]),
 }
 
 /// One core's reusable encoding state: the flatbuffer builder, the compressed bytes of the
@@ -97,7 +101,7 @@ impl Encoder {
                 ArrowCompression::None => pieces.push(Piece::Raw(bytes)),
                 _ if bytes.is_empty() => pieces.push(Piece::Raw(bytes)),
                 _ => match self.compress(bytes, compression) {
-                    Ok(range) => pieces.push(Piece::Scratch(range)),
+                    Ok(piece) => pieces.push(piece),
                     Err(e) => return Ok(Err(e)),
                 },
             }
@@ -106,13 +110,15 @@ impl Encoder {
         let mut offset = 0usize;
         let mut crc = 0u32;
         for p in &pieces {
-            let bytes = piece(&self.scratch, p);
-            let padding = bytes.len().next_multiple_of(BUFFER_ALIGNMENT) - bytes.len();
+            let (head, bytes) = piece(&self.scratch, p);
+            let len = head.len() + bytes.len();
+            let padding = len.next_multiple_of(BUFFER_ALIGNMENT) - len;
             self.buffers
-                .push(arrow_ipc::Buffer::new(offset as i64, bytes.len() as i64));
+                .push(arrow_ipc::Buffer::new(offset as i64, len as i64));
+            crc = kafluss_protocol::crc::crc32c_append(crc, head);
             crc = kafluss_protocol::crc::crc32c_append(crc, bytes);
             crc = kafluss_protocol::crc::crc32c_append(crc, &PADDING[..padding]);
-            offset += bytes.len() + padding;
+            offset += len + padding;
         }
         let parts = MessageParts {
             version: MetadataVersion::V5,
@@ -125,10 +131,11 @@ impl Encoder {
         };
         frame_sealed(out, &mut self.fbb, &parts, crc, tags, |out| {
             for p in &pieces {
-                let bytes = piece(&self.scratch, p);
+                let (head, bytes) = piece(&self.scratch, p);
+                out.extend_from_slice(head);
                 out.extend_from_slice(bytes);
-                let padding = bytes.len().next_multiple_of(BUFFER_ALIGNMENT) - bytes.len();
-                out.extend_from_slice(&PADDING[..padding]);
+                let len = head.len() + bytes.len();
+                out.extend_from_slice(&PADDING[..len.next_multiple_of(BUFFER_ALIGNMENT) - len]);
             }
         });
         drop(pieces);
@@ -138,24 +145,22 @@ impl Encoder {
         Ok(Ok(()))
     }
 
-    /// `bytes` as arrow-ipc stores a compressed buffer, appended to the scratch vector: the
-    /// uncompressed length (i64) and the codec's frame, or -1 and the bytes themselves when
-    /// that would not be shorter (or there is no codec). Returns the range it took.
-    fn compress(
+    /// `bytes` as arrow-ipc stores a compressed buffer: the uncompressed length (i64) and the
+    /// codec's frame, appended to the scratch vector, or -1 and the bytes themselves when that
+    /// would not be shorter (or there is no codec).
+    fn compress<'a>(
         &mut self,
-        bytes: &[u8],
+        bytes: &'a [u8],
         compression: ArrowCompression,
-    ) -> Result<std::ops::Range<usize>, std::io::Error> {
+    ) -> Result<Piece<'a>, std::io::Error> {
         let start = self.scratch.len();
         if bytes.len() > ALWAYS_RAW && self.frame(bytes, compression)? {
             if self.scratch.len() - start <= bytes.len() {
-                return Ok(start..self.scratch.len());
+                return Ok(Piece::Scratch(start..self.scratch.len()));
             }
             self.scratch.truncate(start);
         }
-        self.scratch.extend_from_slice(&STORED_RAW.to_le_bytes());
-        self.scratch.extend_from_slice(bytes);
-        Ok(start..self.scratch.len())
+        Ok(Piece::StoredRaw(bytes))
     }
 
     /// Appends the uncompressed length of `bytes` and `compression`'s frame of them to the
@@ -203,10 +208,15 @@ fn compressor(level: i32) -> std::io::Result<zstd::bulk::Compressor<'static>> {
     Ok(compressor)
 }
 
-fn piece<'x>(scratch: &'x [u8], p: &'x Piece<'x>) -> &'x [u8] {
+/// [`STORED_RAW`] as the 8 bytes before a buffer stored uncompressed.
+const STORED_RAW_PREFIX: [u8; 8] = STORED_RAW.to_le_bytes();
+
+/// A body buffer's bytes, in two parts written one after the other (the first often empty).
+fn piece<'x>(scratch: &'x [u8], p: &'x Piece<'x>) -> (&'x [u8], &'x [u8]) {
     match p {
-        Piece::Raw(bytes) => bytes,
-        Piece::Scratch(range) => &scratch[range.clone()],
+        Piece::Raw(bytes) => (&[], bytes),
+        Piece::Scratch(range) => (&scratch[range.clone()], &[]),
+        Piece::StoredRaw(bytes) => (&STORED_RAW_PREFIX, bytes),
     }
 }
 
@@ -699,10 +709,57 @@ mod tests {
     fn a_buffer_compressed_with_no_codec_is_stored_raw() {
         let mut encoder = Encoder::default();
         let bytes = [7u8; 100];
-        let range = encoder.compress(&bytes, ArrowCompression::None).unwrap();
-        let stored = &encoder.scratch[range];
-        assert_eq!(&stored[..8], &STORED_RAW.to_le_bytes());
-        assert_eq!(&stored[8..], &bytes[..]);
+        let stored = encoder.compress(&bytes, ArrowCompression::None).unwrap();
+        let (head, tail) = piece(&encoder.scratch, &stored);
+        assert_eq!(head, &STORED_RAW.to_le_bytes());
+        assert_eq!(tail, &bytes[..]);
+    }
+
+    /// A buffer no codec shrinks (random bytes) is stored raw, as arrow-ipc stores it, straight
+    /// from the array's bytes: the scratch vector keeps none of it.
+    #[test]
+    fn an_incompressible_buffer_is_stored_raw_without_a_scratch_copy() {
+        let mut rng = Rng(11);
+        let random: Vec<u8> = (0..64 * 1024).map(|_| rng.next() as u8).collect();
+        let mut encoder = Encoder::default();
+        for compression in CODECS {
+            if compression == ArrowCompression::None {
+                continue;
+            }
+            let stored = encoder.compress(&random, compression).unwrap();
+            assert!(matches!(stored, Piece::StoredRaw(_)), "{compression:?}");
+            let (head, tail) = piece(&encoder.scratch, &stored);
+            assert_eq!(head, &STORED_RAW.to_le_bytes());
+            assert_eq!(tail, &random[..]);
+            assert!(encoder.scratch.is_empty(), "{compression:?}");
+        }
+        // Whole messages of random values (in one column with a compressible offsets buffer):
+        // arrow-ipc's bytes, and (level 3) the same rows read back.
+        let mut values = BinaryBuilder::new();
+        for row in 0..256 {
+            values.append_value(&random[row * 200..row * 200 + 100 + row % 100]);
+        }
+        let batch = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("bytes", DataType::Binary, false)])),
+            vec![Arc::new(values.finish()) as ArrayRef],
+        )
+        .unwrap();
+        for compression in CODECS {
+            let mut ours = Vec::new();
+            encoder
+                .encode_into(&mut ours, &batch, compression, &[("k", "v")])
+                .unwrap()
+                .unwrap();
+            if compression == (ArrowCompression::Zstd { level: 3 }) {
+                assert_eq!(read_back(&batch, &ours), batch);
+            } else {
+                assert_eq!(
+                    ours,
+                    with_arrow(&batch, compression, &[("k", "v")]),
+                    "{compression:?}"
+                );
+            }
+        }
     }
 
     #[test]
