@@ -25,7 +25,7 @@ use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, St
 use arrow_schema::{DataType, Field, Schema};
 use cpu_time::thread_cpu_ns;
 use kafluss_broker::log::checksum::seal_into;
-use kafluss_broker::log::encode::Encoder;
+use kafluss_broker::log::encode::{CodecHistory, Encoder};
 use kafluss_broker::log::ArrowCompression;
 use kafluss_convert::JsonScratch;
 
@@ -70,6 +70,8 @@ fn main() {
             let options = compression.write_options();
             let mut context = IpcWriteContext::default();
             let mut encoder = Encoder::default();
+            // One bucket's history, kept across its messages as the log keeps it.
+            let mut history = CodecHistory::default();
             let mut out = Vec::new();
             let mut arrow = |out: &mut Vec<u8>| {
                 out.clear();
@@ -81,7 +83,7 @@ fn main() {
             let mut ours = |out: &mut Vec<u8>| {
                 out.clear();
                 encoder
-                    .encode_into(out, batch, compression, &[])
+                    .encode_into(out, batch, compression, &[], &mut history)
                     .expect("the encoder lays out the converter's batches")
                     .expect("encodes");
             };

@@ -30,7 +30,7 @@ use arrow_schema::SchemaRef;
 use glommio::sync::Semaphore;
 
 use super::compression::ArrowCompression;
-use super::encode::{Encoder, Unsupported};
+use super::encode::{CodecHistory, Encoder, Unsupported};
 use super::error::LogError;
 use super::file::{sync_directory, GlommioStore, SegmentFile, SegmentStore};
 use super::group_commit::CommitState;
@@ -83,6 +83,9 @@ pub struct BucketLog<S: SegmentStore = GlommioStore> {
     /// or `log.flush.policy=always`): the active segment keeps zeros written ahead of its end
     /// ([`SegmentFile::prewrite`]) instead of only allocated blocks.
     syncs_expected: Cell<bool>,
+    /// Which of this bucket's message buffers are stored without trying the codec, after it
+    /// did not shrink them ([`CodecHistory`]).
+    codec_history: RefCell<CodecHistory>,
 }
 
 /// The memory page size: write-back requests end on a multiple of it, so they never include
@@ -127,15 +130,17 @@ thread_local! {
 /// `batch` as one sealed IPC record-batch message (continuation, metadata with the body's
 /// checksum and `tags`, body), its buffers compressed with `compression`, appended to `out`:
 /// by this core's [`Encoder`] (each buffer copied once, into `out`), or for a batch it does not
-/// lay out, by arrow-ipc's encoder and `checksum::seal_into` (the same bytes). No dictionary
+/// lay out, by arrow-ipc's encoder and `checksum::seal_into` (the same bytes; `history`, the
+/// bucket's [`CodecHistory`], is used by the former only). No dictionary
 /// types: a batch that needed dictionary messages is refused. On `Err` nothing was appended.
 fn encode_message_into(
     out: &mut Vec<u8>,
     batch: &RecordBatch,
     compression: ArrowCompression,
     tags: &[(&str, &str)],
+    history: &mut CodecHistory,
 ) -> Result<(), LogError> {
-    match ENCODER.with_borrow_mut(|encoder| encoder.encode_into(out, batch, compression, tags)) {
+    match ENCODER.with_borrow_mut(|encoder| encoder.encode_into(out, batch, compression, tags, history)) {
         Ok(Ok(())) => return Ok(()),
         Ok(Err(e)) => return Err(LogError::Encode(arrow_schema::ArrowError::from(e))),
         Err(Unsupported) => {}
@@ -222,6 +227,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             compression,
             roll_task: RefCell::new(None),
             syncs_expected: Cell::new(false),
+            codec_history: RefCell::default(),
         })
     }
 
@@ -493,7 +499,13 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
                             // Compression is per message: after an ALTER the same stream goes on
                             // with the other codec. A failure appends nothing to `bytes`.
                             let compression = item.compression.unwrap_or(self.compression.get());
-                            encode_message_into(&mut bytes, item.batch, compression, item.tags)
+                            encode_message_into(
+                                &mut bytes,
+                                item.batch,
+                                compression,
+                                item.tags,
+                                &mut self.codec_history.borrow_mut(),
+                            )
                         })
                 };
                 match encoded {
@@ -1108,7 +1120,8 @@ mod tests {
         ] {
             for batch in [&ids, &names, &ids.slice(10, 20), &names] {
                 let mut out = b"before".to_vec();
-                encode_message_into(&mut out, batch, compression, &tags).unwrap();
+                encode_message_into(&mut out, batch, compression, &tags, &mut CodecHistory::default())
+                    .unwrap();
                 assert_eq!(&out[..6], b"before");
                 assert_eq!(
                     &out[6..],

@@ -9,6 +9,10 @@
 //! no codec or when the codec's frame is not shorter, leaves it where it is), computes the
 //! body's CRC32C, frames the metadata once
 //! ([`super::checksum::frame_sealed`]) and copies each buffer once, into the write buffer.
+//! A buffer of at least 1 KiB that its codec did not shrink makes the next messages of the same
+//! bucket store the buffer at that position uncompressed without calling the codec, for 1, 3, 7,
+//! … up to 63 messages after 1, 2, 3, … failures in a row ([`CodecHistory`]); one that shrinks
+//! starts the count over.
 //! A buffer of at most [`ALWAYS_RAW`] bytes is stored uncompressed without calling the codec:
 //! arrow-ipc stores a buffer uncompressed when its 8-byte length prefix and compressed frame are
 //! longer than it, which no frame of either codec can avoid at that size, so the bytes are the
@@ -41,6 +45,56 @@ const KEPT_SCRATCH: usize = 1 << 20;
 
 /// arrow-ipc's marker, in place of the uncompressed length, of a buffer stored uncompressed.
 const STORED_RAW: i64 = -1;
+
+/// After this many failures in a row the codec is skipped for `2^MOST_FAILURES - 1` messages
+/// between tries: 63, so an incompressible column costs the codec one message in 64.
+const MOST_FAILURES: u8 = 6;
+
+/// Buffers shorter than this are always handed to the codec and leave the history as it is: a
+/// short buffer can fail on the frame's own bytes alone (a ZSTD frame of a 20-byte string is
+/// longer than the string), which says nothing about the column's values.
+const TRACKED: usize = 1024;
+
+/// What a bucket's codec did lately with each body buffer of its messages, by the buffer's
+/// position in the message (the column layout of the bucket's schema): a buffer of at least
+/// [`TRACKED`] bytes that the codec did not shrink is stored uncompressed without trying, when
+/// it is at least that long, in the next 1, 3, 7, 15, 31 and then 63 messages after 1, 2, 3, 4,
+/// 5 and 6 or more failures in a row; one it shrinks starts the count over. Random or already compressed values so cost zstd one message in 64 once the
+/// count is full, and a column that compresses is tried in every message. A message with
+/// another number of buffers (another schema) starts every count over.
+#[derive(Debug, Default)]
+pub struct CodecHistory {
+    buffers: Vec<Backoff>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Backoff {
+    /// Failures in a row, at most [`MOST_FAILURES`].
+    failures: u8,
+    /// Messages left that store the buffer without trying.
+    skip: u8,
+}
+
+impl Backoff {
+    /// Whether this message hands the buffer to the codec; when not, one skip is used.
+    fn try_now(&mut self) -> bool {
+        if self.skip == 0 {
+            return true;
+        }
+        self.skip -= 1;
+        false
+    }
+
+    /// The codec shrank the buffer, or did not.
+    fn record(&mut self, shrunk: bool) {
+        if shrunk {
+            *self = Backoff::default();
+        } else {
+            self.failures = (self.failures + 1).min(MOST_FAILURES);
+            self.skip = (1u8 << self.failures) - 1;
+        }
+    }
+}
 
 /// At zstd level 3 (Fluss's default) every buffer is compressed with this minimum match length:
 /// zstd's own choice for level 3 on inputs of 16–128 KiB and over 256 KiB, where for inputs up
@@ -80,13 +134,15 @@ impl Encoder {
     /// encoder plus [`super::checksum::seal_into`] would append), its buffers compressed with
     /// `compression`, `tags` in its custom metadata after the checksum. `Err(Unsupported)`
     /// appends nothing; an I/O error of a codec (writing into memory: none expected) also
-    /// appends nothing and is returned as such.
+    /// appends nothing and is returned as such. `history` is the bucket's [`CodecHistory`]:
+    /// which buffers are stored without trying the codec, updated with this message's results.
     pub fn encode_into(
         &mut self,
         out: &mut Vec<u8>,
         batch: &RecordBatch,
         compression: ArrowCompression,
         tags: &[(&str, &str)],
+        history: &mut CodecHistory,
     ) -> Result<Result<(), std::io::Error>, Unsupported> {
         self.nodes.clear();
         let columns: Vec<ArrayData> = batch.columns().iter().map(|c| c.to_data()).collect();
@@ -95,13 +151,24 @@ impl Encoder {
             collect(column, &mut self.nodes, &mut raw)?;
         }
         self.scratch.clear();
+        if history.buffers.len() != raw.len() {
+            history.buffers.clear();
+            history.buffers.resize(raw.len(), Backoff::default());
+        }
         let mut pieces = Vec::with_capacity(raw.len());
-        for bytes in raw {
+        for (bytes, backoff) in raw.into_iter().zip(&mut history.buffers) {
             match compression {
                 ArrowCompression::None => pieces.push(Piece::Raw(bytes)),
                 _ if bytes.is_empty() => pieces.push(Piece::Raw(bytes)),
+                _ if bytes.len() <= ALWAYS_RAW => pieces.push(Piece::StoredRaw(bytes)),
+                _ if bytes.len() >= TRACKED && !backoff.try_now() => pieces.push(Piece::StoredRaw(bytes)),
                 _ => match self.compress(bytes, compression) {
-                    Ok(piece) => pieces.push(piece),
+                    Ok(piece) => {
+                        if bytes.len() >= TRACKED {
+                            backoff.record(matches!(piece, Piece::Scratch(_)));
+                        }
+                        pieces.push(piece);
+                    }
                     Err(e) => return Ok(Err(e)),
                 },
             }
@@ -518,7 +585,7 @@ mod tests {
                     for tags in [&[][..], &[("kafluss.producers", "1764770000000;7,0,0,9,10")][..]] {
                         let mut ours = b"before".to_vec();
                         encoder
-                            .encode_into(&mut ours, &batch, compression, tags)
+                            .encode_into(&mut ours, &batch, compression, tags, &mut CodecHistory::default())
                             .unwrap()
                             .unwrap();
                         assert_eq!(&ours[..6], b"before", "the encoder appends");
@@ -619,7 +686,7 @@ mod tests {
                 for compression in CODECS {
                     let mut bytes = schema.clone();
                     encoder
-                        .encode_into(&mut bytes, &batch, compression, &[])
+                        .encode_into(&mut bytes, &batch, compression, &[], &mut CodecHistory::default())
                         .unwrap()
                         .unwrap();
                     let end = bytes.len() as u64;
@@ -690,7 +757,7 @@ mod tests {
                 for compression in CODECS {
                     let mut ours = Vec::new();
                     encoder
-                        .encode_into(&mut ours, &batch, compression, &[])
+                        .encode_into(&mut ours, &batch, compression, &[], &mut CodecHistory::default())
                         .unwrap()
                         .unwrap();
                     assert_eq!(
@@ -747,7 +814,13 @@ mod tests {
         for compression in CODECS {
             let mut ours = Vec::new();
             encoder
-                .encode_into(&mut ours, &batch, compression, &[("k", "v")])
+                .encode_into(
+                    &mut ours,
+                    &batch,
+                    compression,
+                    &[("k", "v")],
+                    &mut CodecHistory::default(),
+                )
                 .unwrap()
                 .unwrap();
             if compression == (ArrowCompression::Zstd { level: 3 }) {
@@ -763,6 +836,129 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_buffer_skips_the_codec_for_1_3_7_up_to_63_messages() {
+        let mut backoff = Backoff::default();
+        let mut tried = Vec::new();
+        for message in 0..400 {
+            if backoff.try_now() {
+                tried.push(message);
+                // Fails until message 200, then shrinks.
+                backoff.record(message >= 200);
+            }
+        }
+        // Tries at 0, then after 1, 3, 7, 15, 31 and 63 skipped messages; the first try from
+        // 200 on (254) shrinks, and from then on every message is tried.
+        let expected: Vec<i32> = [0, 2, 6, 14, 30, 62, 126, 190, 254]
+            .into_iter()
+            .chain(255..400)
+            .collect();
+        assert_eq!(tried, expected);
+        assert_eq!(backoff, Backoff::default());
+    }
+
+    /// A bucket's messages with a column of random values and one of text: the random value
+    /// buffer goes to the codec only at the tries of the schedule above, and each message is
+    /// still arrow-ipc's bytes (which store the random buffer uncompressed too). Values that
+    /// compress again are compressed from the next try on.
+    #[test]
+    fn a_bucket_s_incompressible_buffer_is_tried_on_that_schedule_and_compressed_once_it_shrinks() {
+        let mut rng = Rng(5);
+        let message = |rng: &mut Rng, random: bool| {
+            let mut values = BinaryBuilder::new();
+            let mut text = StringBuilder::new();
+            for _ in 0..64 {
+                // 256 bytes each way: random, or four letters (which both codecs shrink).
+                let value: Vec<u8> = if random {
+                    (0..256).map(|_| rng.next() as u8).collect()
+                } else {
+                    (0..256).map(|_| b'a' + rng.below(4) as u8).collect()
+                };
+                values.append_value(&value);
+                text.append_value(rng.text(40));
+            }
+            RecordBatch::try_new(
+                Arc::new(Schema::new(vec![
+                    Field::new("v", DataType::Binary, false),
+                    Field::new("t", DataType::Utf8, false),
+                ])),
+                vec![Arc::new(values.finish()) as ArrayRef, Arc::new(text.finish())],
+            )
+            .unwrap()
+        };
+        for compression in [ArrowCompression::Lz4Frame, ArrowCompression::Zstd { level: 1 }] {
+            let mut encoder = Encoder::default();
+            let mut history = CodecHistory::default();
+            let mut value_tries = Vec::new();
+            for n in 0..200 {
+                let batch = message(&mut rng, true);
+                // The value buffer of column `v`: after its validity and offsets buffers.
+                if history.buffers.get(2).is_none_or(|b| b.skip == 0) {
+                    value_tries.push(n);
+                }
+                let mut ours = Vec::new();
+                encoder
+                    .encode_into(&mut ours, &batch, compression, &[], &mut history)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(
+                    ours,
+                    with_arrow(&batch, compression, &[]),
+                    "{compression:?} message {n}"
+                );
+            }
+            assert_eq!(value_tries, [0, 2, 6, 14, 30, 62, 126, 190], "{compression:?}");
+            // Compressible values from now on: the next try (254) finds that they shrink, and
+            // every message after it compresses them.
+            let mut sizes = Vec::new();
+            for _ in 200..300 {
+                let batch = message(&mut rng, false);
+                let mut ours = Vec::new();
+                encoder
+                    .encode_into(&mut ours, &batch, compression, &[], &mut history)
+                    .unwrap()
+                    .unwrap();
+                sizes.push(ours.len());
+            }
+            // A message holding the 64 x 256 value bytes uncompressed is longer than that.
+            let values = 64 * 256;
+            assert!(
+                sizes[..54].iter().all(|&len| len > values),
+                "{compression:?}: {sizes:?}"
+            );
+            assert!(
+                sizes[54..].iter().all(|&len| len < values),
+                "{compression:?}: {sizes:?}"
+            );
+        }
+        // Random value buffers under 1 KiB (3 x 256 bytes) are tried in every message and
+        // leave the history as it was.
+        let short = |rng: &mut Rng| {
+            let mut values = BinaryBuilder::new();
+            for _ in 0..3 {
+                values.append_value((0..256).map(|_| rng.next() as u8).collect::<Vec<u8>>());
+            }
+            RecordBatch::try_new(
+                Arc::new(Schema::new(vec![Field::new("v", DataType::Binary, false)])),
+                vec![Arc::new(values.finish()) as ArrayRef],
+            )
+            .unwrap()
+        };
+        let mut encoder = Encoder::default();
+        let mut history = CodecHistory::default();
+        for _ in 0..10 {
+            let batch = short(&mut rng);
+            let mut ours = Vec::new();
+            let compression = ArrowCompression::Zstd { level: 1 };
+            encoder
+                .encode_into(&mut ours, &batch, compression, &[], &mut history)
+                .unwrap()
+                .unwrap();
+            assert_eq!(ours, with_arrow(&batch, compression, &[]));
+            assert!(history.buffers.iter().all(|b| *b == Backoff::default()));
+        }
+    }
+
+    #[test]
     fn sliced_or_unknown_arrays_are_left_to_arrow_ipc() {
         let mut rng = Rng(7);
         let mut encoder = Encoder::default();
@@ -770,7 +966,13 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(
             encoder
-                .encode_into(&mut out, &whole.slice(10, 50), ArrowCompression::None, &[])
+                .encode_into(
+                    &mut out,
+                    &whole.slice(10, 50),
+                    ArrowCompression::None,
+                    &[],
+                    &mut CodecHistory::default()
+                )
                 .err(),
             Some(Unsupported)
         );
@@ -780,14 +982,26 @@ mod tests {
         let batch = RecordBatch::try_from_iter([("d", dictionary)]).unwrap();
         assert_eq!(
             encoder
-                .encode_into(&mut out, &batch, ArrowCompression::None, &[])
+                .encode_into(
+                    &mut out,
+                    &batch,
+                    ArrowCompression::None,
+                    &[],
+                    &mut CodecHistory::default()
+                )
                 .err(),
             Some(Unsupported)
         );
         assert!(out.is_empty(), "nothing appended for a batch left to arrow-ipc");
         // And the same encoder goes on encoding whole batches after them.
         encoder
-            .encode_into(&mut out, &whole, ArrowCompression::Zstd { level: 9 }, &[])
+            .encode_into(
+                &mut out,
+                &whole,
+                ArrowCompression::Zstd { level: 9 },
+                &[],
+                &mut CodecHistory::default(),
+            )
             .unwrap()
             .unwrap();
         assert_eq!(out, with_arrow(&whole, ArrowCompression::Zstd { level: 9 }, &[]));
