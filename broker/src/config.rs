@@ -58,6 +58,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("log.preallocate.size", Some("8mb")),
     ("log.prewrite.size", Some("1mb")),
     ("log.inline-write.size", Some("1mb")),
+    ("log.unsynced.size", Some("32mb")),
     ("table.log.ttl", Some("7d")),
     ("log.retention.check-interval", Some("5min")),
     ("admin.max-request-size", Some("16mb")),
@@ -178,6 +179,9 @@ pub struct ServerConfig {
     /// `log.inline-write.size`: segment writes of at most this many bytes are a `pwrite` on the
     /// core instead of an io_uring request (0: none).
     pub inline_write_size: u64,
+    /// `log.unsynced.size`: the most bytes of a bucket appended and not yet fsync'd before
+    /// acks=1 answers wait for the write-behind fsyncs in flight (0: they never wait).
+    pub unsynced_size: u64,
     pub log_ttl: Duration,
     pub retention_check_interval: Duration,
     pub admin_max_request_size: usize,
@@ -427,6 +431,7 @@ impl ServerConfig {
             preallocate_size: parse_size("log.preallocate.size", req("log.preallocate.size"))?,
             prewrite_size: parse_size("log.prewrite.size", req("log.prewrite.size"))?,
             inline_write_size: parse_size("log.inline-write.size", req("log.inline-write.size"))?,
+            unsynced_size: parse_size("log.unsynced.size", req("log.unsynced.size"))?,
             log_ttl: positive_duration("table.log.ttl")?,
             retention_check_interval: positive_duration("log.retention.check-interval")?,
             admin_max_request_size: positive_size("admin.max-request-size")? as usize,
@@ -683,6 +688,17 @@ mod tests {
         for bad in ["log.inline-write.size=-1", "log.inline-write.size=all"] {
             let error = load(&[bad]).unwrap_err();
             assert!(error.to_string().contains("log.inline-write.size"), "{error}");
+        }
+    }
+
+    #[test]
+    fn log_unsynced_size_defaults_to_32mb_allows_0_and_refuses_nonsense() {
+        assert_eq!(load(&[]).unwrap().unsynced_size, 32 << 20);
+        assert_eq!(load(&["log.unsynced.size=0"]).unwrap().unsynced_size, 0);
+        assert_eq!(load(&["log.unsynced.size=4mb"]).unwrap().unsynced_size, 4 << 20);
+        for bad in ["log.unsynced.size=-1", "log.unsynced.size=lots"] {
+            let error = load(&[bad]).unwrap_err();
+            assert!(error.to_string().contains("log.unsynced.size"), "{error}");
         }
     }
 

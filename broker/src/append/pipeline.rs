@@ -43,6 +43,13 @@ pub struct BucketState {
     producers: ProducerStates,
     /// Bytes appended since the last write-behind fsync was started.
     unsynced: std::cell::Cell<u64>,
+    /// Bytes appended to the bucket since this core opened it.
+    appended: std::cell::Cell<u64>,
+    /// Write-behind fsyncs started and not yet seen done, oldest first: the rows each makes
+    /// durable, and `appended` when it was started.
+    behind: RefCell<std::collections::VecDeque<(u64, u64)>>,
+    /// `appended` when the last write-behind fsync seen done was started.
+    synced: std::cell::Cell<u64>,
 }
 
 impl BucketState {
@@ -50,6 +57,47 @@ impl BucketState {
     pub fn producers(&self) -> &ProducerStates {
         &self.producers
     }
+
+    /// Bytes appended and not known to be fsync'd: since the start of the last write-behind
+    /// fsync seen done (after dropping those that are done now).
+    pub fn unsynced_bytes(&self) -> u64 {
+        let durable = self.log.durable_offset();
+        let mut behind = self.behind.borrow_mut();
+        while let Some(&(rows, at)) = behind.front() {
+            if rows > durable {
+                break;
+            }
+            self.synced.set(at);
+            behind.pop_front();
+        }
+        self.appended.get() - self.synced.get()
+    }
+
+    /// The rows an acks=1 answer waits for under `log.unsynced.size` = `most` ([`pace`]).
+    fn pace(&self, most: u64) -> Option<u64> {
+        let unsynced = self.unsynced_bytes();
+        pace(&self.behind.borrow(), self.appended.get(), unsynced, most)
+    }
+}
+
+/// With more than `most` (not 0) bytes `unsynced` out of `appended`, the rows to wait for: those
+/// of the oldest write-behind fsync in flight (`behind`: the rows each makes durable and
+/// `appended` when it started, oldest first) after which at most `most` bytes are unsynced, else
+/// those of the newest; none when nothing is in flight.
+fn pace(
+    behind: &std::collections::VecDeque<(u64, u64)>,
+    appended: u64,
+    unsynced: u64,
+    most: u64,
+) -> Option<u64> {
+    if most == 0 || unsynced <= most {
+        return None;
+    }
+    behind
+        .iter()
+        .find(|(_, at)| appended - at <= most)
+        .or(behind.back())
+        .map(|(rows, _)| *rows)
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -182,6 +230,9 @@ impl Appender {
             log,
             producers,
             unsynced: std::cell::Cell::new(0),
+            appended: std::cell::Cell::new(0),
+            behind: RefCell::default(),
+            synced: std::cell::Cell::new(0),
         })
     }
 
@@ -472,6 +523,19 @@ impl Appender {
             FlushPolicy::Never => false,
         };
         if !must_sync {
+            // acks=1 answers wait while the disk is far behind: `log.unsynced.size`.
+            if let Some(rows) = (job.acks == 1)
+                .then(|| bucket.pace(self.config.unsynced_size))
+                .flatten()
+            {
+                let log = bucket.log.clone();
+                return OwnerResult::AfterSync(Box::pin(async move {
+                    // A failed fsync fails the bucket log and is reported by the write-behind
+                    // task; these rows are written, as acks=1 promises.
+                    let _ = log.sync_to(rows).await;
+                    Ok(outcome)
+                }));
+            }
             return OwnerResult::Done(Ok(outcome));
         }
         let log = bucket.log.clone();
@@ -488,9 +552,10 @@ impl Appender {
         }))
     }
 
-    /// Starts a background group commit once [`WRITE_BEHIND_BYTES`] were appended to `bucket`
-    /// since the last (not with `log.flush.policy: never`, which never fsyncs). acks=-1
-    /// appends waiting meanwhile share it, as they share any group commit.
+    /// Starts a background group commit once [`WRITE_BEHIND_BYTES`] (or half of
+    /// `log.unsynced.size`, if less) were appended to `bucket` since the last (not with
+    /// `log.flush.policy: never`, which never fsyncs). acks=-1 appends waiting meanwhile share
+    /// it, as they share any group commit.
     fn write_behind(
         self: &Rc<Self>,
         bucket: &BucketState,
@@ -498,12 +563,23 @@ impl Appender {
         bytes: u64,
         next_offset: u64,
     ) {
+        bucket.appended.set(bucket.appended.get() + bytes);
+        // Drops the fsyncs done by now, so that the list stays short without acks=1 answers.
+        bucket.unsynced_bytes();
         let unsynced = bucket.unsynced.get() + bytes;
-        if unsynced < WRITE_BEHIND_BYTES || self.config.flush_policy == FlushPolicy::Never {
+        let step = match self.config.unsynced_size {
+            0 => WRITE_BEHIND_BYTES,
+            most => WRITE_BEHIND_BYTES.min(most / 2).max(1),
+        };
+        if unsynced < step || self.config.flush_policy == FlushPolicy::Never {
             bucket.unsynced.set(unsynced);
             return;
         }
         bucket.unsynced.set(0);
+        bucket
+            .behind
+            .borrow_mut()
+            .push_back((next_offset, bucket.appended.get()));
         let (log, appender, table) = (bucket.log.clone(), self.clone(), table.clone());
         glommio::spawn_local(async move {
             if let Err(e) = log.sync_to(next_offset).await {
@@ -872,4 +948,27 @@ pub fn decode_batches(
         return Err(BatchRejection::Empty);
     }
     Ok(decoded)
+}
+
+#[cfg(test)]
+mod pace_tests {
+    use std::collections::VecDeque;
+
+    use super::pace;
+
+    #[test]
+    fn an_acks_1_answer_waits_for_the_oldest_fsync_that_brings_the_backlog_under_the_bound() {
+        // Write-behind fsyncs started at 100, 200 and 300 bytes appended (rows 10, 20, 30).
+        let behind: VecDeque<(u64, u64)> = [(10, 100), (20, 200), (30, 300)].into();
+        // 350 appended, 350 unsynced (nothing synced yet), at most 200: after the fsync of rows
+        // 20 (started at 200) 150 are left; after that of rows 10, 250.
+        assert_eq!(pace(&behind, 350, 350, 200), Some(20));
+        assert_eq!(pace(&behind, 350, 350, 100), Some(30));
+        // Even the newest leaves more: wait for it.
+        assert_eq!(pace(&behind, 450, 450, 100), Some(30));
+        // Under the bound, with the bound off, or nothing in flight: no wait.
+        assert_eq!(pace(&behind, 350, 200, 200), None);
+        assert_eq!(pace(&behind, 350, 350, 0), None);
+        assert_eq!(pace(&VecDeque::new(), 350, 350, 100), None);
+    }
 }

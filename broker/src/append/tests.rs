@@ -684,3 +684,53 @@ fn an_idempotent_batch_stored_alone_keeps_its_offsets_across_a_reopen() {
         vec![vec![1], vec![2], vec![3, 4], vec![5]]
     );
 }
+
+/// `log.unsynced.size`: acks=1 answers leave at most that many bytes of a bucket unsynced
+/// (here 64 KiB, so write-behind every 32 KiB), and never wait with 0 or for acks=0.
+#[test]
+fn acks_1_answers_leave_at_most_log_unsynced_size_behind_the_disk() {
+    for (most, acks) in [(64u64 << 10, 1i16), (0, 1), (64 << 10, 0)] {
+        let (_dir, mut config, table) = fixture();
+        config.unsynced_size = most;
+        let registry = Arc::new(LogRegistry::new());
+        run_local(async move {
+            let appender = appender(&config, &registry);
+            let mut state = None;
+            let mut seed = 1u64;
+            let mut waited = 0;
+            for i in 0..100u64 {
+                // Names no codec shrinks much: about 10 KiB stored per batch.
+                let values: Vec<String> = (0..40)
+                    .map(|j| {
+                        let name: String = (0..200)
+                            .map(|_| {
+                                seed ^= seed << 13;
+                                seed ^= seed >> 7;
+                                seed ^= seed << 17;
+                                (b'a' + (seed % 26) as u8) as char
+                            })
+                            .collect();
+                        format!(r#"{{"id": {}, "name": "{name}"}}"#, i * 40 + j)
+                    })
+                    .collect();
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                let result = appender
+                    .append(
+                        &mut state,
+                        job(&table, 1, batch(&values, Compression::None), acks),
+                    )
+                    .await;
+                waited += usize::from(matches!(result, OwnerResult::AfterSync(_)));
+                outcome_of(result).await.expect("appended");
+                let unsynced = state.as_ref().unwrap().unsynced_bytes();
+                if most > 0 && acks == 1 {
+                    assert!(unsynced <= most, "{unsynced} bytes unsynced after answer {i}");
+                }
+            }
+            if most == 0 || acks == 0 {
+                assert_eq!(waited, 0, "most {most}, acks {acks}");
+            }
+            super::pipeline::close_bucket(state.take().unwrap()).await;
+        });
+    }
+}
