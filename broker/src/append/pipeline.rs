@@ -528,11 +528,21 @@ impl Appender {
                 .then(|| bucket.pace(self.config.unsynced_size))
                 .flatten()
             {
-                let log = bucket.log.clone();
+                let (log, bound, table) = (bucket.log.clone(), self.config.stall_threshold, job.table);
                 return OwnerResult::AfterSync(Box::pin(async move {
+                    let waiting = std::time::Instant::now();
                     // A failed fsync fails the bucket log and is reported by the write-behind
                     // task; these rows are written, as acks=1 promises.
                     let _ = log.sync_to(rows).await;
+                    let took = waiting.elapsed();
+                    if !bound.is_zero() && took > bound {
+                        tracing::warn!(
+                            target: "kafluss::stall",
+                            "an acks=1 answer of bucket {} of {} waited {took:?} (server.stall-threshold {bound:?}) for the disk: more than log.unsynced.size unsynced",
+                            job.bucket,
+                            table.path(),
+                        );
+                    }
                     Ok(outcome)
                 }));
             }
