@@ -529,6 +529,7 @@ impl Appender {
                 .flatten()
             {
                 let (log, bound, table) = (bucket.log.clone(), self.config.stall_threshold, job.table);
+                let telemetry = self.telemetry.clone();
                 return OwnerResult::AfterSync(Box::pin(async move {
                     let waiting = std::time::Instant::now();
                     // A failed fsync fails the bucket log and is reported by the write-behind
@@ -536,12 +537,17 @@ impl Appender {
                     let _ = log.sync_to(rows).await;
                     let took = waiting.elapsed();
                     if !bound.is_zero() && took > bound {
-                        tracing::warn!(
-                            target: "kafluss::stall",
-                            "an acks=1 answer of bucket {} of {} waited {took:?} (server.stall-threshold {bound:?}) for the disk: more than log.unsynced.size unsynced",
-                            job.bucket,
-                            table.path(),
-                        );
+                        // Many answers wait for the same fsync: one line per table and
+                        // `server.log-repeat-interval`, with the count of those left out.
+                        let path = table.path();
+                        if let Some(suppressed) = telemetry.log_repeat(&path, "disk-paced") {
+                            tracing::warn!(
+                                target: "kafluss::stall",
+                                suppressed,
+                                "an acks=1 answer of bucket {} of {path} waited {took:?} (server.stall-threshold {bound:?}) for the disk: more than log.unsynced.size unsynced",
+                                job.bucket,
+                            );
+                        }
                     }
                     Ok(outcome)
                 }));
