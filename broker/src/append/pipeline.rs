@@ -42,7 +42,7 @@ pub struct BucketState {
     log: Rc<BucketLog>,
     producers: ProducerStates,
     /// Bytes appended since the last write-behind fsync was started.
-    unsynced: std::cell::Cell<u64>,
+    since_write_behind: std::cell::Cell<u64>,
     /// Bytes appended to the bucket since this core opened it.
     appended: std::cell::Cell<u64>,
     /// Write-behind fsyncs started and not yet seen done, oldest first: the rows each makes
@@ -229,7 +229,7 @@ impl Appender {
         Ok(BucketState {
             log,
             producers,
-            unsynced: std::cell::Cell::new(0),
+            since_write_behind: std::cell::Cell::new(0),
             appended: std::cell::Cell::new(0),
             behind: RefCell::default(),
             synced: std::cell::Cell::new(0),
@@ -582,16 +582,16 @@ impl Appender {
         bucket.appended.set(bucket.appended.get() + bytes);
         // Drops the fsyncs done by now, so that the list stays short without acks=1 answers.
         bucket.unsynced_bytes();
-        let unsynced = bucket.unsynced.get() + bytes;
+        let since = bucket.since_write_behind.get() + bytes;
         let step = match self.config.unsynced_size {
             0 => WRITE_BEHIND_BYTES,
             most => WRITE_BEHIND_BYTES.min(most / 2).max(1),
         };
-        if unsynced < step || self.config.flush_policy == FlushPolicy::Never {
-            bucket.unsynced.set(unsynced);
+        if since < step || self.config.flush_policy == FlushPolicy::Never {
+            bucket.since_write_behind.set(since);
             return;
         }
-        bucket.unsynced.set(0);
+        bucket.since_write_behind.set(0);
         bucket
             .behind
             .borrow_mut()

@@ -56,10 +56,11 @@ const MOST_FAILURES: u8 = 6;
 const TRACKED: usize = 1024;
 
 /// What a bucket's codec did lately with each body buffer of its messages, by the buffer's
-/// position in the message (the column layout of the bucket's schema): a buffer of at least
-/// [`TRACKED`] bytes that the codec did not shrink is stored uncompressed without trying, when
-/// it is at least that long, in the next 1, 3, 7, 15, 31 and then 63 messages after 1, 2, 3, 4,
-/// 5 and 6 or more failures in a row; one it shrinks starts the count over. Random or already compressed values so cost zstd one message in 64 once the
+/// position in the message (the column layout of the bucket's schema): after a buffer of at
+/// least [`TRACKED`] bytes that the codec did not shrink, the buffer at that position is stored
+/// uncompressed without trying (when it is at least that long) in the next 1, 3, 7, 15, 31 and
+/// then 63 messages after 1, 2, 3, 4, 5 and 6 or more failures in a row; one it shrinks starts
+/// the count over. Random or already compressed values so cost zstd one message in 64 once the
 /// count is full, and a column that compresses is tried in every message. A message with
 /// another number of buffers (another schema) starts every count over.
 #[derive(Debug, Default)]
@@ -157,21 +158,22 @@ impl Encoder {
         }
         let mut pieces = Vec::with_capacity(raw.len());
         for (bytes, backoff) in raw.into_iter().zip(&mut history.buffers) {
-            match compression {
-                ArrowCompression::None => pieces.push(Piece::Raw(bytes)),
-                _ if bytes.is_empty() => pieces.push(Piece::Raw(bytes)),
-                _ if bytes.len() <= ALWAYS_RAW => pieces.push(Piece::StoredRaw(bytes)),
-                _ if bytes.len() >= TRACKED && !backoff.try_now() => pieces.push(Piece::StoredRaw(bytes)),
+            let tracked = bytes.len() >= TRACKED;
+            let piece = match compression {
+                ArrowCompression::None => Piece::Raw(bytes),
+                _ if bytes.is_empty() => Piece::Raw(bytes),
+                _ if tracked && !backoff.try_now() => Piece::StoredRaw(bytes),
                 _ => match self.compress(bytes, compression) {
                     Ok(piece) => {
-                        if bytes.len() >= TRACKED {
+                        if tracked {
                             backoff.record(matches!(piece, Piece::Scratch(_)));
                         }
-                        pieces.push(piece);
+                        piece
                     }
                     Err(e) => return Ok(Err(e)),
                 },
-            }
+            };
+            pieces.push(piece);
         }
         self.buffers.clear();
         let mut offset = 0usize;
