@@ -95,8 +95,15 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 EOF
-    # A cluster id is 16 random bytes in URL-safe base64 without padding (Kafka's Uuid).
-    cluster=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    # A cluster id is 16 random bytes in URL-safe base64 without padding (Kafka's Uuid). Like
+    # Kafka's Uuid.randomUuid(), draw again while it starts with '-': the storage tool would read
+    # "-t -abc..." as an option and refuse to format (1 run in 64 failed so).
+    cluster=-
+    for ((i = 0; i < 100; i++)); do
+        cluster=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+        [[ $cluster != -* ]] && break
+    done
+    [[ $cluster != -* ]] || die "could not draw a cluster id that does not start with '-'"
     java_run kafka.tools.StorageTool format --standalone -t "$cluster" -c "$dir/server.properties" \
         >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; die "formatting $dir failed"; }
     # Detached from the caller's terminal; the caller stops it with `kafka.sh stop DIR`.
