@@ -135,11 +135,51 @@ pub(crate) fn super_user_lockout(config: &CatalogConfig, credentials: &PlainCred
 }
 
 /// A new cluster id: 16 random bytes as URL-safe base64 without padding (22 characters,
-/// the shape Kafka uses).
+/// the shape Kafka uses). Like Kafka's `Uuid.randomUuid()`, bytes are drawn again while the id
+/// would start with '-' (a command line reads `--cluster-id -abc` as an option) or be all zero.
 pub(crate) fn new_cluster_id() -> std::io::Result<String> {
-    use base64::Engine;
     use std::io::Read;
+    let mut urandom = std::fs::File::open("/dev/urandom")?;
     let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+    loop {
+        urandom.read_exact(&mut bytes)?;
+        if let Some(id) = cluster_id_of(bytes) {
+            return Ok(id);
+        }
+    }
+}
+
+/// The id these bytes make, or `None` where Kafka would draw again.
+fn cluster_id_of(bytes: [u8; 16]) -> Option<String> {
+    use base64::Engine;
+    let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    (bytes != [0; 16] && !id.starts_with('-')).then_some(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cluster_id_of, new_cluster_id};
+
+    #[test]
+    fn cluster_ids_are_kafka_shaped_and_never_start_with_a_dash() {
+        // 0xF8 = 0b111110_00: the first base64 digit is 62, '-' in the URL-safe alphabet.
+        let mut dash = [7u8; 16];
+        dash[0] = 0xF8;
+        assert_eq!(cluster_id_of(dash), None);
+        assert_eq!(cluster_id_of([0; 16]), None);
+        // 0xFC = 0b111111_00: digit 63, '_', is kept.
+        let mut underscore = [7u8; 16];
+        underscore[0] = 0xFC;
+        assert!(cluster_id_of(underscore).unwrap().starts_with('_'));
+        for _ in 0..2_000 {
+            let id = new_cluster_id().unwrap();
+            assert_eq!(id.len(), 22, "{id}");
+            assert!(!id.starts_with('-'), "{id}");
+            assert!(
+                id.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+                "{id}"
+            );
+        }
+    }
 }
