@@ -24,6 +24,7 @@
 #   TANSU      the tansu binary (default: tansu on PATH; cargo install tansu --features dynostore)
 #   KAFLUSS_LOG  RUST_LOG of the kafluss under test (default warn)
 #   KAFLUSS_DEFINE  space-separated key=value settings for the kafluss under test (-D each)
+#   DISK_BYTES_PER_S, DISK_CHECK  see need_disk (binary-1k.sh)
 #   SETTLE     before each measured run `settle` syncs, then waits at most this many seconds for
 #              memory freed earlier (a previous run's data, the fsync probe's file) to be handed
 #              back to the hypervisor (default 60; 0: neither the sync nor the wait)
@@ -242,6 +243,26 @@ vs_args() {
     if [[ -n ${KAFKA_ADDR:-} ]]; then
         VS_ARGS+=(--vs "$KAFKA_ADDR" --vs-name kafka --vs-server-pid "$KAFKA_PID")
     fi
+}
+
+# need_disk BYTES_PER_SECOND: stops the scenario, before anything is measured, when the file
+# system of $WORK cannot hold what the endpoints that write to disk (kafluss, and Apache Kafka
+# when it runs) may write: BYTES_PER_SECOND each, for DURATION seconds in each of ROUNDS rounds.
+# DISK_BYTES_PER_S overrides the scenario's figure; DISK_CHECK=0 skips the check.
+need_disk() {
+    local rate=${DISK_BYTES_PER_S:-$1} writers=1 need avail
+    [[ ${DISK_CHECK:-1} == 0 ]] && return 0
+    [[ -n ${KAFKA_ADDR:-} ]] && writers=2
+    need=$((rate * DURATION * ROUNDS * writers))
+    avail=$(df --output=avail -B1 "$WORK" | tail -1)
+    if ((avail < need)); then
+        echo "$(basename "$0"): $WORK has $((avail >> 20)) MiB free; $writers endpoint(s) writing" \
+            "up to $((rate >> 20)) MiB/s for $DURATION s x $ROUNDS rounds may need $((need >> 20)) MiB." \
+            "Lower DURATION or ROUNDS, leave kafka out of PEERS, point TMPDIR at a larger disk," \
+            "or set DISK_BYTES_PER_S (DISK_CHECK=0 skips this check)" >&2
+        exit 1
+    fi
+    log "disk: $((avail >> 20)) MiB free in $WORK, up to $((need >> 20)) MiB may be written"
 }
 
 # settle: before a measured run, writes every dirty page to disk (`sync`: what an earlier run

@@ -123,3 +123,58 @@ fn lib_sh_starts_the_references_it_ships_and_cleans_up() {
     assert!(!pids.iter().any(|pid| alive(pid)), "still running: {pids:?}");
     assert!(!Path::new(&work).exists(), "{work} removed");
 }
+
+const NEED_DISK: &str = r#"
+source "$LIB"
+DURATION=10 ROUNDS=2
+need_disk 1
+echo "SMALL passed"
+KAFKA_ADDR=127.0.0.1:1
+need_disk $((1 << 50))
+echo "HUGE passed"
+"#;
+
+#[test]
+fn need_disk_stops_a_scenario_the_disk_cannot_hold() {
+    let outside = tempfile::tempdir().expect("a directory outside the repository");
+    let lib = workspace_root().join("bench").join("scenarios").join("lib.sh");
+    let run = |extra: &[(&str, &str)]| {
+        let mut command = Command::new("bash");
+        command
+            .args(["-c", NEED_DISK])
+            .current_dir(outside.path())
+            .env("LIB", &lib)
+            .env("NO_BUILD", "1")
+            .env("RESULTS", outside.path().join("results"))
+            .env("TMPDIR", outside.path());
+        for (key, value) in extra {
+            command.env(key, value);
+        }
+        run_with_timeout(&mut command, b"", SCRIPT_TIMEOUT).expect("the script finishes")
+    };
+
+    // 1 byte/s fits; 2^50 bytes/s (1 PiB/s) for 10 s x 2 rounds x 2 writers does not.
+    let refused = run(&[]);
+    let (stdout, stderr) = (refused.stdout_text(), refused.stderr_text());
+    assert!(!refused.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains("SMALL passed") && !stdout.contains("HUGE passed"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(
+            "2 endpoint(s) writing up to 1073741824 MiB/s for 10 s x 2 rounds may need 42949672960 MiB"
+        ) && stderr.contains("DISK_CHECK=0 skips this check"),
+        "the refusal names what it needs and the ways out:\n{stderr}"
+    );
+
+    // The overrides: a figure of the user's, or no check.
+    for extra in [[("DISK_BYTES_PER_S", "1")], [("DISK_CHECK", "0")]] {
+        let passed = run(&extra);
+        let (stdout, stderr) = (passed.stdout_text(), passed.stderr_text());
+        assert!(
+            passed.status.success() && stdout.contains("HUGE passed"),
+            "{extra:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+}
