@@ -58,7 +58,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("log.preallocate.size", Some("8mb")),
     ("log.prewrite.size", Some("1mb")),
     ("log.inline-write.size", Some("1mb")),
-    ("log.unsynced.size", Some("32mb")),
+    ("log.unsynced.size", Some("256mb")),
     ("table.log.ttl", Some("7d")),
     ("log.retention.check-interval", Some("5min")),
     ("admin.max-request-size", Some("16mb")),
@@ -692,8 +692,8 @@ mod tests {
     }
 
     #[test]
-    fn log_unsynced_size_defaults_to_32mb_allows_0_and_refuses_nonsense() {
-        assert_eq!(load(&[]).unwrap().unsynced_size, 32 << 20);
+    fn log_unsynced_size_defaults_to_256mb_allows_0_and_refuses_nonsense() {
+        assert_eq!(load(&[]).unwrap().unsynced_size, 256 << 20);
         assert_eq!(load(&["log.unsynced.size=0"]).unwrap().unsynced_size, 0);
         assert_eq!(load(&["log.unsynced.size=4mb"]).unwrap().unsynced_size, 4 << 20);
         for bad in ["log.unsynced.size=-1", "log.unsynced.size=lots"] {

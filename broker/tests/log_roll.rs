@@ -10,10 +10,11 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use kafluss_broker::log::segment::{pending_segment_path, segment_path};
 use kafluss_broker::log::sim::SimStore;
-use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig};
+use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig, RollTime};
 use log_support::{batch, run_local};
 
 fn config() -> LogConfig {
@@ -145,5 +146,58 @@ fn recovery_finishes_a_roll_interrupted_by_a_process_crash() {
             .is_none());
         assert!(store.file_bytes(&segment_path(&dir, closed_end)).is_some());
         assert_eq!(log.segment_count(), 2);
+    });
+}
+
+#[test]
+fn a_roll_reports_its_time_and_its_wait_for_the_previous_roll() {
+    run_local(async {
+        let store = SimStore::new(5);
+        let dir = PathBuf::from("/sim/t-1/bucket-0");
+        let log = Rc::new(
+            BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
+                .await
+                .unwrap(),
+        );
+        let mut next = 0i64;
+        let outcome = log.append(&batch(next, 5)).await.unwrap();
+        next = outcome.next_offset as i64;
+        assert_eq!(log.take_roll_time(), RollTime::default(), "no roll yet");
+
+        // The first roll: its fsync held, so its task stays pending.
+        store.hold_syncs(&segment_path(&dir, 0));
+        while log.roll_pending().is_none() {
+            next = log.append(&batch(next, 5)).await.unwrap().next_offset as i64;
+        }
+        let first = log.take_roll_time();
+        assert!(first.total > Duration::ZERO, "{first:?}");
+        assert_eq!(
+            first.waiting_for_previous,
+            Duration::ZERO,
+            "no roll before it: {first:?}"
+        );
+        assert_eq!(log.take_roll_time(), RollTime::default(), "taking starts anew");
+
+        // Appends go on until one needs the next roll, which waits for the held one.
+        let mut waiting = None;
+        for _ in 0..100 {
+            let (log, more) = (log.clone(), batch(next, 5));
+            let mut append = Box::pin(async move { log.append(&more).await });
+            match poll_once(append.as_mut()).await {
+                Poll::Ready(result) => next = result.unwrap().next_offset as i64,
+                Poll::Pending => {
+                    waiting = Some(append);
+                    break;
+                }
+            }
+        }
+        let append = waiting.expect("an append reached the next roll");
+        const HELD: Duration = Duration::from_millis(30);
+        glommio::timer::sleep(HELD).await;
+        store.release_syncs();
+        append.await.unwrap();
+        let second = log.take_roll_time();
+        assert!(second.waiting_for_previous >= HELD, "{second:?}");
+        assert!(second.total >= second.waiting_for_previous, "{second:?}");
     });
 }

@@ -29,7 +29,9 @@ use crate::catalog::model::TableInfo;
 use crate::config::ServerConfig;
 use crate::log::checksum::custom_value;
 use crate::log::segment::VisitedBatch;
-use crate::log::{AppendItem, BucketLog, FlushPolicy, GlommioStore, LogConfig, LogError, LogRegistry};
+use crate::log::{
+    AppendItem, BucketLog, FlushPolicy, GlommioStore, LogConfig, LogError, LogRegistry, RollTime,
+};
 use crate::producer::state::{
     decode_tag, encode_tag, BatchMeta, ProducerBatch, ProducerLimits, ProducerStates, StoredTag, Verdict,
     PRODUCERS_KEY,
@@ -101,6 +103,17 @@ fn pace(
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
+/// What the slow-write line adds about a roll among the appends' writes: nothing without one.
+fn roll_note(rolled: RollTime) -> String {
+    if rolled.total.is_zero() {
+        return String::new();
+    }
+    format!(
+        "; a segment roll took {:?} of it, {:?} of that waiting for the previous roll's fsync",
+        rolled.total, rolled.waiting_for_previous
+    )
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -429,15 +442,17 @@ impl Appender {
         let stored = bucket.log.append_many(&items).await;
         let bound = self.config.stall_threshold;
         let took = writing.elapsed();
+        let rolled = bucket.log.take_roll_time();
         if !bound.is_zero() && took > bound {
             if let Some((_, first)) = waiting.first() {
                 tracing::warn!(
                     target: "kafluss::stall",
-                    "appends to bucket {} of {} waited {took:?} (server.stall-threshold {bound:?}) for the write of {} messages ({} rows)",
+                    "appends to bucket {} of {} waited {took:?} (server.stall-threshold {bound:?}) for the write of {} messages ({} rows){}",
                     first.job.bucket,
                     first.job.table.path(),
                     items.len(),
                     waiting.iter().map(|(_, r)| r.arrow_batch.num_rows()).sum::<usize>(),
+                    roll_note(rolled),
                 );
             }
         }
@@ -986,5 +1001,25 @@ mod pace_tests {
         assert_eq!(pace(&behind, 350, 200, 200), None);
         assert_eq!(pace(&behind, 350, 350, 0), None);
         assert_eq!(pace(&VecDeque::new(), 350, 350, 100), None);
+    }
+}
+
+#[cfg(test)]
+mod roll_note_tests {
+    use std::time::Duration;
+
+    use super::{roll_note, RollTime};
+
+    #[test]
+    fn the_slow_write_line_names_a_roll_and_its_wait_only_when_there_was_one() {
+        assert_eq!(roll_note(RollTime::default()), "");
+        let rolled = RollTime {
+            total: Duration::from_millis(42),
+            waiting_for_previous: Duration::from_millis(40),
+        };
+        assert_eq!(
+            roll_note(rolled),
+            "; a segment roll took 42ms of it, 40ms of that waiting for the previous roll's fsync"
+        );
     }
 }

@@ -86,6 +86,19 @@ pub struct BucketLog<S: SegmentStore = GlommioStore> {
     /// Which of this bucket's message buffers are stored without trying the codec, after it
     /// did not shrink them ([`CodecHistory`]).
     codec_history: RefCell<CodecHistory>,
+    /// Time spent in rolls since [`BucketLog::take_roll_time`] last read it: in all, and of that
+    /// waiting for the previous roll's task (so a slow write can be told apart from a slow roll).
+    roll_time: Cell<RollTime>,
+}
+
+/// What the rolls of one or more appends took ([`BucketLog::take_roll_time`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RollTime {
+    /// From the start of each roll until the new segment is ready, summed.
+    pub total: std::time::Duration,
+    /// The part of `total` spent waiting for the previous roll's fsync, rename and directory
+    /// fsync to finish.
+    pub waiting_for_previous: std::time::Duration,
 }
 
 /// The memory page size: write-back requests end on a multiple of it, so they never include
@@ -228,6 +241,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             roll_task: RefCell::new(None),
             syncs_expected: Cell::new(false),
             codec_history: RefCell::default(),
+            roll_time: Cell::default(),
         })
     }
 
@@ -279,6 +293,11 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
     /// How many fsyncs group commit has issued (rolls and `close` not counted).
     pub fn group_syncs(&self) -> u64 {
         self.commit.syncs.get()
+    }
+
+    /// The time rolls took since the last call (zero if none rolled), and starts counting anew.
+    pub fn take_roll_time(&self) -> RollTime {
+        self.roll_time.take()
     }
 
     /// Number of segment files (closed + active).
@@ -719,7 +738,24 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
     /// directory. Until it is done, group commit counts nothing durable past the closed
     /// segment's end. A roll while the previous roll's task still runs waits for it first.
     async fn roll(&self, schema: &SchemaRef) -> Result<(), LogError> {
-        self.roll_finished().await?;
+        let started = std::time::Instant::now();
+        let result = self.roll_from(schema, started).await;
+        let mut time = self.roll_time.get();
+        time.total += started.elapsed();
+        self.roll_time.set(time);
+        result
+    }
+
+    /// The work of [`BucketLog::roll`], which started at `started`.
+    async fn roll_from(&self, schema: &SchemaRef, started: std::time::Instant) -> Result<(), LogError> {
+        if self.state.borrow().rolling.is_some() {
+            let waited = self.roll_finished().await;
+            let mut time = self.roll_time.get();
+            time.waiting_for_previous += started.elapsed();
+            self.roll_time.set(time);
+            waited?;
+        }
+        self.check_not_failed()?;
         let (file, path, len, prewrite) = {
             let state = self.state.borrow();
             let Some(active) = state.active.as_ref() else {

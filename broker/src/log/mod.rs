@@ -29,7 +29,7 @@ use std::rc::Weak;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use appender::{AppendItem, BucketLog, SyncObserver};
+pub use appender::{AppendItem, BucketLog, RollTime, SyncObserver};
 pub use compression::ArrowCompression;
 pub use error::LogError;
 pub use file::{GlommioStore, SegmentFile, SegmentStore};
