@@ -102,7 +102,6 @@ fn pace(
         .map(|(rows, _)| *rows)
 }
 
-/// Wall-clock milliseconds since the Unix epoch.
 /// What the slow-write line adds about a roll among the appends' writes: nothing without one.
 fn roll_note(rolled: RollTime) -> String {
     if rolled.total.is_zero() {
@@ -114,6 +113,7 @@ fn roll_note(rolled: RollTime) -> String {
     )
 }
 
+/// Wall-clock milliseconds since the Unix epoch.
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
