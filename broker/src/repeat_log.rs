@@ -7,6 +7,10 @@
 //! were suppressed. A quiet key logs nothing more (no timer), so the count of a burst's tail
 //! shows up with the key's next line.
 //!
+//! An occurrence may carry a magnitude (how long an answer waited): an entry keeps the largest
+//! among its suppressed occurrences, and the next line of the key reports it with the count
+//! ([`RepeatLimiter::check_with`]), so the worst of a burst is not lost with the rest.
+//!
 //! The map holds at most `server.log-repeat-keys` keys. When it is full, keys whose interval
 //! has passed (and that have nothing suppressed) are dropped; if it is still full, a new key
 //! shares one overflow entry, so a client sending to ever new topic names is limited too.
@@ -18,6 +22,18 @@ use std::time::{Duration, Instant};
 struct Entry {
     last_logged: Instant,
     suppressed: u64,
+    /// The largest magnitude among the suppressed occurrences (0 when none had one).
+    largest_suppressed: u64,
+}
+
+impl Entry {
+    fn new(now: Instant) -> Self {
+        Self {
+            last_logged: now,
+            suppressed: 0,
+            largest_suppressed: 0,
+        }
+    }
 }
 
 /// What the caller should do with one occurrence.
@@ -63,10 +79,16 @@ impl RepeatLimiter {
     /// Decides about one occurrence of `key` = `(table or topic, reason)` at `now`; the reason
     /// is a Kafka error code name or a storage step.
     pub fn check(&mut self, key: (&str, &'static str), now: Instant) -> Verdict {
+        self.check_with(key, now, 0).0
+    }
+
+    /// [`RepeatLimiter::check`] for an occurrence of magnitude `value`; with a `Log` verdict, the
+    /// largest magnitude among the occurrences it reports as suppressed (0 if none).
+    pub fn check_with(&mut self, key: (&str, &'static str), now: Instant, value: u64) -> (Verdict, u64) {
         let interval = self.interval;
         let (table, reason) = key;
         if let Some(entry) = self.entries.get_mut(reason).and_then(|t| t.get_mut(table)) {
-            return Self::decide(entry, interval, now);
+            return Self::decide(entry, interval, now, value);
         }
         if self.keys >= self.max_keys {
             let mut keys = 0;
@@ -81,38 +103,30 @@ impl RepeatLimiter {
         }
         if self.keys >= self.max_keys {
             return match self.overflow.as_mut() {
-                Some(entry) => Self::decide(entry, interval, now),
+                Some(entry) => Self::decide(entry, interval, now, value),
                 None => {
-                    self.overflow = Some(Entry {
-                        last_logged: now,
-                        suppressed: 0,
-                    });
-                    Verdict::Log { suppressed: 0 }
+                    self.overflow = Some(Entry::new(now));
+                    (Verdict::Log { suppressed: 0 }, 0)
                 }
             };
         }
-        self.entries.entry(reason).or_default().insert(
-            table.to_string(),
-            Entry {
-                last_logged: now,
-                suppressed: 0,
-            },
-        );
+        self.entries
+            .entry(reason)
+            .or_default()
+            .insert(table.to_string(), Entry::new(now));
         self.keys += 1;
-        Verdict::Log { suppressed: 0 }
+        (Verdict::Log { suppressed: 0 }, 0)
     }
 
-    fn decide(entry: &mut Entry, interval: Duration, now: Instant) -> Verdict {
+    fn decide(entry: &mut Entry, interval: Duration, now: Instant, value: u64) -> (Verdict, u64) {
         if now.saturating_duration_since(entry.last_logged) >= interval {
-            let suppressed = entry.suppressed;
-            *entry = Entry {
-                last_logged: now,
-                suppressed: 0,
-            };
-            Verdict::Log { suppressed }
+            let (suppressed, largest) = (entry.suppressed, entry.largest_suppressed);
+            *entry = Entry::new(now);
+            (Verdict::Log { suppressed }, largest)
         } else {
             entry.suppressed += 1;
-            Verdict::Suppress
+            entry.largest_suppressed = entry.largest_suppressed.max(value);
+            (Verdict::Suppress, 0)
         }
     }
 }
@@ -145,6 +159,32 @@ mod tests {
         assert_eq!(
             limiter.check(key, start + Duration::from_secs(11)),
             Verdict::Suppress
+        );
+    }
+
+    #[test]
+    fn a_line_reports_the_largest_of_the_occurrences_it_left_out() {
+        let start = Instant::now();
+        let mut limiter = RepeatLimiter::new(Duration::from_secs(10), 16);
+        let key = ("fluss.t", "disk-paced");
+        let at = |s: u64| start + Duration::from_secs(s);
+        assert_eq!(
+            limiter.check_with(key, at(0), 500),
+            (Verdict::Log { suppressed: 0 }, 0)
+        );
+        for (s, value) in [(1, 30), (2, 261), (3, 12)] {
+            assert_eq!(limiter.check_with(key, at(s), value), (Verdict::Suppress, 0));
+        }
+        // The logged occurrence's own value is the caller's; the largest left out is 261.
+        assert_eq!(
+            limiter.check_with(key, at(10), 40),
+            (Verdict::Log { suppressed: 3 }, 261)
+        );
+        // A new interval starts from nothing.
+        assert_eq!(limiter.check_with(key, at(11), 7), (Verdict::Suppress, 0));
+        assert_eq!(
+            limiter.check_with(key, at(20), 1),
+            (Verdict::Log { suppressed: 1 }, 7)
         );
     }
 

@@ -69,4 +69,17 @@ impl CoreTelemetry {
             Verdict::Suppress => None,
         }
     }
+
+    /// [`CoreTelemetry::log_repeat`] for an occurrence of magnitude `value`: `Some((suppressed,
+    /// largest))` to log, where `largest` is the largest magnitude among the suppressed ones.
+    pub fn log_repeat_largest(&self, table: &str, reason: &'static str, value: u64) -> Option<(u64, u64)> {
+        match self
+            .repeat_log
+            .borrow_mut()
+            .check_with((table, reason), Instant::now(), value)
+        {
+            (Verdict::Log { suppressed }, largest) => Some((suppressed, largest)),
+            (Verdict::Suppress, _) => None,
+        }
+    }
 }

@@ -555,10 +555,14 @@ impl Appender {
                         // Many answers wait for the same fsync: one line per table and
                         // `server.log-repeat-interval`, with the count of those left out.
                         let path = table.path();
-                        if let Some(suppressed) = telemetry.log_repeat(&path, "disk-paced") {
+                        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+                        if let Some((suppressed, longest)) =
+                            telemetry.log_repeat_largest(&path, "disk-paced", micros)
+                        {
                             tracing::warn!(
                                 target: "kafluss::stall",
                                 suppressed,
+                                longest_suppressed = ?std::time::Duration::from_micros(longest),
                                 "an acks=1 answer of bucket {} of {path} waited {took:?} (server.stall-threshold {bound:?}) for the disk: more than log.unsynced.size unsynced",
                                 job.bucket,
                             );
