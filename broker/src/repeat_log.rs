@@ -5,7 +5,9 @@
 //! occurrence is logged; after that at most one line per `server.log-repeat-interval`, and
 //! the occurrences in between are only counted: the next line that is logged says how many
 //! were suppressed. A quiet key logs nothing more (no timer), so the count of a burst's tail
-//! shows up with the key's next line.
+//! shows up with the key's next line; a caller that must not lose the tail asks once, an
+//! interval after a line, for what was suppressed since ([`RepeatLimiter::take_suppressed`]:
+//! the paced acks=1 answers of `append::pipeline`).
 //!
 //! An occurrence may carry a magnitude (how long an answer waited): an entry keeps the largest
 //! among its suppressed occurrences, and the next line of the key reports it with the count
@@ -67,6 +69,11 @@ impl RepeatLimiter {
         }
     }
 
+    /// The shortest time between two lines of a key.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
     /// Keys remembered (bounded by `max_keys`).
     pub fn len(&self) -> usize {
         self.keys
@@ -116,6 +123,21 @@ impl RepeatLimiter {
             .insert(table.to_string(), Entry::new(now));
         self.keys += 1;
         (Verdict::Log { suppressed: 0 }, 0)
+    }
+
+    /// The occurrences of `key` suppressed since its last line, and the largest magnitude among
+    /// them, counted as reported (the next line starts from none); `None` when there are none.
+    /// The key's interval is left as it is, so its next occurrence is decided as before.
+    pub fn take_suppressed(&mut self, key: (&str, &'static str)) -> Option<(u64, u64)> {
+        let (table, reason) = key;
+        let entry = self.entries.get_mut(reason)?.get_mut(table)?;
+        if entry.suppressed == 0 {
+            return None;
+        }
+        let taken = (entry.suppressed, entry.largest_suppressed);
+        entry.suppressed = 0;
+        entry.largest_suppressed = 0;
+        Some(taken)
     }
 
     fn decide(entry: &mut Entry, interval: Duration, now: Instant, value: u64) -> (Verdict, u64) {
@@ -185,6 +207,30 @@ mod tests {
         assert_eq!(
             limiter.check_with(key, at(20), 1),
             (Verdict::Log { suppressed: 1 }, 7)
+        );
+    }
+
+    #[test]
+    fn the_suppressed_tail_is_taken_once_and_the_interval_stays() {
+        let start = Instant::now();
+        let mut limiter = RepeatLimiter::new(Duration::from_secs(10), 16);
+        let key = ("fluss.t", "disk-paced");
+        let at = |s: u64| start + Duration::from_secs(s);
+        assert_eq!(limiter.take_suppressed(key), None, "unknown key");
+        assert_eq!(
+            limiter.check_with(key, at(0), 5).0,
+            Verdict::Log { suppressed: 0 }
+        );
+        assert_eq!(limiter.take_suppressed(key), None, "nothing suppressed");
+        limiter.check_with(key, at(1), 261);
+        limiter.check_with(key, at(2), 30);
+        assert_eq!(limiter.take_suppressed(key), Some((2, 261)));
+        assert_eq!(limiter.take_suppressed(key), None, "taken once");
+        // Still inside the interval: suppressed, and counted from none.
+        assert_eq!(limiter.check_with(key, at(3), 9), (Verdict::Suppress, 0));
+        assert_eq!(
+            limiter.check_with(key, at(10), 1),
+            (Verdict::Log { suppressed: 1 }, 9)
         );
     }
 

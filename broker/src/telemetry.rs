@@ -70,6 +70,25 @@ impl CoreTelemetry {
         }
     }
 
+    /// After `wait`, the occurrences of `(table, reason)` suppressed since its last line and the
+    /// largest magnitude among them (counted as reported); `None` when there were none. A line
+    /// logged through [`CoreTelemetry::log_repeat_largest`] awaits this once, so the tail of a
+    /// burst is reported even when the key logs nothing later.
+    pub async fn suppressed_after(
+        &self,
+        table: &str,
+        reason: &'static str,
+        wait: std::time::Duration,
+    ) -> Option<(u64, u64)> {
+        glommio::timer::sleep(wait).await;
+        self.repeat_log.borrow_mut().take_suppressed((table, reason))
+    }
+
+    /// `server.log-repeat-interval`.
+    pub fn repeat_interval(&self) -> std::time::Duration {
+        self.repeat_log.borrow().interval()
+    }
+
     /// [`CoreTelemetry::log_repeat`] for an occurrence of magnitude `value`: `Some((suppressed,
     /// largest))` to log, where `largest` is the largest magnitude among the suppressed ones.
     pub fn log_repeat_largest(&self, table: &str, reason: &'static str, value: u64) -> Option<(u64, u64)> {
@@ -81,5 +100,51 @@ impl CoreTelemetry {
             (Verdict::Log { suppressed }, largest) => Some((suppressed, largest)),
             (Verdict::Suppress, _) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::CoreTelemetry;
+    use crate::metrics::Metrics;
+
+    #[test]
+    fn a_logged_line_hears_of_what_its_interval_suppressed() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let interval = Duration::from_millis(50);
+                let telemetry = CoreTelemetry::new(0, Arc::new(Metrics::new(1)), interval, 16);
+                assert_eq!(telemetry.repeat_interval(), interval);
+                assert_eq!(
+                    telemetry.log_repeat_largest("fluss.t", "disk-paced", 12),
+                    Some((0, 0))
+                );
+                assert_eq!(telemetry.log_repeat_largest("fluss.t", "disk-paced", 261), None);
+                assert_eq!(telemetry.log_repeat_largest("fluss.t", "disk-paced", 30), None);
+                let started = Instant::now();
+                let tail = telemetry
+                    .suppressed_after("fluss.t", "disk-paced", interval)
+                    .await;
+                assert!(started.elapsed() >= interval);
+                assert_eq!(tail, Some((2, 261)));
+                // Reported once; a quiet key then has nothing more to say.
+                assert_eq!(
+                    telemetry
+                        .suppressed_after("fluss.t", "disk-paced", Duration::ZERO)
+                        .await,
+                    None
+                );
+                // Its interval has passed: the next occurrence is logged, counting from none.
+                assert_eq!(
+                    telemetry.log_repeat_largest("fluss.t", "disk-paced", 7),
+                    Some((0, 0))
+                );
+            })
+            .expect("executor")
+            .join()
+            .expect("test task");
     }
 }

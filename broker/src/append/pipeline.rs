@@ -566,6 +566,21 @@ impl Appender {
                                 "an acks=1 answer of bucket {} of {path} waited {took:?} (server.stall-threshold {bound:?}) for the disk: more than log.unsynced.size unsynced",
                                 job.bucket,
                             );
+                            // The answers this line's interval suppresses, once it has passed.
+                            let wait = telemetry.repeat_interval();
+                            glommio::spawn_local(async move {
+                                if let Some((suppressed, longest)) =
+                                    telemetry.suppressed_after(&path, "disk-paced", wait).await
+                                {
+                                    tracing::warn!(
+                                        target: "kafluss::stall",
+                                        suppressed,
+                                        longest_suppressed = ?std::time::Duration::from_micros(longest),
+                                        "{suppressed} more acks=1 answers of {path} waited over {bound:?} for the disk in the {wait:?} after the last such line",
+                                    );
+                                }
+                            })
+                            .detach();
                         }
                     }
                     Ok(outcome)
