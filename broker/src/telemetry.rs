@@ -60,14 +60,8 @@ impl CoreTelemetry {
     /// Whether to log one more occurrence of `(table, reason)` now: `Some(suppressed)` to log
     /// (with the count of lines not logged since the key's last one), `None` to stay quiet.
     pub fn log_repeat(&self, table: &str, reason: &'static str) -> Option<u64> {
-        match self
-            .repeat_log
-            .borrow_mut()
-            .check((table, reason), Instant::now())
-        {
-            Verdict::Log { suppressed } => Some(suppressed),
-            Verdict::Suppress => None,
-        }
+        self.log_repeat_largest(table, reason, 0)
+            .map(|(suppressed, _)| suppressed)
     }
 
     /// After `wait`, the occurrences of `(table, reason)` suppressed since its last line and the

@@ -17,7 +17,7 @@ use std::ops::Range;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use kafluss_convert::{BatchBuilder, ConversionPlan, JsonScratch, KafkaRecord, TimestampType};
@@ -111,6 +111,44 @@ fn roll_note(rolled: RollTime) -> String {
         "; a segment roll took {:?} of it, {:?} of that waiting for the previous roll's fsync",
         rolled.total, rolled.waiting_for_previous
     )
+}
+
+/// The repeat-limit reason of acks=1 answers that waited for the disk (`log.unsynced.size`).
+const DISK_PACED: &str = "disk-paced";
+
+/// Logs an acks=1 answer of `bucket` of table `path` that waited `took` (over `bound`) for the
+/// disk. Many answers wait for the same fsync: one line per table and
+/// `server.log-repeat-interval` on this core, with the count and longest wait of those left out,
+/// and one interval after such a line, a line for the answers that interval left out, if any.
+fn log_paced_answer(
+    telemetry: Rc<CoreTelemetry>,
+    path: String,
+    bucket: u32,
+    took: Duration,
+    bound: Duration,
+) {
+    let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+    let Some((suppressed, longest)) = telemetry.log_repeat_largest(&path, DISK_PACED, micros) else {
+        return;
+    };
+    tracing::warn!(
+        target: "kafluss::stall",
+        suppressed,
+        longest_suppressed = ?Duration::from_micros(longest),
+        "an acks=1 answer of bucket {bucket} of {path} waited {took:?} (server.stall-threshold {bound:?}) for the disk: more than log.unsynced.size unsynced",
+    );
+    let wait = telemetry.repeat_interval();
+    glommio::spawn_local(async move {
+        if let Some((suppressed, longest)) = telemetry.suppressed_after(&path, DISK_PACED, wait).await {
+            tracing::warn!(
+                target: "kafluss::stall",
+                suppressed,
+                longest_suppressed = ?Duration::from_micros(longest),
+                "{suppressed} more acks=1 answers of {path} waited over {bound:?} for the disk in the {wait:?} after the last such line",
+            );
+        }
+    })
+    .detach();
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -552,36 +590,7 @@ impl Appender {
                     let _ = log.sync_to(rows).await;
                     let took = waiting.elapsed();
                     if !bound.is_zero() && took > bound {
-                        // Many answers wait for the same fsync: one line per table and
-                        // `server.log-repeat-interval`, with the count of those left out.
-                        let path = table.path();
-                        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-                        if let Some((suppressed, longest)) =
-                            telemetry.log_repeat_largest(&path, "disk-paced", micros)
-                        {
-                            tracing::warn!(
-                                target: "kafluss::stall",
-                                suppressed,
-                                longest_suppressed = ?std::time::Duration::from_micros(longest),
-                                "an acks=1 answer of bucket {} of {path} waited {took:?} (server.stall-threshold {bound:?}) for the disk: more than log.unsynced.size unsynced",
-                                job.bucket,
-                            );
-                            // The answers this line's interval suppresses, once it has passed.
-                            let wait = telemetry.repeat_interval();
-                            glommio::spawn_local(async move {
-                                if let Some((suppressed, longest)) =
-                                    telemetry.suppressed_after(&path, "disk-paced", wait).await
-                                {
-                                    tracing::warn!(
-                                        target: "kafluss::stall",
-                                        suppressed,
-                                        longest_suppressed = ?std::time::Duration::from_micros(longest),
-                                        "{suppressed} more acks=1 answers of {path} waited over {bound:?} for the disk in the {wait:?} after the last such line",
-                                    );
-                                }
-                            })
-                            .detach();
-                        }
+                        log_paced_answer(telemetry, table.path(), job.bucket, took, bound);
                     }
                     Ok(outcome)
                 }));
