@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use kafluss_broker::log::sim::{SimFaults, SimStore};
 use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig, LogError};
-use log_support::{batch, run_local};
+use log_support::{batch, open_sim, run_local};
 
 fn config() -> LogConfig {
     LogConfig {
@@ -27,11 +27,7 @@ fn many_waiters_for_written_rows_share_one_fsync() {
     run_local(async {
         let store = SimStore::new(7);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = Rc::new(
-            BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
-                .await
-                .unwrap(),
-        );
+        let log = Rc::new(open_sim(&store, &dir, config()).await);
         for i in 0..10 {
             log.append(&batch(i * 2, 2)).await.unwrap();
         }
@@ -59,11 +55,7 @@ fn appends_during_an_fsync_are_covered_by_at_most_one_more() {
     run_local(async {
         let store = SimStore::new(8);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = Rc::new(
-            BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
-                .await
-                .unwrap(),
-        );
+        let log = Rc::new(open_sim(&store, &dir, config()).await);
         let producers: Vec<_> = (0..20i64)
             .map(|i| {
                 let log = log.clone();
@@ -126,11 +118,7 @@ fn a_failed_fsync_fails_every_waiter_and_the_log_until_reopened() {
     run_local(async {
         let store = SimStore::new(9);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = Rc::new(
-            BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
-                .await
-                .unwrap(),
-        );
+        let log = Rc::new(open_sim(&store, &dir, config()).await);
         log.append(&batch(0, 4)).await.unwrap();
         store.set_faults(SimFaults {
             fail_sync: 1_000_000,
@@ -156,9 +144,7 @@ fn a_failed_fsync_fails_every_waiter_and_the_log_until_reopened() {
         store.set_faults(SimFaults::default());
         drop(log);
         // Reopening recovers what reached the file.
-        let log = BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
-            .await
-            .unwrap();
+        let log = open_sim(&store, &dir, config()).await;
         assert_eq!(log.next_offset(), 4);
         assert_eq!(log.append(&batch(4, 1)).await.unwrap().base_offset, 4);
     });

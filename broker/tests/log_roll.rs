@@ -8,14 +8,13 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::pin;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use kafluss_broker::log::segment::{pending_segment_path, segment_path};
 use kafluss_broker::log::sim::SimStore;
-use kafluss_broker::log::{ArrowCompression, BucketLog, BucketStats, FlushPolicy, LogConfig, RollTime};
-use log_support::{batch, run_local};
+use kafluss_broker::log::{ArrowCompression, FlushPolicy, LogConfig, RollTime};
+use log_support::{batch, open_sim, run_local};
 
 fn config() -> LogConfig {
     LogConfig {
@@ -40,11 +39,7 @@ fn appends_go_on_during_a_roll_fsync_and_acks_wait_for_it() {
     run_local(async {
         let store = SimStore::new(3);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = Rc::new(
-            BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
-                .await
-                .unwrap(),
-        );
+        let log = Rc::new(open_sim(&store, &dir, config()).await);
         let first = segment_path(&dir, 0);
         store.hold_syncs(&first);
         let mut next = 0i64;
@@ -121,9 +116,7 @@ fn recovery_finishes_a_roll_interrupted_by_a_process_crash() {
     run_local(async {
         let store = SimStore::new(4);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
-            .await
-            .unwrap();
+        let log = open_sim(&store, &dir, config()).await;
         store.hold_syncs(&segment_path(&dir, 0));
         let mut next = 0u64;
         while log.roll_pending().is_none() {
@@ -137,9 +130,7 @@ fn recovery_finishes_a_roll_interrupted_by_a_process_crash() {
         assert!(store
             .file_bytes(&pending_segment_path(&dir, closed_end))
             .is_some());
-        let log = BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
-            .await
-            .unwrap();
+        let log = open_sim(&store, &dir, config()).await;
         assert_eq!(log.next_offset(), next, "the pending segment's rows are kept");
         assert!(store
             .file_bytes(&pending_segment_path(&dir, closed_end))
@@ -154,11 +145,7 @@ fn a_roll_reports_its_time_and_its_wait_for_the_previous_roll() {
     run_local(async {
         let store = SimStore::new(5);
         let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let log = Rc::new(
-            BucketLog::open_with_store(store.clone(), &dir, config(), Arc::new(BucketStats::default()))
-                .await
-                .unwrap(),
-        );
+        let log = Rc::new(open_sim(&store, &dir, config()).await);
         let mut next = 0i64;
         let outcome = log.append(&batch(next, 5)).await.unwrap();
         next = outcome.next_offset as i64;
