@@ -1,13 +1,15 @@
 //! Rate limit for log lines that a client (or a failing disk) can repeat at will: refused
-//! produce partitions and storage errors.
+//! produce partitions, storage errors, acks=1 answers paced by the disk and refused
+//! InitProducerId requests.
 //!
 //! One [`RepeatLimiter`] per core (no lock). Per key — `(table or topic, reason)` — the first
 //! occurrence is logged; after that at most one line per `server.log-repeat-interval`, and
 //! the occurrences in between are only counted: the next line that is logged says how many
-//! were suppressed. A quiet key logs nothing more (no timer), so the count of a burst's tail
-//! shows up with the key's next line; a caller that must not lose the tail asks once, an
-//! interval after a line, for what was suppressed since ([`RepeatLimiter::take_suppressed`]:
-//! the paced acks=1 answers of `append::pipeline`).
+//! were suppressed. The limiter keeps no timer; its caller, `CoreTelemetry::log_limited`, asks
+//! once, an interval after each line, for what was suppressed since
+//! ([`RepeatLimiter::take_suppressed`]) and logs that as the burst's tail, so a key that falls
+//! quiet is still counted in full. Keys sharing the overflow entry (below) get no tail: their
+//! count shows with the overflow's next line.
 //!
 //! An occurrence may carry a magnitude (how long an answer waited): an entry keeps the largest
 //! among its suppressed occurrences, and the next line of the key reports it with the count

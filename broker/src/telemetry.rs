@@ -1,10 +1,12 @@
 //! What one core records about its work: its slot of the process metrics, its handles on the
-//! per-table series, and the rate limit of its refusal and storage-error log lines. Shared by the
-//! connection side (`kafka/`) and the owner side (`append/`) of the same core.
+//! per-table series, and the rate limit of its repeatable log lines (refusals, storage errors,
+//! answers paced by the disk), with their tails. Shared by the connection side (`kafka/`) and
+//! the owner side (`append/`) of the same core.
 
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::catalog::model::TableInfo;
 use crate::metrics::{CoreMetrics, Metrics, TableSeries, TableSeriesCache};
@@ -21,7 +23,7 @@ pub struct CoreTelemetry {
 impl CoreTelemetry {
     /// The telemetry of core `core`; lines repeat at most once per `interval` per key, for at
     /// most `max_keys` keys (`server.log-repeat-interval`, `server.log-repeat-keys`).
-    pub fn new(core: usize, metrics: Arc<Metrics>, interval: std::time::Duration, max_keys: usize) -> Self {
+    pub fn new(core: usize, metrics: Arc<Metrics>, interval: Duration, max_keys: usize) -> Self {
         Self {
             core,
             metrics,
@@ -57,52 +59,76 @@ impl CoreTelemetry {
         self.metrics.forget_table(table_id);
     }
 
-    /// Whether to log one more occurrence of `(table, reason)` now: `Some(suppressed)` to log
-    /// (with the count of lines not logged since the key's last one), `None` to stay quiet.
-    pub fn log_repeat(&self, table: &str, reason: &'static str) -> Option<u64> {
-        self.log_repeat_largest(table, reason, 0)
-            .map(|(suppressed, _)| suppressed)
-    }
-
-    /// After `wait`, the occurrences of `(table, reason)` suppressed since its last line and the
-    /// largest magnitude among them (counted as reported); `None` when there were none. A line
-    /// logged through [`CoreTelemetry::log_repeat_largest`] awaits this once, so the tail of a
-    /// burst is reported even when the key logs nothing later.
-    pub async fn suppressed_after(
-        &self,
-        table: &str,
+    /// One occurrence of a repeat-limited line about `(key, reason)` (a table or topic, and a Kafka
+    /// error code name or a storage step), of magnitude `value` (0 when it has none). When the
+    /// limiter lets it through (`server.log-repeat-interval`), `line` logs it with what the key
+    /// left out since its last line; one interval later `tail` logs what that interval left out,
+    /// if anything, so the end of a burst is reported even when the key logs nothing more.
+    /// At most one waiting tail per logged line, itself at most one per key and interval.
+    pub fn log_limited(
+        self: &Rc<Self>,
+        key: &str,
         reason: &'static str,
-        wait: std::time::Duration,
-    ) -> Option<(u64, u64)> {
-        glommio::timer::sleep(wait).await;
-        self.repeat_log.borrow_mut().take_suppressed((table, reason))
+        value: u64,
+        line: impl FnOnce(Repeats),
+        tail: impl FnOnce(Repeats) + 'static,
+    ) {
+        let verdict = self
+            .repeat_log
+            .borrow_mut()
+            .check_with((key, reason), Instant::now(), value);
+        let (Verdict::Log { suppressed }, largest) = verdict else {
+            return;
+        };
+        let interval = self.repeat_interval();
+        line(Repeats {
+            suppressed,
+            largest,
+            interval,
+        });
+        let telemetry = Rc::clone(self);
+        let key = key.to_string();
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(interval).await;
+            let taken = telemetry.repeat_log.borrow_mut().take_suppressed((&key, reason));
+            if let Some((suppressed, largest)) = taken {
+                tail(Repeats {
+                    suppressed,
+                    largest,
+                    interval,
+                });
+            }
+        })
+        .detach();
     }
 
     /// `server.log-repeat-interval`.
-    pub fn repeat_interval(&self) -> std::time::Duration {
+    pub fn repeat_interval(&self) -> Duration {
         self.repeat_log.borrow().interval()
     }
+}
 
-    /// [`CoreTelemetry::log_repeat`] for an occurrence of magnitude `value`: `Some((suppressed,
-    /// largest))` to log, where `largest` is the largest magnitude among the suppressed ones.
-    pub fn log_repeat_largest(&self, table: &str, reason: &'static str, value: u64) -> Option<(u64, u64)> {
-        match self
-            .repeat_log
-            .borrow_mut()
-            .check_with((table, reason), Instant::now(), value)
-        {
-            (Verdict::Log { suppressed }, largest) => Some((suppressed, largest)),
-            (Verdict::Suppress, _) => None,
-        }
-    }
+/// What a repeat-limited line says of the occurrences it stands for
+/// ([`CoreTelemetry::log_limited`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeats {
+    /// Occurrences not logged: since the key's last line (for a line), or in the interval after
+    /// it (for a tail).
+    pub suppressed: u64,
+    /// The largest magnitude among them (0 when none had one).
+    pub largest: u64,
+    /// `server.log-repeat-interval`.
+    pub interval: Duration,
 }
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use super::CoreTelemetry;
+    use super::{CoreTelemetry, Repeats};
     use crate::metrics::Metrics;
 
     #[test]
@@ -110,32 +136,61 @@ mod tests {
         glommio::LocalExecutorBuilder::default()
             .spawn(|| async {
                 let interval = Duration::from_millis(50);
-                let telemetry = CoreTelemetry::new(0, Arc::new(Metrics::new(1)), interval, 16);
+                let telemetry = Rc::new(CoreTelemetry::new(0, Arc::new(Metrics::new(1)), interval, 16));
                 assert_eq!(telemetry.repeat_interval(), interval);
-                assert_eq!(
-                    telemetry.log_repeat_largest("fluss.t", "disk-paced", 12),
-                    Some((0, 0))
-                );
-                assert_eq!(telemetry.log_repeat_largest("fluss.t", "disk-paced", 261), None);
-                assert_eq!(telemetry.log_repeat_largest("fluss.t", "disk-paced", 30), None);
+                let lines: Rc<RefCell<Vec<Repeats>>> = Rc::default();
+                let tails: Rc<RefCell<Vec<(Repeats, Instant)>>> = Rc::default();
+                let occur = |value: u64| {
+                    let (lines, tails) = (lines.clone(), tails.clone());
+                    telemetry.log_limited(
+                        "fluss.t",
+                        "disk-paced",
+                        value,
+                        move |r| lines.borrow_mut().push(r),
+                        move |r| tails.borrow_mut().push((r, Instant::now())),
+                    );
+                };
                 let started = Instant::now();
-                let tail = telemetry
-                    .suppressed_after("fluss.t", "disk-paced", interval)
-                    .await;
-                assert!(started.elapsed() >= interval);
-                assert_eq!(tail, Some((2, 261)));
-                // Reported once; a quiet key then has nothing more to say.
-                assert_eq!(
-                    telemetry
-                        .suppressed_after("fluss.t", "disk-paced", Duration::ZERO)
-                        .await,
-                    None
+                for value in [12, 261, 30] {
+                    occur(value);
+                }
+                // Another key of the same table is limited on its own, and with nothing
+                // suppressed it has no tail.
+                telemetry.log_limited(
+                    "fluss.t",
+                    "storage",
+                    0,
+                    |r| assert_eq!(r.suppressed, 0),
+                    |r| panic!("a key with nothing suppressed has no tail: {r:?}"),
                 );
-                // Its interval has passed: the next occurrence is logged, counting from none.
+                let first = Repeats {
+                    suppressed: 0,
+                    largest: 0,
+                    interval,
+                };
+                assert_eq!(*lines.borrow(), [first], "one line for three");
+                assert!(tails.borrow().is_empty(), "no tail before the interval");
+                glommio::timer::sleep(interval * 3).await;
+                let tails = tails.borrow().clone();
+                assert_eq!(tails.len(), 1, "{tails:?}");
+                let (tail, at) = tails[0];
                 assert_eq!(
-                    telemetry.log_repeat_largest("fluss.t", "disk-paced", 7),
-                    Some((0, 0))
+                    tail,
+                    Repeats {
+                        suppressed: 2,
+                        largest: 261,
+                        interval
+                    }
                 );
+                assert!(
+                    at.duration_since(started) >= interval,
+                    "the tail waits an interval"
+                );
+                // Its interval has passed: the next occurrence is logged, counting from none
+                // (the tail took what was suppressed).
+                occur(7);
+                assert_eq!(lines.borrow().len(), 2);
+                assert_eq!(lines.borrow()[1], first);
             })
             .expect("executor")
             .join()

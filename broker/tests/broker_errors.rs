@@ -513,6 +513,60 @@ fn suppressed(line: &str) -> u64 {
         .unwrap_or_else(|| panic!("no suppressed= in {line}"))
 }
 
+/// Whether a refusal line is the tail of a burst (what an interval after a line left out).
+fn is_tail(line: &str) -> bool {
+    line.contains(" more partitions of ")
+}
+
+/// The refusals a line stands for: itself and those it counts as suppressed, or for a tail,
+/// those it counts.
+fn accounts_for(line: &str) -> u64 {
+    suppressed(line) + u64::from(!is_tail(line))
+}
+
+#[test]
+fn a_burst_of_refusals_is_counted_one_interval_after_its_line_though_none_follows() {
+    let interval = Duration::from_secs(2);
+    let server = Server::start(1, &["server.log-repeat-interval=2s"]);
+    setup(&server);
+    let mut raw = Raw::connect(server.kafka);
+    let bad = request(1, vec![("strict", vec![(0, Some(batch(&[r#"{"id":"x"}"#])))])]);
+    let started = std::time::Instant::now();
+    for _ in 0..20 {
+        assert_eq!(outcomes(&raw.produce(9, &bad))[0].2, ErrorCode::InvalidRecord);
+    }
+    let burst = started.elapsed();
+    // No later refusal: the tail is logged by itself, one interval after the first line.
+    let deadline = std::time::Instant::now() + interval * 5;
+    let lines = loop {
+        let lines = refusal_lines(&server, "fluss.strict");
+        if lines.iter().any(|l| is_tail(l)) || std::time::Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let accounted: u64 = lines.iter().map(|l| accounts_for(l)).sum();
+    assert_eq!(
+        accounted,
+        20,
+        "every refusal is a line or counted in one:\n{}",
+        lines.join("\n")
+    );
+    if burst < interval {
+        // The burst fitted in one interval: one line, then its tail with the other 19.
+        assert_eq!(lines.len(), 2, "{}", lines.join("\n"));
+        let tail = &lines[1];
+        for part in [
+            " WARN ",
+            "suppressed=19",
+            "code=INVALID_RECORD",
+            "produce refused: 19 more partitions of fluss.strict with INVALID_RECORD in the 2s",
+        ] {
+            assert!(tail.contains(part), "{part:?} missing from {tail}");
+        }
+    }
+}
+
 #[test]
 fn a_refused_record_logs_one_warn_line_and_a_retry_flood_stays_under_the_rate_limit() {
     let server = Server::start(1, &["server.log-repeat-interval=1s"]);
@@ -560,11 +614,13 @@ fn a_refused_record_logs_one_warn_line_and_a_retry_flood_stays_under_the_rate_li
     }
     let elapsed = started.elapsed();
     let lines = refusal_lines(&server, "fluss.strict");
+    let (tails, lines): (Vec<_>, Vec<_>) = lines.into_iter().partition(|l| is_tail(l));
     let bound = 2 + elapsed.as_secs() as usize;
     assert!(
-        lines.len() <= bound,
-        "{} lines for 201 refusals in {elapsed:?} (bound {bound}):\n{}",
+        lines.len() <= bound && tails.len() <= lines.len(),
+        "{} lines and {} tails for 201 refusals in {elapsed:?} (bound {bound}):\n{}",
         lines.len(),
+        tails.len(),
         lines.join("\n")
     );
     // Another reason of the same table has its own key: logged at once.
@@ -587,7 +643,7 @@ fn a_refused_record_logs_one_warn_line_and_a_retry_flood_stays_under_the_rate_li
         .into_iter()
         .filter(|l| l.contains("code=INVALID_RECORD "))
         .collect();
-    let accounted: u64 = lines.iter().map(|l| suppressed(l) + 1).sum();
+    let accounted: u64 = lines.iter().map(|l| accounts_for(l)).sum();
     assert_eq!(
         accounted,
         202,

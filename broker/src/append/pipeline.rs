@@ -37,7 +37,7 @@ use crate::producer::state::{
     PRODUCERS_KEY,
 };
 use crate::sched::{held, Slice, CHECK_EVERY_RECORDS};
-use crate::telemetry::CoreTelemetry;
+use crate::telemetry::{CoreTelemetry, Repeats};
 
 /// A bucket's state on its owner core: the open log and its idempotent producers' state.
 pub struct BucketState {
@@ -120,35 +120,36 @@ const DISK_PACED: &str = "disk-paced";
 /// disk. Many answers wait for the same fsync: one line per table and
 /// `server.log-repeat-interval` on this core, with the count and longest wait of those left out,
 /// and one interval after such a line, a line for the answers that interval left out, if any.
-fn log_paced_answer(
-    telemetry: Rc<CoreTelemetry>,
-    path: String,
-    bucket: u32,
-    took: Duration,
-    bound: Duration,
-) {
+fn log_paced_answer(telemetry: &Rc<CoreTelemetry>, path: &str, bucket: u32, took: Duration, bound: Duration) {
     let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-    let Some((suppressed, longest)) = telemetry.log_repeat_largest(&path, DISK_PACED, micros) else {
-        return;
-    };
-    tracing::warn!(
-        target: "kafluss::stall",
-        suppressed,
-        longest_suppressed = ?Duration::from_micros(longest),
-        "an acks=1 answer of bucket {bucket} of {path} waited {took:?} (server.stall-threshold {bound:?}) for the disk: more than log.unsynced.size unsynced",
-    );
-    let wait = telemetry.repeat_interval();
-    glommio::spawn_local(async move {
-        if let Some((suppressed, longest)) = telemetry.suppressed_after(&path, DISK_PACED, wait).await {
+    telemetry.log_limited(
+        path,
+        DISK_PACED,
+        micros,
+        |Repeats { suppressed, largest, .. }| {
             tracing::warn!(
                 target: "kafluss::stall",
                 suppressed,
-                longest_suppressed = ?Duration::from_micros(longest),
-                "{suppressed} more acks=1 answers of {path} waited over {bound:?} for the disk in the {wait:?} after the last such line",
-            );
-        }
-    })
-    .detach();
+                longest_suppressed = ?Duration::from_micros(largest),
+                "an acks=1 answer of bucket {bucket} of {path} waited {took:?} (server.stall-threshold {bound:?}) for the disk: more than log.unsynced.size unsynced",
+            )
+        },
+        {
+            let path = path.to_string();
+            move |Repeats {
+                      suppressed,
+                      largest,
+                      interval,
+                  }| {
+                tracing::warn!(
+                    target: "kafluss::stall",
+                    suppressed,
+                    longest_suppressed = ?Duration::from_micros(largest),
+                    "{suppressed} more acks=1 answers of {path} waited over {bound:?} for the disk in the {interval:?} after the last such line",
+                )
+            }
+        },
+    );
 }
 
 /// Wall-clock milliseconds since the Unix epoch.
@@ -590,7 +591,7 @@ impl Appender {
                     let _ = log.sync_to(rows).await;
                     let took = waiting.elapsed();
                     if !bound.is_zero() && took > bound {
-                        log_paced_answer(telemetry, table.path(), job.bucket, took, bound);
+                        log_paced_answer(&telemetry, &table.path(), job.bucket, took, bound);
                     }
                     Ok(outcome)
                 }));
@@ -723,9 +724,26 @@ impl Appender {
     /// per table on this core (a failing disk fails every append).
     pub fn log_storage_error(&self, table: &TableInfo, what: std::fmt::Arguments<'_>) {
         let path = table.path();
-        if let Some(suppressed) = self.telemetry.log_repeat(&path, "storage") {
-            tracing::error!(table = %path, suppressed, "{what}");
-        }
+        self.telemetry.log_limited(
+            &path,
+            "storage",
+            0,
+            |Repeats { suppressed, .. }| tracing::error!(table = %path, suppressed, "{what}"),
+            {
+                let table = path.clone();
+                move |Repeats {
+                          suppressed,
+                          interval,
+                          ..
+                      }| {
+                    tracing::error!(
+                        table = %table,
+                        suppressed,
+                        "{suppressed} more storage errors of {table} in the {interval:?} after the last such line"
+                    )
+                }
+            },
+        );
     }
 }
 

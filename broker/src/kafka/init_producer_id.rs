@@ -21,6 +21,7 @@ use super::context::ConnectionContext;
 use super::errors::{InitProducerIdRejection, KafkaCode};
 use super::{HandlerError, Response};
 use crate::producer::ids::ProducerIds;
+use crate::telemetry::Repeats;
 
 /// The highest epoch handed out: `i16::MAX` is never used, as Kafka and its clients treat it
 /// as exhausted.
@@ -72,13 +73,25 @@ pub fn handle(
             producer_epoch,
         },
         Err(rejection) => {
-            if let Some(suppressed) = context
-                .core
-                .telemetry
-                .log_repeat("InitProducerId", rejection.reason())
-            {
-                tracing::warn!(peer = %context.peer, suppressed, "InitProducerId refused with {}: {rejection}", rejection.code().name());
-            }
+            let reason = rejection.reason();
+            context.core.telemetry.log_limited(
+                "InitProducerId",
+                reason,
+                0,
+                |Repeats { suppressed, .. }| {
+                    tracing::warn!(peer = %context.peer, suppressed, "InitProducerId refused with {}: {rejection}", rejection.code().name());
+                },
+                move |Repeats {
+                          suppressed,
+                          interval,
+                          ..
+                      }| {
+                    tracing::warn!(
+                        suppressed,
+                        "InitProducerId refused: {suppressed} more requests ({reason}) in the {interval:?} after the last such line"
+                    );
+                },
+            );
             InitProducerIdResponse::error(rejection.code())
         }
     };

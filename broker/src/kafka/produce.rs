@@ -27,6 +27,7 @@ use super::{Dispatch, HandlerError, PendingResponse, Response};
 use crate::append::{AppendError, AppendJob, AppendOutcome};
 use crate::catalog::model::TableInfo;
 use crate::catalog::resolve::TopicError;
+use crate::telemetry::Repeats;
 
 /// The answer for one partition, as the response carries it.
 #[derive(Debug)]
@@ -289,12 +290,9 @@ fn refused(context: &ConnectionContext, topic: &str, partition: i32, answer: &Pa
         // Unknown or invalid topics: the name as sent (the limiter's key map is bounded).
         Err(_) => topic.to_string(),
     };
-    let Some(suppressed) = telemetry.log_repeat(&label, code.name()) else {
-        return;
-    };
     let principal = context.principal();
     let message = answer.error_message.as_deref().unwrap_or("");
-    match &answer.cause {
+    let line = |Repeats { suppressed, .. }: Repeats| match &answer.cause {
         Some(AppendError::Convert(e)) => tracing::warn!(
             table = %label,
             partition,
@@ -317,7 +315,22 @@ fn refused(context: &ConnectionContext, topic: &str, partition: i32, answer: &Pa
             suppressed,
             "produce refused"
         ),
-    }
+    };
+    let tail = {
+        let table = label.clone();
+        move |Repeats {
+                  suppressed, interval, ..
+              }: Repeats| {
+            tracing::warn!(
+                table = %table,
+                code = %code.name(),
+                suppressed,
+                "produce refused: {suppressed} more partitions of {table} with {} in the {interval:?} after the last such line",
+                code.name()
+            )
+        }
+    };
+    telemetry.log_limited(&label, code.name(), 0, line, tail);
 }
 
 /// A converter path (`a.b[2]`, or `[0]` for an array value) as JSONPath from `$`.
