@@ -290,31 +290,33 @@ fn refused(context: &ConnectionContext, topic: &str, partition: i32, answer: &Pa
         // Unknown or invalid topics: the name as sent (the limiter's key map is bounded).
         Err(_) => topic.to_string(),
     };
-    let principal = context.principal();
-    let message = answer.error_message.as_deref().unwrap_or("");
-    let line = |Repeats { suppressed, .. }: Repeats| match &answer.cause {
-        Some(AppendError::Convert(e)) => tracing::warn!(
-            table = %label,
-            partition,
-            client = %context.peer,
-            principal = %principal,
-            code = %code.name(),
-            record = e.record_index,
-            path = %json_path(&e.path),
-            reason = %e.reason,
-            suppressed,
-            "produce refused"
-        ),
-        _ => tracing::warn!(
-            table = %label,
-            partition,
-            client = %context.peer,
-            principal = %principal,
-            code = %code.name(),
-            reason = %message,
-            suppressed,
-            "produce refused"
-        ),
+    let line = |Repeats { suppressed, .. }: Repeats| {
+        let principal = context.principal();
+        let message = answer.error_message.as_deref().unwrap_or("");
+        match &answer.cause {
+            Some(AppendError::Convert(e)) => tracing::warn!(
+                table = %label,
+                partition,
+                client = %context.peer,
+                principal = %principal,
+                code = %code.name(),
+                record = e.record_index,
+                path = %json_path(&e.path),
+                reason = %e.reason,
+                suppressed,
+                "produce refused"
+            ),
+            _ => tracing::warn!(
+                table = %label,
+                partition,
+                client = %context.peer,
+                principal = %principal,
+                code = %code.name(),
+                reason = %message,
+                suppressed,
+                "produce refused"
+            ),
+        }
     };
     let tail = {
         let table = label.clone();
