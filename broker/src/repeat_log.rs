@@ -86,7 +86,9 @@ impl RepeatLimiter {
     }
 
     /// Decides about one occurrence of `key` = `(table or topic, reason)` at `now`; the reason
-    /// is a Kafka error code name or a storage step.
+    /// is a Kafka error code name or a storage step. (The server calls
+    /// [`RepeatLimiter::check_with`]; this is its form without a magnitude, for the tests.)
+    #[cfg(test)]
     pub fn check(&mut self, key: (&str, &'static str), now: Instant) -> Verdict {
         self.check_with(key, now, 0).0
     }

@@ -63,15 +63,16 @@ impl CoreTelemetry {
     /// error code name or a storage step), of magnitude `value` (0 when it has none). When the
     /// limiter lets it through (`server.log-repeat-interval`), `line` logs it with what the key
     /// left out since its last line; one interval later `tail` logs what that interval left out,
-    /// if anything, so the end of a burst is reported even when the key logs nothing more.
-    /// At most one waiting tail per logged line, itself at most one per key and interval.
+    /// if anything, so the end of a burst is reported even when the key logs nothing more (it is
+    /// given the key, copied only for a logged line). At most one waiting tail per logged line,
+    /// itself at most one per key and interval.
     pub fn log_limited(
         self: &Rc<Self>,
         key: &str,
         reason: &'static str,
         value: u64,
         line: impl FnOnce(Repeats),
-        tail: impl FnOnce(Repeats) + 'static,
+        tail: impl FnOnce(&str, Repeats) + 'static,
     ) {
         let verdict = self
             .repeat_log
@@ -92,11 +93,14 @@ impl CoreTelemetry {
             glommio::timer::sleep(interval).await;
             let taken = telemetry.repeat_log.borrow_mut().take_suppressed((&key, reason));
             if let Some((suppressed, largest)) = taken {
-                tail(Repeats {
-                    suppressed,
-                    largest,
-                    interval,
-                });
+                tail(
+                    &key,
+                    Repeats {
+                        suppressed,
+                        largest,
+                        interval,
+                    },
+                );
             }
         })
         .detach();
@@ -139,7 +143,7 @@ mod tests {
                 let telemetry = Rc::new(CoreTelemetry::new(0, Arc::new(Metrics::new(1)), interval, 16));
                 assert_eq!(telemetry.repeat_interval(), interval);
                 let lines: Rc<RefCell<Vec<Repeats>>> = Rc::default();
-                let tails: Rc<RefCell<Vec<(Repeats, Instant)>>> = Rc::default();
+                let tails: Rc<RefCell<Vec<(String, Repeats, Instant)>>> = Rc::default();
                 let occur = |value: u64| {
                     let (lines, tails) = (lines.clone(), tails.clone());
                     telemetry.log_limited(
@@ -147,7 +151,7 @@ mod tests {
                         "disk-paced",
                         value,
                         move |r| lines.borrow_mut().push(r),
-                        move |r| tails.borrow_mut().push((r, Instant::now())),
+                        move |key, r| tails.borrow_mut().push((key.to_string(), r, Instant::now())),
                     );
                 };
                 let started = Instant::now();
@@ -161,7 +165,7 @@ mod tests {
                     "storage",
                     0,
                     |r| assert_eq!(r.suppressed, 0),
-                    |r| panic!("a key with nothing suppressed has no tail: {r:?}"),
+                    |key, r| panic!("{key} suppressed nothing, so has no tail: {r:?}"),
                 );
                 let first = Repeats {
                     suppressed: 0,
@@ -173,7 +177,8 @@ mod tests {
                 glommio::timer::sleep(interval * 3).await;
                 let tails = tails.borrow().clone();
                 assert_eq!(tails.len(), 1, "{tails:?}");
-                let (tail, at) = tails[0];
+                let (key, tail, at) = tails[0].clone();
+                assert_eq!(key, "fluss.t");
                 assert_eq!(
                     tail,
                     Repeats {

@@ -134,20 +134,18 @@ fn log_paced_answer(telemetry: &Rc<CoreTelemetry>, path: &str, bucket: u32, took
                 "an acks=1 answer of bucket {bucket} of {path} waited {took:?} (server.stall-threshold {bound:?}) for the disk: more than log.unsynced.size unsynced",
             )
         },
-        {
-            let path = path.to_string();
-            move |Repeats {
-                      suppressed,
-                      largest,
-                      interval,
-                  }| {
-                tracing::warn!(
-                    target: "kafluss::stall",
-                    suppressed,
-                    longest_suppressed = ?Duration::from_micros(largest),
-                    "{suppressed} more acks=1 answers of {path} waited over {bound:?} for the disk in the {interval:?} after the last such line",
-                )
-            }
+        move |path,
+              Repeats {
+                  suppressed,
+                  largest,
+                  interval,
+              }| {
+            tracing::warn!(
+                target: "kafluss::stall",
+                suppressed,
+                longest_suppressed = ?Duration::from_micros(largest),
+                "{suppressed} more acks=1 answers of {path} waited over {bound:?} for the disk in the {interval:?} after the last such line",
+            )
         },
     );
 }
@@ -729,19 +727,15 @@ impl Appender {
             "storage",
             0,
             |Repeats { suppressed, .. }| tracing::error!(table = %path, suppressed, "{what}"),
-            {
-                let table = path.clone();
-                move |Repeats {
-                          suppressed,
-                          interval,
-                          ..
-                      }| {
-                    tracing::error!(
-                        table = %table,
-                        suppressed,
-                        "{suppressed} more storage errors of {table} in the {interval:?} after the last such line"
-                    )
-                }
+            |table,
+             Repeats {
+                 suppressed, interval, ..
+             }| {
+                tracing::error!(
+                    table = %table,
+                    suppressed,
+                    "{suppressed} more storage errors of {table} in the {interval:?} after the last such line"
+                )
             },
         );
     }

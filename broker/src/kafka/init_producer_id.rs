@@ -81,7 +81,8 @@ pub fn handle(
                 |Repeats { suppressed, .. }| {
                     tracing::warn!(peer = %context.peer, suppressed, "InitProducerId refused with {}: {rejection}", rejection.code().name());
                 },
-                move |Repeats {
+                move |_,
+                      Repeats {
                           suppressed,
                           interval,
                           ..

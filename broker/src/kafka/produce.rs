@@ -318,19 +318,17 @@ fn refused(context: &ConnectionContext, topic: &str, partition: i32, answer: &Pa
             ),
         }
     };
-    let tail = {
-        let table = label.clone();
-        move |Repeats {
-                  suppressed, interval, ..
-              }: Repeats| {
-            tracing::warn!(
-                table = %table,
-                code = %code.name(),
-                suppressed,
-                "produce refused: {suppressed} more partitions of {table} with {} in the {interval:?} after the last such line",
-                code.name()
-            )
-        }
+    let tail = move |table: &str,
+                     Repeats {
+                         suppressed, interval, ..
+                     }: Repeats| {
+        tracing::warn!(
+            table = %table,
+            code = %code.name(),
+            suppressed,
+            "produce refused: {suppressed} more partitions of {table} with {} in the {interval:?} after the last such line",
+            code.name()
+        )
     };
     telemetry.log_limited(&label, code.name(), 0, line, tail);
 }

@@ -748,14 +748,14 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
 
     /// The work of [`BucketLog::roll`], which started at `started`.
     async fn roll_from(&self, schema: &SchemaRef, started: std::time::Instant) -> Result<(), LogError> {
-        if self.state.borrow().rolling.is_some() {
-            let waited = self.roll_finished().await;
+        let pending = self.state.borrow().rolling.is_some();
+        let waited = self.roll_finished().await;
+        if pending {
             let mut time = self.roll_time.get();
             time.waiting_for_previous += started.elapsed();
             self.roll_time.set(time);
-            waited?;
         }
-        self.check_not_failed()?;
+        waited?;
         let (file, path, len, prewrite) = {
             let state = self.state.borrow();
             let Some(active) = state.active.as_ref() else {
