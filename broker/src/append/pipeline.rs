@@ -168,19 +168,47 @@ pub const WRITE_BEHIND_BYTES: u64 = 16 << 20;
 /// data; then they are written and the group goes on with a new write.
 pub const GROUP_WRITE_BYTES: usize = 4 << 20;
 
-/// A job of a group that passed its checks and conversion and waits for the group's write.
-struct Ready {
+/// A job of a group that passed its checks and waits for the group's write.
+struct Part {
     job: AppendJob,
     /// Per Kafka batch of the job: its producer fields and record count.
     batch_rows: Vec<(Option<ProducerBatch>, u64)>,
     idempotent: Vec<ProducerBatch>,
-    arrow_batch: arrow_array::RecordBatch,
+    /// Its records (one row each).
+    rows: u64,
     append_time_ms: i64,
+}
+
+/// A job waiting for the group's write, with its rows converted or still to be converted.
+struct Pending {
+    /// The job's position in the group.
+    index: usize,
+    part: Part,
+    conversion: Conversion,
+}
+
+enum Conversion {
+    Converted(arrow_array::RecordBatch),
+    /// A job without idempotent batches and with at most [`MERGE_COLUMN_BYTES`] of decoded
+    /// records: converted at the write, into one batch with the deferred jobs next to it
+    /// ([`Appender::convert_pending`]).
+    Deferred {
+        plan: Arc<ConversionPlan>,
+        batches: Vec<DecodedBatch>,
+        bytes: usize,
+    },
+}
+
+/// Consecutive jobs of a group whose rows are one converted batch: one job, or a run of
+/// deferred ones converted together.
+struct Unit {
+    parts: Vec<(usize, Part)>,
+    arrow_batch: arrow_array::RecordBatch,
 }
 
 enum Prepared {
     Done(OwnerResult),
-    Ready(Ready),
+    Ready(Pending),
 }
 
 /// What the bucket actor does with a job's result.
@@ -296,9 +324,10 @@ impl Appender {
     }
 
     /// Appends a group of jobs of one bucket (those that queued while the previous write was
-    /// in flight), one result per job in order. Each job is decoded, checked against the
-    /// idempotent producers' state and converted on its own, exactly as if it came alone; the
-    /// converted batches are then written with as few file writes as segment boundaries allow
+    /// in flight), one result per job in order. Each job is decoded and checked against the
+    /// idempotent producers' state on its own, and converted with the same outcome as if it
+    /// came alone (small jobs without idempotent batches together, at the write:
+    /// [`Appender::convert_pending`]); the converted batches are then written with as few file writes as segment boundaries allow
     /// ([`BucketLog::append_many`]), which is where a burst of small requests saves its
     /// per-write cost. The producers' state learns of a job's batches once they are in the log;
     /// a later job of the group is checked as coming after the earlier ones, and a job retrying
@@ -336,40 +365,45 @@ impl Appender {
                 .collect();
         };
         let mut results: Vec<Option<OwnerResult>> = jobs.iter().map(|_| None).collect();
-        let mut ready: Vec<(usize, Ready)> = Vec::new();
+        let mut ready: Vec<Pending> = Vec::new();
         let mut ready_bytes = 0usize;
         let mut slice = Slice::start();
         for (index, job) in jobs.into_iter().enumerate() {
             match self
-                .prepare(bucket, job, &mut ready, &mut results, &mut slice)
+                .prepare(index, bucket, job, &mut ready, &mut results, &mut slice)
                 .await
             {
                 Prepared::Done(result) => results[index] = Some(result),
                 Prepared::Ready(prepared) => {
-                    ready_bytes += prepared.arrow_batch.get_array_memory_size();
-                    ready.push((index, prepared));
+                    ready_bytes += match &prepared.conversion {
+                        Conversion::Converted(batch) => batch.get_array_memory_size(),
+                        Conversion::Deferred { bytes, .. } => *bytes,
+                    };
+                    ready.push(prepared);
                     // A group's batches are written with one copy into one buffer: bounded.
                     if ready_bytes >= GROUP_WRITE_BYTES {
-                        self.commit(bucket, &mut ready, &mut results).await;
+                        self.commit(bucket, &mut ready, &mut results, &mut slice).await;
                         ready_bytes = 0;
                     }
                 }
             }
         }
-        self.commit(bucket, &mut ready, &mut results).await;
+        self.commit(bucket, &mut ready, &mut results, &mut slice).await;
         results
             .into_iter()
             .map(|r| r.unwrap_or(OwnerResult::Done(Err(AppendError::NotOpen))))
             .collect()
     }
 
-    /// Decodes, checks and converts one job of a group; `ready` holds the group's jobs that
-    /// wait for their write (written first, into `results`, when this job retries one of them).
+    /// Decodes, checks and converts (or defers the conversion of: [`Conversion::Deferred`]) job
+    /// `index` of a group; `ready` holds the group's jobs that wait for their write (written
+    /// first, into `results`, when this job retries one of them).
     async fn prepare(
         self: &Rc<Self>,
+        index: usize,
         bucket: &mut BucketState,
         job: AppendJob,
-        ready: &mut Vec<(usize, Ready)>,
+        ready: &mut Vec<Pending>,
         results: &mut [Option<OwnerResult>],
         slice: &mut Slice,
     ) -> Prepared {
@@ -411,11 +445,11 @@ impl Appender {
             // batches as the continuation of theirs.
             let mut checked: Vec<ProducerBatch> = ready
                 .iter()
-                .flat_map(|(_, r)| r.idempotent.iter().copied())
+                .flat_map(|r| r.part.idempotent.iter().copied())
                 .collect();
             if idempotent.iter().any(|b| checked.contains(b)) {
                 // A retry of a batch not yet written: write the group so far, then check.
-                self.commit(bucket, ready, results).await;
+                self.commit(bucket, ready, results, slice).await;
                 checked.clear();
             }
             checked.extend_from_slice(&idempotent);
@@ -425,25 +459,128 @@ impl Appender {
                 Err(e) => return Prepared::Done(OwnerResult::Done(Err(AppendError::Sequence(e)))),
             }
         }
-        // Decoding a big batch takes a while: the core may poll its connections before converting.
-        slice.check().await;
-        let arrow_batch = match self
-            .convert(&plan, &batches, job.partition, append_time_ms, slice)
-            .await
-        {
-            Ok(batch) => batch,
-            Err(e) => return Prepared::Done(OwnerResult::Done(Err(AppendError::Convert(Box::new(e))))),
+        let batch_rows: Vec<(Option<ProducerBatch>, u64)> = batches
+            .iter()
+            .map(|b| (b.producer, b.records.len() as u64))
+            .collect();
+        let rows = batch_rows.iter().map(|(_, rows)| rows).sum();
+        let bytes = batches.iter().map(|b| b.data.len()).sum();
+        // A small job without idempotent batches is converted at the write, with the small jobs
+        // next to it: one set of builders and one batch for all of them, instead of one each
+        // and a copy into one message. An idempotent job is converted here, so that a batch
+        // that does not convert is refused before a later batch of its producer is checked as
+        // its successor.
+        let conversion = if idempotent.is_empty() && bytes <= MERGE_COLUMN_BYTES {
+            Conversion::Deferred { plan, batches, bytes }
+        } else {
+            // Decoding a big batch takes a while: the core may poll its connections before converting.
+            slice.check().await;
+            let jobs = [(&batches[..], job.partition, append_time_ms)];
+            match self.convert(&plan, &jobs, slice).await {
+                Ok(batch) => Conversion::Converted(batch),
+                Err(e) => return Prepared::Done(OwnerResult::Done(Err(AppendError::Convert(Box::new(e))))),
+            }
         };
-        Prepared::Ready(Ready {
-            job,
-            batch_rows: batches
-                .iter()
-                .map(|b| (b.producer, b.records.len() as u64))
-                .collect(),
-            idempotent,
-            arrow_batch,
-            append_time_ms,
+        Prepared::Ready(Pending {
+            index,
+            part: Part {
+                job,
+                batch_rows,
+                idempotent,
+                rows,
+                append_time_ms,
+            },
+            conversion,
         })
+    }
+
+    /// Converts the deferred jobs of `pending` ([`Conversion::Deferred`]), each run of
+    /// consecutive ones with the same plan and codec into one batch while the run holds at most
+    /// [`MERGE_COLUMN_BYTES`] of decoded records. A run that does not convert is converted job
+    /// by job again, so each job gets the outcome (and the error, with its record index) it
+    /// would have had alone; a job that does not convert gets its error in `results`.
+    async fn convert_pending(
+        &self,
+        pending: Vec<Pending>,
+        results: &mut [Option<OwnerResult>],
+        slice: &mut Slice,
+    ) -> Vec<Unit> {
+        let mut units = Vec::with_capacity(pending.len());
+        let mut pending = pending.into_iter().peekable();
+        while let Some(first) = pending.next() {
+            let (plan, mut run_bytes, first_batches) = match first.conversion {
+                Conversion::Converted(arrow_batch) => {
+                    units.push(Unit {
+                        parts: vec![(first.index, first.part)],
+                        arrow_batch,
+                    });
+                    continue;
+                }
+                Conversion::Deferred { plan, batches, bytes } => (plan, bytes, batches),
+            };
+            let compression = first.part.job.table.compression;
+            let mut run = vec![(first.index, first.part, first_batches)];
+            while let Some(Pending {
+                part,
+                conversion:
+                    Conversion::Deferred {
+                        plan: next_plan,
+                        bytes,
+                        ..
+                    },
+                ..
+            }) = pending.peek()
+            {
+                if !Arc::ptr_eq(&plan, next_plan)
+                    || part.job.table.compression != compression
+                    || run_bytes + bytes > MERGE_COLUMN_BYTES
+                {
+                    break;
+                }
+                run_bytes += bytes;
+                let Some(Pending {
+                    index,
+                    part,
+                    conversion: Conversion::Deferred { batches, .. },
+                }) = pending.next()
+                else {
+                    unreachable!("peeked a deferred job");
+                };
+                run.push((index, part, batches));
+            }
+            let jobs: Vec<_> = run
+                .iter()
+                .map(|(_, part, batches)| (&batches[..], part.job.partition, part.append_time_ms))
+                .collect();
+            let converted = self.convert(&plan, &jobs, slice).await;
+            drop(jobs);
+            match converted {
+                Ok(arrow_batch) => units.push(Unit {
+                    parts: run.into_iter().map(|(index, part, _)| (index, part)).collect(),
+                    arrow_batch,
+                }),
+                Err(e) if run.len() == 1 => {
+                    let (index, ..) = run.swap_remove(0);
+                    results[index] = Some(OwnerResult::Done(Err(AppendError::Convert(Box::new(e)))));
+                }
+                Err(_) => {
+                    for (index, part, batches) in run {
+                        let job = [(&batches[..], part.job.partition, part.append_time_ms)];
+                        match self.convert(&plan, &job, slice).await {
+                            Ok(arrow_batch) => units.push(Unit {
+                                parts: vec![(index, part)],
+                                arrow_batch,
+                            }),
+                            Err(e) => {
+                                results[index] =
+                                    Some(OwnerResult::Done(Err(AppendError::Convert(Box::new(e)))))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        units
     }
 
     /// Writes the group's waiting jobs (`ready`, emptied) and puts each one's result into
@@ -451,13 +588,17 @@ impl Appender {
     async fn commit(
         self: &Rc<Self>,
         bucket: &mut BucketState,
-        ready: &mut Vec<(usize, Ready)>,
+        ready: &mut Vec<Pending>,
         results: &mut [Option<OwnerResult>],
+        slice: &mut Slice,
     ) {
         if ready.is_empty() {
             return;
         }
-        let waiting = std::mem::take(ready);
+        let waiting = self.convert_pending(std::mem::take(ready), results, slice).await;
+        if waiting.is_empty() {
+            return;
+        }
         // Runs of jobs with the same schema and codec are stored as one message: one IPC
         // encoding, one compression of each column, one checksum, instead of one per job.
         let (runs, messages): (Vec<_>, Vec<_>) = group_messages(&waiting).into_iter().unzip();
@@ -481,14 +622,14 @@ impl Appender {
         let took = writing.elapsed();
         let rolled = bucket.log.take_roll_time();
         if !bound.is_zero() && took > bound {
-            if let Some((_, first)) = waiting.first() {
+            if let Some((_, first)) = waiting.first().and_then(|u| u.parts.first()) {
                 tracing::warn!(
                     target: "kafluss::stall",
                     "appends to bucket {} of {} waited {took:?} (server.stall-threshold {bound:?}) for the write of {} messages ({} rows){}",
                     first.job.bucket,
                     first.job.table.path(),
                     items.len(),
-                    waiting.iter().map(|(_, r)| r.arrow_batch.num_rows()).sum::<usize>(),
+                    waiting.iter().map(|u| u.arrow_batch.num_rows()).sum::<usize>(),
                     roll_note(rolled),
                 );
             }
@@ -496,14 +637,15 @@ impl Appender {
         drop(items);
         drop(tags);
         drop(messages);
-        if let Some((_, last)) = waiting.last() {
+        if let Some((_, last)) = waiting.last().and_then(|u| u.parts.last()) {
             bucket.log.set_compression(last.job.table.compression);
         }
         let mut appended = Vec::with_capacity(waiting.len());
         for (run, stored) in runs.iter().zip(stored) {
             split_outcome(&waiting[run.clone()], stored, &mut appended);
         }
-        for ((index, r), appended) in waiting.into_iter().zip(appended) {
+        let parts = waiting.into_iter().flat_map(|u| u.parts);
+        for ((index, r), appended) in parts.zip(appended) {
             let appended = match appended {
                 Ok(appended) => appended,
                 Err(e) => {
@@ -512,7 +654,7 @@ impl Appender {
                     continue;
                 }
             };
-            let rows = r.arrow_batch.num_rows() as u64;
+            let rows = r.rows;
             if !r.idempotent.is_empty() {
                 // The rows are in the log: from now on a retry of these batches is a duplicate.
                 let mut offset = appended.base_offset;
@@ -647,17 +789,17 @@ impl Appender {
         .detach();
     }
 
-    /// Converts every record of `batches` with this core's reusable JSON scratch space.
+    /// Converts every record of `jobs` (each: its decoded batches, its partition and its append
+    /// time), in order, into one batch, with this core's reusable JSON scratch space.
     async fn convert(
         &self,
         plan: &ConversionPlan,
-        batches: &[DecodedBatch],
-        partition: i32,
-        append_time_ms: i64,
+        jobs: &[(&[DecodedBatch], i32, i64)],
         slice: &mut Slice,
     ) -> Result<arrow_array::RecordBatch, kafluss_convert::ConvertError> {
+        let all_batches = || jobs.iter().flat_map(|(batches, ..)| batches.iter());
         let mut headers_storage: Vec<Vec<kafluss_convert::Header<'_>>> = Vec::new();
-        for batch in batches {
+        for batch in all_batches() {
             for record in &batch.records {
                 headers_storage.push(
                     batch
@@ -672,26 +814,28 @@ impl Appender {
         }
         let mut headers = headers_storage.iter();
         let mut records = Vec::with_capacity(headers_storage.len());
-        for batch in batches {
-            for record in &batch.records {
-                let timestamp = match batch.timestamp_type {
-                    TimestampType::LogAppendTime => append_time_ms,
-                    TimestampType::CreateTime => {
-                        if batch.base_timestamp == -1 && record.timestamp_delta == 0 {
-                            -1
-                        } else {
-                            batch.base_timestamp.saturating_add(record.timestamp_delta)
+        for &(batches, partition, append_time_ms) in jobs {
+            for batch in batches {
+                for record in &batch.records {
+                    let timestamp = match batch.timestamp_type {
+                        TimestampType::LogAppendTime => append_time_ms,
+                        TimestampType::CreateTime => {
+                            if batch.base_timestamp == -1 && record.timestamp_delta == 0 {
+                                -1
+                            } else {
+                                batch.base_timestamp.saturating_add(record.timestamp_delta)
+                            }
                         }
-                    }
-                };
-                records.push(KafkaRecord {
-                    key: batch.optional_part(&record.key),
-                    value: batch.optional_part(&record.value),
-                    headers: headers.next().map_or(&[][..], |h| &h[..]),
-                    timestamp,
-                    timestamp_type: batch.timestamp_type,
-                    partition,
-                });
+                    };
+                    records.push(KafkaRecord {
+                        key: batch.optional_part(&record.key),
+                        value: batch.optional_part(&record.value),
+                        headers: headers.next().map_or(&[][..], |h| &h[..]),
+                        timestamp,
+                        timestamp_type: batch.timestamp_type,
+                        partition,
+                    });
+                }
             }
         }
         // Converted in runs of `CHECK_EVERY_RECORDS`, the core polling its connections between
@@ -772,15 +916,15 @@ fn column_bytes(batch: &arrow_array::RecordBatch) -> Vec<usize> {
 /// the same schema and codec (an ALTER between two jobs starts a new run) while every column
 /// of the run holds at most [`MERGE_COLUMN_BYTES`]; a batch with a larger column is a run of
 /// its own.
-fn message_runs(waiting: &[(usize, Ready)]) -> Vec<std::ops::Range<usize>> {
+fn message_runs(waiting: &[Unit]) -> Vec<std::ops::Range<usize>> {
     let mut runs: Vec<(std::ops::Range<usize>, Vec<usize>)> = Vec::new();
-    for (i, (_, r)) in waiting.iter().enumerate() {
+    for (i, r) in waiting.iter().enumerate() {
         let bytes = column_bytes(&r.arrow_batch);
         match runs.last_mut() {
             Some((run, run_bytes))
                 if {
-                    let first = &waiting[run.start].1;
-                    first.job.table.compression == r.job.table.compression
+                    let first = &waiting[run.start];
+                    first.compression() == r.compression()
                         // `Arc<Schema>` equality compares pointers first.
                         && first.arrow_batch.schema_ref() == r.arrow_batch.schema_ref()
                         && run_bytes
@@ -802,60 +946,66 @@ fn message_runs(waiting: &[(usize, Ready)]) -> Vec<std::ops::Range<usize>> {
 }
 
 /// The messages of a group: one per run ([`message_runs`]) with the run's jobs.
-fn group_messages(waiting: &[(usize, Ready)]) -> Vec<(std::ops::Range<usize>, GroupMessage)> {
+fn group_messages(waiting: &[Unit]) -> Vec<(std::ops::Range<usize>, GroupMessage)> {
     let mut messages = Vec::new();
     for run in message_runs(waiting) {
         match run_batch(&waiting[run.clone()]) {
             Some(batch) => messages.push((run.clone(), run_message(&waiting[run], batch))),
-            // Not concatenated (32-bit offsets would overflow): each job is its own message.
+            // Not concatenated (32-bit offsets would overflow): each unit is its own message.
             None => messages.extend(run.map(|i| {
                 let one = &waiting[i..i + 1];
-                (i..i + 1, run_message(one, one[0].1.arrow_batch.clone()))
+                (i..i + 1, run_message(one, one[0].arrow_batch.clone()))
             })),
         }
     }
     messages
 }
 
-/// The rows of a run's jobs in order, as one batch (None: they do not concatenate).
-fn run_batch(run: &[(usize, Ready)]) -> Option<arrow_array::RecordBatch> {
-    let first = &run[0].1.arrow_batch;
+/// The rows of a run's units in order, as one batch (None: they do not concatenate).
+fn run_batch(run: &[Unit]) -> Option<arrow_array::RecordBatch> {
+    let first = &run[0].arrow_batch;
     if run.len() == 1 {
         return Some(first.clone());
     }
-    arrow_select::concat::concat_batches(first.schema_ref(), run.iter().map(|(_, r)| &r.arrow_batch)).ok()
+    arrow_select::concat::concat_batches(first.schema_ref(), run.iter().map(|r| &r.arrow_batch)).ok()
 }
 
 /// The message of one run holding `batch` and, when any job has idempotent batches, one
 /// producers' tag listing every Kafka batch of the run with its rows (so each keeps its offsets).
-fn run_message(run: &[(usize, Ready)], batch: arrow_array::RecordBatch) -> GroupMessage {
-    let tag = run.iter().any(|(_, r)| !r.idempotent.is_empty()).then(|| {
+fn run_message(run: &[Unit], batch: arrow_array::RecordBatch) -> GroupMessage {
+    let parts = || run.iter().flat_map(|u| u.parts.iter().map(|(_, part)| part));
+    let tag = parts().any(|r| !r.idempotent.is_empty()).then(|| {
         encode_tag(&StoredTag {
-            append_ms: run.iter().map(|(_, r)| r.append_time_ms).max().unwrap_or(0),
-            batches: run
-                .iter()
-                .flat_map(|(_, r)| r.batch_rows.iter().copied())
-                .collect(),
+            append_ms: parts().map(|r| r.append_time_ms).max().unwrap_or(0),
+            batches: parts().flat_map(|r| r.batch_rows.iter().copied()).collect(),
         })
     });
     GroupMessage {
         batch,
         tag,
-        compression: run[0].1.job.table.compression,
+        compression: run[0].compression(),
+    }
+}
+
+impl Unit {
+    /// The codec of its table (every job of a unit has the same).
+    fn compression(&self) -> crate::log::ArrowCompression {
+        self.parts[0].1.job.table.compression
     }
 }
 
 /// Each job's share of its run's stored message: its own offsets, and the message's bytes
 /// shared by rows (the last job takes the remainder, so the bytes add up).
 fn split_outcome(
-    run: &[(usize, Ready)],
+    run: &[Unit],
     stored: Result<crate::log::AppendOutcome, LogError>,
     out: &mut Vec<Result<crate::log::AppendOutcome, LogError>>,
 ) {
+    let jobs = run.iter().map(|u| u.parts.len()).sum::<usize>();
     let stored = match stored {
         Ok(stored) => stored,
         Err(e) => {
-            out.extend((1..run.len()).map(|_| Err(e.duplicate())));
+            out.extend((1..jobs).map(|_| Err(e.duplicate())));
             out.push(Err(e));
             return;
         }
@@ -863,9 +1013,10 @@ fn split_outcome(
     let total_rows = stored.next_offset - stored.base_offset;
     let mut base_offset = stored.base_offset;
     let mut bytes_left = stored.bytes;
-    for (i, (_, r)) in run.iter().enumerate() {
-        let rows = r.arrow_batch.num_rows() as u64;
-        let bytes = if i + 1 == run.len() || total_rows == 0 {
+    let parts = run.iter().flat_map(|u| u.parts.iter().map(|(_, part)| part));
+    for (i, r) in parts.enumerate() {
+        let rows = r.rows;
+        let bytes = if i + 1 == jobs || total_rows == 0 {
             bytes_left
         } else {
             (u128::from(stored.bytes) * u128::from(rows) / u128::from(total_rows)) as u64

@@ -574,6 +574,68 @@ fn a_group_of_jobs_is_written_together_and_answered_as_if_each_came_alone() {
 }
 
 #[test]
+fn a_run_of_small_jobs_converted_together_still_refuses_only_the_job_that_does_not_convert() {
+    let (dir, config, table) = fixture();
+    let _dir = dir;
+    let check = config.clone();
+    let check_table = table.clone();
+    run_local(async move {
+        let appender = appender(&config, &Arc::new(LogRegistry::new()));
+        let mut state = None;
+        // Plain jobs are converted at the write, consecutive ones into one batch; the third
+        // fails at its second record, so the run is converted job by job again.
+        let jobs = vec![
+            job(&table, 0, batch(&[r#"{"id": 1}"#], Compression::None), 1),
+            job(
+                &table,
+                0,
+                batch(&[r#"{"id": 2}"#, r#"{"id": 3}"#], Compression::Zstd),
+                1,
+            ),
+            job(
+                &table,
+                0,
+                batch(&[r#"{"id": 4}"#, r#"{"id": "x"}"#], Compression::None),
+                1,
+            ),
+            job(&table, 0, batch(&[r#"{"id": 5}"#], Compression::None), -1),
+        ];
+        let results = appender.append_group(&mut state, jobs).await;
+        let mut outcomes = Vec::new();
+        for result in results {
+            outcomes.push(outcome_of(result).await);
+        }
+        let rows: Vec<_> = outcomes
+            .iter()
+            .map(|o| o.as_ref().map(|a| (a.base_offset, a.rows)).ok())
+            .collect();
+        assert_eq!(rows, vec![Some((0, 1)), Some((1, 2)), None, Some((3, 1))]);
+        match &outcomes[2] {
+            // The record's index in its own batch, as if the job had come alone.
+            Err(AppendError::Convert(e)) => assert_eq!(e.record_index, 1),
+            other => panic!("expected a conversion failure, got {other:?}"),
+        }
+        // Without a failure the run is one batch: the same rows as the jobs one by one.
+        let jobs = vec![
+            job(&table, 0, batch(&[r#"{"id": 6}"#], Compression::None), 1),
+            job(
+                &table,
+                0,
+                batch(&[r#"{"id": 7}"#, r#"{"id": 8}"#], Compression::Lz4),
+                1,
+            ),
+        ];
+        let results = group_outcomes(appender.append_group(&mut state, jobs).await).await;
+        assert_eq!(results, vec![Ok((4, 1)), Ok((5, 2))]);
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+    });
+    assert_eq!(
+        stored_messages(&check, &check_table, 0),
+        vec![vec![1, 2, 3, 5], vec![6, 7, 8]]
+    );
+}
+
+#[test]
 fn large_batches_of_a_group_are_not_concatenated() {
     let (dir, config, table) = fixture();
     let registry = Arc::new(LogRegistry::new());
