@@ -348,7 +348,10 @@ impl ServerConfig {
             return Err(invalid(
                 "kafka.max-request-memory",
                 req("kafka.max-request-memory"),
-                "must hold at least one request of kafka.max-request-size",
+                format!(
+                    "must hold at least one request of kafka.max-request-size with its 4-byte size prefix: {} bytes or more",
+                    max_request_size + 4
+                ),
             ));
         }
         let count = |key: &str, max: u64| -> Result<usize, ConfigError> {
@@ -635,6 +638,19 @@ mod tests {
         assert!(error.to_string().contains("kafka.max-request-size"), "{error}");
         let config = load(&["kafka.max-request-memory=8mb", "kafka.max-request-size=4mb"]).unwrap();
         assert_eq!(config.max_request_memory, 8 << 20);
+        // A request's frame is its size prefix and at most kafka.max-request-size bytes.
+        let equal = load(&[
+            "kafka.max-request-memory=4194304",
+            "kafka.max-request-size=4194304",
+        ])
+        .unwrap_err();
+        assert!(equal.to_string().contains("4194308 bytes or more"), "{equal}");
+        let config = load(&[
+            "kafka.max-request-memory=4194308",
+            "kafka.max-request-size=4194304",
+        ])
+        .unwrap();
+        assert_eq!(config.max_request_memory, 4_194_308);
     }
 
     #[test]

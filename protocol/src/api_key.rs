@@ -115,7 +115,7 @@ macro_rules! api_keys {
 }
 
 api_keys! {
-    PRODUCE = 0 => "Produce", max 11, flexible Some(9);
+    PRODUCE = 0 => "Produce", max 12, flexible Some(9);
     FETCH = 1 => "Fetch", max 17, flexible Some(12);
     LIST_OFFSETS = 2 => "ListOffsets", max 10, flexible Some(6);
     METADATA = 3 => "Metadata", max 12, flexible Some(9);

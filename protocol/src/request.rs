@@ -153,7 +153,7 @@ pub fn decode_request(frame: &Bytes) -> Result<(RequestHeader, Request), DecodeE
 /// SaslAuthenticate, InitProducerId) the code is carried there; for the others the response has no topics.
 ///
 /// Supported: ApiVersions (any version; unknown ones get the v0 layout), Metadata v0–12,
-/// SaslHandshake v0–1, SaslAuthenticate v0–2, Produce v0–11, CreateTopics v0–7,
+/// SaslHandshake v0–1, SaslAuthenticate v0–2, Produce v0–12, CreateTopics v0–7,
 /// DeleteTopics v0–6, InitProducerId v0–5. Anything else is [`EncodeError::UnsupportedVersion`]: the broker should
 /// close the connection then.
 pub fn encode_error_response(
