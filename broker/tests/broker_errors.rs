@@ -359,6 +359,23 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
     let (status, _) = server.get("/v1/tables/fluss.fresh");
     assert_eq!(status, 404, "no topic is ever created by Kafka");
 
+    // An API without a layout in the protocol crate (ListOffsets v1: header v1, replica id -1,
+    // no topics) gets no error response: the connection is closed with a log line naming it,
+    // and the other connections go on (`raw` below).
+    let mut unknown = Raw::connect(server.kafka);
+    let mut frame = vec![0, 2, 0, 1];
+    frame.extend_from_slice(&7i32.to_be_bytes());
+    frame.extend_from_slice(&[0, 3, b'r', b'a', b'w', 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+    let mut framed = (frame.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&frame);
+    unknown.stream.write_all(&framed).unwrap();
+    assert!(unknown.is_closed());
+    let logs = server.logs();
+    assert!(
+        logs.contains("closing Kafka connection: api key 2 v1 is not supported and has no error response"),
+        "{logs}"
+    );
+
     // A size prefix over kafka.max-request-size closes the connection before the body.
     let mut big = Raw::connect(server.kafka);
     big.stream.write_all(&(8192i32).to_be_bytes()).unwrap();
