@@ -330,6 +330,7 @@ fn credentials_from_options_or_environment_under_the_authorizer() {
     assert_eq!(output.status.code(), Some(1));
     let err = stderr(&output);
     assert!(err.contains("refused the credentials of user 'admin'"), "{err}");
+    assert!(err.contains("the server said: AUTHENTICATION_FAILED"), "{err}");
     assert!(!err.contains("guess"), "{err}");
     // Missing: says which options to give.
     let output = kafluss_sql(&server, &["-e", "SHOW TABLES"]);

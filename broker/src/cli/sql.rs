@@ -71,7 +71,11 @@ pub fn run(server: &str, credentials: &Credentials, sql: SqlSource) -> i32 {
         }
     };
     if reply.status == 401 {
+        // What to do about it first, then the server's own words.
         eprintln!("kafluss sql: {}", credentials.refused_message());
+        if let Some(message) = render_reply(reply.status, &reply.body).error {
+            eprintln!("kafluss sql: the server said: {message}");
+        }
         return 1;
     }
     let rendered = render_reply(reply.status, &reply.body);
