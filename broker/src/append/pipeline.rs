@@ -521,33 +521,22 @@ impl Appender {
             };
             let compression = first.part.job.table.compression;
             let mut run = vec![(first.index, first.part, first_batches)];
-            while let Some(Pending {
-                part,
-                conversion:
-                    Conversion::Deferred {
-                        plan: next_plan,
-                        bytes,
-                        ..
-                    },
-                ..
-            }) = pending.peek()
-            {
-                if !Arc::ptr_eq(&plan, next_plan)
-                    || part.job.table.compression != compression
-                    || run_bytes + bytes > MERGE_COLUMN_BYTES
-                {
-                    break;
+            while let Some(next) = pending.next_if(|p| match &p.conversion {
+                Conversion::Deferred {
+                    plan: next_plan,
+                    bytes,
+                    ..
+                } => {
+                    Arc::ptr_eq(&plan, next_plan)
+                        && p.part.job.table.compression == compression
+                        && run_bytes + bytes <= MERGE_COLUMN_BYTES
                 }
-                run_bytes += bytes;
-                let Some(Pending {
-                    index,
-                    part,
-                    conversion: Conversion::Deferred { batches, .. },
-                }) = pending.next()
-                else {
-                    unreachable!("peeked a deferred job");
-                };
-                run.push((index, part, batches));
+                Conversion::Converted(_) => false,
+            }) {
+                if let Conversion::Deferred { batches, bytes, .. } = next.conversion {
+                    run_bytes += bytes;
+                    run.push((next.index, next.part, batches));
+                }
             }
             let jobs: Vec<_> = run
                 .iter()
