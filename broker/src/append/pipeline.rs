@@ -174,9 +174,14 @@ struct Part {
     /// Per Kafka batch of the job: its producer fields and record count.
     batch_rows: Vec<(Option<ProducerBatch>, u64)>,
     idempotent: Vec<ProducerBatch>,
-    /// Its records (one row each).
-    rows: u64,
     append_time_ms: i64,
+}
+
+impl Part {
+    /// Its records (one row each).
+    fn rows(&self) -> u64 {
+        self.batch_rows.iter().map(|(_, rows)| rows).sum()
+    }
 }
 
 /// A job waiting for the group's write, with its rows converted or still to be converted.
@@ -464,7 +469,6 @@ impl Appender {
             .iter()
             .map(|b| (b.producer, b.records.len() as u64))
             .collect();
-        let rows = batch_rows.iter().map(|(_, rows)| rows).sum();
         let bytes = batches.iter().map(|b| b.data.len()).sum();
         // A small job without idempotent batches is converted at the write, with the small jobs
         // next to it: one set of builders and one batch for all of them, instead of one each
@@ -488,7 +492,6 @@ impl Appender {
                 job,
                 batch_rows,
                 idempotent,
-                rows,
                 append_time_ms,
             },
             conversion,
@@ -644,7 +647,7 @@ impl Appender {
                     continue;
                 }
             };
-            let rows = r.rows;
+            let rows = r.rows();
             if !r.idempotent.is_empty() {
                 // The rows are in the log: from now on a retry of these batches is a duplicate.
                 let mut offset = appended.base_offset;
@@ -963,11 +966,10 @@ fn run_batch(run: &[Unit]) -> Option<arrow_array::RecordBatch> {
 /// The message of one run holding `batch` and, when any job has idempotent batches, one
 /// producers' tag listing every Kafka batch of the run with its rows (so each keeps its offsets).
 fn run_message(run: &[Unit], batch: arrow_array::RecordBatch) -> GroupMessage {
-    let parts = || run.iter().flat_map(|u| u.parts.iter().map(|(_, part)| part));
-    let tag = parts().any(|r| !r.idempotent.is_empty()).then(|| {
+    let tag = parts(run).any(|r| !r.idempotent.is_empty()).then(|| {
         encode_tag(&StoredTag {
-            append_ms: parts().map(|r| r.append_time_ms).max().unwrap_or(0),
-            batches: parts().flat_map(|r| r.batch_rows.iter().copied()).collect(),
+            append_ms: parts(run).map(|r| r.append_time_ms).max().unwrap_or(0),
+            batches: parts(run).flat_map(|r| r.batch_rows.iter().copied()).collect(),
         })
     });
     GroupMessage {
@@ -975,6 +977,11 @@ fn run_message(run: &[Unit], batch: arrow_array::RecordBatch) -> GroupMessage {
         tag,
         compression: run[0].compression(),
     }
+}
+
+/// The jobs of a run's units, in order.
+fn parts(run: &[Unit]) -> impl Iterator<Item = &Part> {
+    run.iter().flat_map(|u| u.parts.iter().map(|(_, part)| part))
 }
 
 impl Unit {
@@ -1003,9 +1010,8 @@ fn split_outcome(
     let total_rows = stored.next_offset - stored.base_offset;
     let mut base_offset = stored.base_offset;
     let mut bytes_left = stored.bytes;
-    let parts = run.iter().flat_map(|u| u.parts.iter().map(|(_, part)| part));
-    for (i, r) in parts.enumerate() {
-        let rows = r.rows;
+    for (i, r) in parts(run).enumerate() {
+        let rows = r.rows();
         let bytes = if i + 1 == jobs || total_rows == 0 {
             bytes_left
         } else {
