@@ -30,6 +30,17 @@ def cpu_seconds(pid):
         return None
 
 
+def steal_seconds():
+    """The machine's steal time so far (/proc/stat), CPU seconds over all its CPUs: time a
+    hypervisor kept them from work they had. None where the file does not say."""
+    try:
+        with open("/proc/stat") as f:
+            line = next(line for line in f if line.startswith("cpu "))
+        return int(line.split()[8]) / TICKS
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+
+
 KCAT_ENV = dict(os.environ)
 
 
@@ -131,6 +142,7 @@ def main():
         for client, fn in clients:
             for name, addr, pid in order:
                 before = cpu_seconds(pid)
+                steal_before = steal_seconds()
                 start = time.perf_counter()
                 try:
                     fn(addr, a.topic, a.file, count)
@@ -145,13 +157,17 @@ def main():
                 elapsed = time.perf_counter() - start
                 after = cpu_seconds(pid)
                 cpu = after - before if before is not None and after is not None else None
+                steal_after = steal_seconds()
+                steal = steal_after - steal_before if steal_before is not None and steal_after is not None else None
                 runs.append({
                     "client": client, "endpoint": name, "round": round_, "records": count,
                     "seconds": round(elapsed, 3), "records_per_s": round(count / elapsed, 1),
                     "server_cpu_s_per_million_records": round(cpu * 1e6 / count, 3) if cpu is not None else None,
+                    "steal_s": round(steal, 3) if steal is not None else None,
                 })
                 print(f"{client:<16} {name:<14} round {round_}  {count / elapsed:>12.0f} rec/s  "
-                      f"server CPU {runs[-1]['server_cpu_s_per_million_records']} s/Mrec", flush=True)
+                      f"server CPU {runs[-1]['server_cpu_s_per_million_records']} s/Mrec  "
+                      f"steal {runs[-1]['steal_s']} s", flush=True)
     totals = {}
     for run in runs:
         if "failed" in run:

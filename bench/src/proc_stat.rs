@@ -1,5 +1,6 @@
 //! CPU time and memory of a process from `/proc` (Linux), for "server CPU seconds per million
-//! records" and the RSS of idle connections.
+//! records" and the RSS of idle connections; and the machine's steal time (`/proc/stat`), the
+//! CPU time a hypervisor gave to others while this machine's CPUs had work to run.
 
 use std::fs;
 
@@ -50,6 +51,19 @@ fn parse_cpu_seconds(stat: &str) -> Option<f64> {
     Some((utime + stime) as f64 / TICKS_PER_SECOND)
 }
 
+/// The machine's steal time so far, in CPU seconds summed over its CPUs (`/proc/stat`, the
+/// `cpu` line's eighth value); `None` where the file does not have it (non-Linux).
+pub fn steal_seconds() -> Option<f64> {
+    parse_steal_seconds(&fs::read_to_string("/proc/stat").ok()?)
+}
+
+fn parse_steal_seconds(stat: &str) -> Option<f64> {
+    let line = stat.lines().find(|line| line.starts_with("cpu "))?;
+    // user nice system idle iowait irq softirq steal ...
+    let steal: u64 = line.split_whitespace().nth(8)?.parse().ok()?;
+    Some(steal as f64 / TICKS_PER_SECOND)
+}
+
 fn parse_status_kib(status: &str, key: &str) -> Option<u64> {
     let line = status.lines().find(|line| line.starts_with(key))?;
     line[key.len()..].split_whitespace().next()?.parse().ok()
@@ -71,6 +85,18 @@ mod tests {
         assert_eq!(parse_status_kib(status, "VmRSS:"), Some(1024));
         assert_eq!(parse_status_kib(status, "VmHWM:"), Some(2048));
         assert_eq!(parse_status_kib(status, "VmSwap:"), None);
+    }
+
+    #[test]
+    fn steal_is_the_eighth_value_of_the_all_cpus_line() {
+        let stat = "cpu  1026190 132701 196170 577885 268531 0 11813 12779 0 0\n\
+                    cpu0 513095 66350 98085 288942 134265 0 5906 6390 0 0\n\
+                    intr 1 2 3\n";
+        assert_eq!(parse_steal_seconds(stat), Some(127.79));
+        // A kernel without the field (before 2.6.11) or a file without the line: no figure.
+        assert_eq!(parse_steal_seconds("cpu  1 2 3 4 5 6 7\n"), None);
+        assert_eq!(parse_steal_seconds("cpu0 1 2 3 4 5 6 7 8\n"), None);
+        assert!(steal_seconds().is_some_and(|steal| steal >= 0.0));
     }
 
     #[test]

@@ -97,6 +97,10 @@ pub struct RunResult {
     pub server: Option<ServerUsage>,
     /// This process's CPU seconds over the run (the harness shares the machine's cores).
     pub client_cpu_seconds: f64,
+    /// The machine's steal time over the run (first send to last answer), CPU seconds summed
+    /// over its CPUs: time a hypervisor kept them from running work they had
+    /// ([`proc_stat::steal_seconds`]); `None` where `/proc/stat` does not say.
+    pub steal_seconds: Option<f64>,
     /// Idle connections that were open during the load.
     pub idle_connections_open: usize,
     /// Why opening idle connections stopped early, if it did.
@@ -187,6 +191,7 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
     let counters = Arc::new(Counters::default());
     let server_before = server_pid.and_then(proc_stat::sample);
     let client_before = proc_stat::sample_self();
+    let steal_before = proc_stat::steal_seconds();
     let start = Instant::now() + START_DELAY;
     let running = Arc::new(AtomicBool::new(true));
     // Stops the progress thread on every way out of this function, errors included.
@@ -241,6 +246,7 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
     slow_requests.sort_by(|a, b| a.sent_at_s.total_cmp(&b.sent_at_s));
     let server_after = server_pid.and_then(proc_stat::sample);
     let client_after = proc_stat::sample_self();
+    let steal_after = proc_stat::steal_seconds();
     running.store(false, Ordering::SeqCst);
     let timeline = progress
         .join()
@@ -286,6 +292,9 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
         timeline,
         server,
         client_cpu_seconds,
+        steal_seconds: steal_before
+            .zip(steal_after)
+            .map(|(before, after)| (after - before).max(0.0)),
         idle_connections_open,
         idle_connections_error,
     })

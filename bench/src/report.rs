@@ -89,6 +89,7 @@ pub fn run_json(run: &NamedRun) -> Value {
         "first_error": result.first_error,
         "server": server,
         "client_cpu_s": round3(result.client_cpu_seconds),
+        "steal_s": result.steal_seconds.map(round3),
         "idle_connections_open": result.idle_connections_open,
         "idle_connections_error": result.idle_connections_error,
         "timeline": result.timeline.iter().map(|point| json!({
@@ -98,6 +99,7 @@ pub fn run_json(run: &NamedRun) -> Value {
             "payload_bytes": point.payload_bytes,
             "latency": point.latency.to_json(),
             "server_rss_kib": point.server_rss_kib,
+            "steal_ms": point.steal_ms.map(round3),
         })).collect::<Vec<_>>(),
     })
 }
@@ -368,6 +370,13 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
                 server.after.peak_rss_kib,
             );
         }
+        if let Some(steal) = result.steal_seconds {
+            let _ = writeln!(
+                out,
+                "  steal: {steal:.2} CPU s over the run (time the hypervisor kept this machine's \
+                 CPUs from the work they had, all CPUs together)"
+            );
+        }
         if let Some(error) = &result.idle_connections_error {
             let _ = writeln!(
                 out,
@@ -471,6 +480,7 @@ pub(crate) mod tests {
                 payload_bytes: records / seconds * 100,
                 latency: LatencySummary::of(&request_latency),
                 server_rss_kib: Some(1024),
+                steal_ms: Some(0.0),
             })
             .collect();
         NamedRun {
@@ -504,6 +514,7 @@ pub(crate) mod tests {
                 timeline,
                 server: None,
                 client_cpu_seconds: 0.5,
+                steal_seconds: None,
                 idle_connections_open: 0,
                 idle_connections_error: None,
             },
@@ -534,7 +545,14 @@ pub(crate) mod tests {
             "{text}"
         );
         assert!(text.contains("… 3 more"), "{text}");
+        assert!(!text.contains("steal:"), "{text}");
+        let mut stolen = run.clone();
+        stolen.result.steal_seconds = Some(0.47);
+        let text = text_report(&[stolen.clone()], &["kafluss".to_owned()]);
+        assert!(text.contains("  steal: 0.47 CPU s over the run"), "{text}");
+        assert_eq!(run_json(&stolen)["steal_s"].as_f64(), Some(0.47));
         let json = run_json(&run);
+        assert!(json["steal_s"].is_null());
         assert_eq!(json["slow_requests"].as_array().unwrap().len(), SLOW_LINES + 3);
         assert_eq!(json["slow_requests"][1]["latency_ms"].as_f64(), Some(61.0));
         assert_eq!(json["warmup_s"].as_f64(), Some(1.0));

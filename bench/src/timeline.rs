@@ -31,6 +31,9 @@ pub struct TimelinePoint {
     pub latency: LatencySummary,
     /// The server's resident memory at the end of the interval, KiB (when its pid is given).
     pub server_rss_kib: Option<u64>,
+    /// The machine's steal time in the interval, CPU milliseconds over all its CPUs
+    /// ([`proc_stat::steal_seconds`]; 10 ms resolution).
+    pub steal_ms: Option<f64>,
 }
 
 /// Samples the counters and interval histograms each second until the run ends; prints a line
@@ -50,6 +53,7 @@ pub(crate) fn spawn_progress(
             let mut timeline = Vec::new();
             let mut previous = (start, 0u64, 0u64);
             let mut merged = interval_histogram();
+            let mut steal_before = proc_stat::steal_seconds();
             loop {
                 let tick = previous.0 + Duration::from_secs(1);
                 // Wake at the tick, or early (in 10 ms steps) when the run ends.
@@ -68,6 +72,7 @@ pub(crate) fn spawn_progress(
                 }
                 let records = counters.records_acked.load(Ordering::SeqCst);
                 let bytes = counters.payload_bytes_acked.load(Ordering::SeqCst);
+                let steal_now = proc_stat::steal_seconds();
                 let point = TimelinePoint {
                     at_s: now.duration_since(start).as_secs_f64(),
                     span_s: now.duration_since(previous.0).as_secs_f64(),
@@ -77,7 +82,11 @@ pub(crate) fn spawn_progress(
                     server_rss_kib: server_pid
                         .and_then(proc_stat::sample)
                         .map(|sample| sample.rss_kib),
+                    steal_ms: steal_before
+                        .zip(steal_now)
+                        .map(|(before, now)| ((now - before) * 1000.0).max(0.0)),
                 };
+                steal_before = steal_now;
                 if print && point.span_s >= MIN_PRINTED_SPAN_S {
                     eprintln!("{}", progress_line(&point));
                 }
@@ -94,7 +103,9 @@ pub(crate) fn spawn_progress(
         .map_err(|source| BenchError::io("starting the progress thread", source))
 }
 
-/// `[  3.0s]   123456 rec/s   12.35 MB/s  p50 0.120 ms  p99 1.200 ms  max 3.400 ms`
+/// `[  3.0s]   123456 rec/s   12.35 MB/s  p50 0.120 ms  p99 1.200 ms  max 3.400 ms`, then the
+/// server's RSS (when its pid is given) and the machine's steal time in the second when there was
+/// any (`steal 40 ms`).
 pub fn progress_line(point: &TimelinePoint) -> String {
     let span = point.span_s.max(1e-9);
     let mut line = format!(
@@ -109,5 +120,42 @@ pub fn progress_line(point: &TimelinePoint) -> String {
     if let Some(rss) = point.server_rss_kib {
         line.push_str(&format!("  server RSS {} MiB", rss / 1024));
     }
+    if let Some(steal) = point.steal_ms.filter(|steal| *steal > 0.0) {
+        line.push_str(&format!("  steal {steal:.0} ms"));
+    }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::histogram::{record, run_histogram};
+
+    fn point(steal_ms: Option<f64>) -> TimelinePoint {
+        let mut latency = run_histogram();
+        record(&mut latency, 1_200_000, 100);
+        TimelinePoint {
+            at_s: 3.0,
+            span_s: 1.0,
+            records: 123_456,
+            payload_bytes: 12_345_600,
+            latency: LatencySummary::of(&latency),
+            server_rss_kib: Some(20_480),
+            steal_ms,
+        }
+    }
+
+    #[test]
+    fn progress_line_names_the_steal_of_a_second_that_had_any() {
+        let line = progress_line(&point(Some(40.0)));
+        assert!(
+            line.starts_with("[   3.0s]     123456 rec/s     12.35 MB/s  p50 1.200 ms"),
+            "{line}"
+        );
+        assert!(line.ends_with("server RSS 20 MiB  steal 40 ms"), "{line}");
+        for quiet in [Some(0.0), None] {
+            let line = progress_line(&point(quiet));
+            assert!(line.ends_with("server RSS 20 MiB"), "{line}");
+        }
+    }
 }

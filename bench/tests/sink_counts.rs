@@ -60,6 +60,14 @@ fn assert_accounting(result: &RunResult) {
         timeline_requests, result.requests_acked,
         "timeline latency covers every request"
     );
+    // This machine's /proc/stat has the steal field (Linux since 2.6.11): every run and every
+    // second says how much of the machine a hypervisor took, so a tail can be told apart from
+    // the server's own.
+    assert!(result.steal_seconds.is_some_and(|steal| steal >= 0.0));
+    assert!(result
+        .timeline
+        .iter()
+        .all(|point| point.steal_ms.is_some_and(|steal| steal >= 0.0)));
 }
 
 #[test]
