@@ -125,6 +125,8 @@ pub struct Totals {
     pub server_cpu_seconds: Option<f64>,
     /// Largest server RSS after a round, KiB.
     pub server_rss_kib: Option<u64>,
+    /// The machine's steal time summed over the rounds (when read every round), CPU seconds.
+    pub steal_seconds: Option<f64>,
     /// Partition errors.
     pub errors: u64,
 }
@@ -142,6 +144,7 @@ impl Totals {
             record_latency: run_histogram(),
             server_cpu_seconds: Some(0.0),
             server_rss_kib: None,
+            steal_seconds: Some(0.0),
             errors: 0,
         };
         for run in runs.iter().filter(|run| run.name == name) {
@@ -156,6 +159,10 @@ impl Totals {
                 (Some(sum), Some(server)) => Some(sum + server.cpu_seconds),
                 _ => None,
             };
+            totals.steal_seconds = totals
+                .steal_seconds
+                .zip(result.steal_seconds)
+                .map(|(sum, steal)| sum + steal);
             if let Some(server) = result.server {
                 totals.server_rss_kib = Some(totals.server_rss_kib.unwrap_or(0).max(server.after.rss_kib));
             }
@@ -194,6 +201,7 @@ impl Totals {
             "server_cpu_s_per_million_records": self.cpu_per_million().map(round3),
             "server_cpu_us_per_request": self.cpu_us_per_request().map(round3),
             "server_rss_kib": self.server_rss_kib,
+            "steal_s": self.steal_seconds.map(round3),
             "errors": self.errors,
         })
     }
@@ -394,7 +402,7 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         let _ =
             writeln!(
             out,
-            "overall {:<14} {:>12.0} rec/s  p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms  p99.99 {:.3} ms  max {:.3} ms  cpu {} s/Mrec  {} µs/req  rss {} KiB",
+            "overall {:<14} {:>12.0} rec/s  p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms  p99.99 {:.3} ms  max {:.3} ms  cpu {} s/Mrec  {} µs/req  rss {} KiB  steal {} s",
             total.name,
             total.records_per_second(),
             latency.p50_us / 1000.0,
@@ -405,6 +413,7 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
             fmt_opt(total.cpu_per_million(), 3),
             fmt_opt(total.cpu_us_per_request(), 2),
             total.server_rss_kib.map_or_else(|| "-".to_owned(), |rss| rss.to_string()),
+            fmt_opt(total.steal_seconds, 2),
         );
     }
     let subject = &totals[0];
@@ -576,7 +585,19 @@ pub(crate) mod tests {
         let p99 = comparison["request_p99"].as_f64().unwrap();
         assert!((p99 - 4.0).abs() < 0.01, "{p99}");
         assert_eq!(results["totals"][1]["records"], 8000);
+        // The fake runs read no steal, so their totals have none either.
+        assert!(results["totals"][1]["steal_s"].is_null());
         let text = text_report(&runs, &names);
+        assert!(text.contains("rss - KiB  steal - s"), "{text}");
+        let mut stolen = runs.clone();
+        for (run, steal) in stolen.iter_mut().zip([0.25, 0.0, 0.0, 0.5]) {
+            run.result.steal_seconds = Some(steal);
+        }
+        let results = results_json(&workload_for_tests(), &stolen, &names);
+        assert_eq!(results["totals"][0]["steal_s"].as_f64(), Some(0.75));
+        assert_eq!(results["totals"][1]["steal_s"].as_f64(), Some(0.0));
+        let text = text_report(&stolen, &names);
+        assert!(text.contains("steal 0.75 s"), "{text}");
         assert!(text.contains("round 1 kafluss/sink: throughput 0.250"), "{text}");
         assert!(
             text.contains("overall ratio kafluss/sink: throughput 0.250"),
