@@ -3,7 +3,9 @@
 //! endpoint in its own colour, so a `--vs` run shows its alternation. Both panels carry axis
 //! titles with units (`<text class="axis-title">`) and labelled ticks on both axes. Every
 //! request slower than the run's slow threshold is a circle (`<circle class="slow">`) in the
-//! latency panel at its send time and latency.
+//! latency panel at its send time and latency, and every second in which the machine reported
+//! steal time is a grey band behind it (`<rect class="steal">`, darker for more), so a tail can
+//! be lined up with the time a hypervisor took.
 
 use std::fmt::Write as _;
 
@@ -45,6 +47,7 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
     let mut offset = 0.0;
     let mut boundaries = Vec::new();
     let mut slow = Vec::new();
+    let mut bands = Vec::new();
     for run in runs {
         let colour = colour_of(&run.name);
         slow.extend(
@@ -54,6 +57,14 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
                 .map(|request| (offset + request.sent_at_s, request.latency_ms, colour)),
         );
         let timeline = &run.result.timeline;
+        bands.extend(timeline.iter().filter_map(|p| {
+            let steal = p.steal_ms.filter(|steal| *steal > 0.0)?;
+            Some((
+                offset + p.at_s - p.span_s,
+                offset + p.at_s,
+                band_opacity(steal, p.span_s),
+            ))
+        }));
         let point = |f: &dyn Fn(&crate::producer::TimelinePoint) -> f64| {
             timeline
                 .iter()
@@ -110,6 +121,7 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
         },
         &throughput,
         &[],
+        &[],
         x_max,
         &boundaries,
     );
@@ -117,12 +129,13 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
         &mut svg,
         &Panel {
             top: MARGIN_TOP + PANEL_HEIGHT + GAP,
-            caption: "Request latency per second: solid p50, dashed p99, dotted max, circles slow requests (log scale)",
+            caption: "Request latency per second: solid p50, dashed p99, dotted max, circles slow requests, grey seconds with steal time (log scale)",
             y_title: LATENCY_AXIS_TITLE,
             log: true,
         },
         &latency,
         &slow,
+        &bands,
         x_max,
         &boundaries,
     );
@@ -159,11 +172,22 @@ struct Panel {
 /// A slow request's mark: (x seconds, y value, colour).
 type Mark = (f64, f64, &'static str);
 
+/// A second with steal time: (from seconds, to seconds, opacity).
+type Band = (f64, f64, f64);
+
+/// The opacity of a band whose second lost `steal_ms` CPU milliseconds in `span_s` seconds: the
+/// share of one CPU's time taken, scaled into 0.1 (a 10 ms tick) to 0.6 (a whole CPU or more).
+fn band_opacity(steal_ms: f64, span_s: f64) -> f64 {
+    let share = steal_ms / (span_s.max(1e-9) * 1000.0);
+    (0.1 + share * 0.5).min(0.6)
+}
+
 fn panel(
     svg: &mut String,
     layout: &Panel,
     series: &[Series],
     marks: &[Mark],
+    bands: &[Band],
     x_max: f64,
     boundaries: &[f64],
 ) {
@@ -208,6 +232,14 @@ fn panel(
         top - 8.0,
         escape(caption)
     );
+    for (from, to, opacity) in bands {
+        let _ = writeln!(
+            svg,
+            r##"<rect class="steal" x="{:.1}" y="{top}" width="{:.1}" height="{PANEL_HEIGHT}" fill="#999" fill-opacity="{opacity:.2}"/>"##,
+            to_x(*from),
+            (to_x(*to) - to_x(*from)).max(0.5),
+        );
+    }
     // Horizontal grid: 5 steps linear, one per decade on log.
     let ticks: Vec<f64> = if log {
         (low as i32..=high as i32).map(|e| 10f64.powi(e)).collect()
@@ -359,6 +391,32 @@ mod tests {
         );
         // The latency axis reaches the slowest request (a decade above 213 ms).
         assert!(svg.contains(">1k</text>"), "{svg}");
+    }
+
+    #[test]
+    fn seconds_with_steal_are_grey_bands_behind_the_latency() {
+        // Two runs of 3 s end to end; the first lost 40 ms in its second second, the second
+        // lost nothing (fake runs report 0 every second).
+        let mut kafluss = fake_run("kafluss", 0, 3000, 3, 800);
+        kafluss.result.timeline[1].steal_ms = Some(40.0);
+        let runs = vec![kafluss, fake_run("sink", 0, 9000, 3, 90)];
+        let names = vec!["kafluss".to_owned(), "sink".to_owned()];
+        let svg = timeline_svg("t", &runs, &names);
+        assert_eq!(svg.matches(r#"<rect class="steal""#).count(), 1, "{svg}");
+        // From 1 s to 2 s of the 6 s axis.
+        let from = MARGIN_LEFT + plot_width() / 6.0;
+        let width = plot_width() / 6.0;
+        assert!(
+            svg.contains(&format!(
+                r#"<rect class="steal" x="{from:.1}" y="{}" width="{width:.1}""#,
+                MARGIN_TOP + PANEL_HEIGHT + GAP
+            )),
+            "{svg}"
+        );
+        assert!((band_opacity(40.0, 1.0) - 0.12).abs() < 1e-9);
+        assert_eq!(band_opacity(2000.0, 1.0), 0.6);
+        let quiet = timeline_svg("t", &[fake_run("a", 0, 100, 2, 10)], &["a".to_owned()]);
+        assert!(!quiet.contains("class=\"steal\""));
     }
 
     /// The texts of the elements `<text class="CLASS" ...>TEXT</text>`, in document order.
