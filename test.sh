@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README): installs what the tests need, idempotently, then runs them all.
 #
-#   ./test.sh              set up, then fmt, build, clippy, cargo test, the real-client suite
+#   ./test.sh              set up, then fmt, build, clippy, rustdoc, cargo test, the real-client suite
 #   ./test.sh --setup-only set up only (cc and make, kcat, .venv with the Python clients, npm
 #                          kafkajs, the Java producer built with Maven, the Go producer built
 #                          with go, Apache Kafka's broker and tools from Maven Central)
@@ -214,6 +214,8 @@ if [[ " ${failed[*]} " == *" build "* ]]; then
     exit 1
 fi
 step clippy cargo clippy --workspace --all-targets -- -D warnings
+# The API docs build without a warning: no broken or private intra-doc link.
+step rustdoc env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 step unit-tests cargo test --workspace --exclude kafluss-tests --no-fail-fast
 rm -rf "$KAFLUSS_RESULTS_DIR"
 step client-suite cargo test -p kafluss-tests --no-fail-fast -- --test-threads="$SUITE_THREADS"

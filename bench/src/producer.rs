@@ -85,7 +85,7 @@ pub struct RunResult {
     /// The slow-request threshold.
     pub slow_threshold: Duration,
     /// Requests slower than `slow_threshold` (warm-up included), in send order; at most
-    /// [`crate::pipeline::MAX_SLOW_LISTED`] per connection.
+    /// `MAX_SLOW_LISTED` (1,000) per connection.
     pub slow_requests: Vec<SlowRequest>,
     /// How many requests were slower than `slow_threshold`, listed or not.
     pub slow_requests_total: u64,

@@ -93,8 +93,9 @@ impl RepeatLimiter {
         self.check_with(key, now, 0).0
     }
 
-    /// [`RepeatLimiter::check`] for an occurrence of magnitude `value`; with a `Log` verdict, the
-    /// largest magnitude among the occurrences it reports as suppressed (0 if none).
+    /// Decides about one occurrence of `key` at `now`, of magnitude `value`; with a `Log`
+    /// verdict, also the largest magnitude among the occurrences it reports as suppressed (0 if
+    /// none).
     pub fn check_with(&mut self, key: (&str, &'static str), now: Instant, value: u64) -> (Verdict, u64) {
         let interval = self.interval;
         let (table, reason) = key;

@@ -182,7 +182,7 @@ impl<R: Reply> Buckets<R> {
 
     /// Closes every bucket actor of `table_id` on this core and waits, as long as that takes,
     /// until their queued jobs finished and their logs are closed, logging every
-    /// [`CLOSE_WAIT_LOG_INTERVAL`] while it waits. The table id is remembered so that a job
+    /// `CLOSE_WAIT_LOG_INTERVAL` while it waits. The table id is remembered so that a job
     /// still carrying the dropped table cannot reopen (and re-create) its bucket; ids are never
     /// reused, so the set only grows by one id per dropped table.
     pub async fn close_table(&self, table_id: u64) {

@@ -332,7 +332,7 @@ impl Appender {
     /// in flight), one result per job in order. Each job is decoded and checked against the
     /// idempotent producers' state on its own, and converted with the same outcome as if it
     /// came alone (small jobs without idempotent batches together, at the write:
-    /// [`Appender::convert_pending`]); the converted batches are then written with as few
+    /// `Appender::convert_pending`); the converted batches are then written with as few
     /// file writes as segment boundaries allow
     /// ([`BucketLog::append_many`]), which is where a burst of small requests saves its
     /// per-write cost. The producers' state learns of a job's batches once they are in the log;

@@ -1,5 +1,5 @@
 //! Table rules that need no Kafka knowledge: names, unique columns, keys, options. The Kafka
-//! mapping rules live in `kafluss_convert::mapping`; [`check_kafka`] applies them.
+//! mapping rules live in `kafluss_convert::mapping`; `check_kafka` applies them.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -14,7 +14,7 @@
 //!   the closed segment's end, nor any row of the new segment (group commit waits for it), and
 //!   the next roll waits for it. So every file with a segment name but the last is complete
 //!   and durable, as recovery requires; a pending segment is kept by recovery only when the
-//!   segment before it is complete (see [`super::recovery`]).
+//!   segment before it is complete (see `super::recovery`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -184,7 +184,7 @@ fn encode_message_into(
 }
 
 impl<S: SegmentStore + 'static> BucketLog<S> {
-    /// Opens the bucket directory on `store` and recovers it (see [`super::recovery`]), then
+    /// Opens the bucket directory on `store` and recovers it (see `super::recovery`), then
     /// publishes `next_offset` and the log start offset in `stats`.
     pub async fn open_with_store(
         store: S,
@@ -962,7 +962,7 @@ fn message_size_hint(batch: &RecordBatch) -> usize {
     buffers + MESSAGE_METADATA_HINT
 }
 
-/// The least [`BucketLog::preallocate`] asks for: 64 KiB.
+/// The least `BucketLog::preallocate` asks for: 64 KiB.
 pub const MIN_PREALLOCATE: u64 = 64 << 10;
 
 /// Truncates a segment to its own length `len`, which releases the blocks preallocated past

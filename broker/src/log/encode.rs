@@ -8,7 +8,7 @@
 //! arrays' buffers as arrow-ipc does, compresses each into one reused scratch vector (or, with
 //! no codec or when the codec's frame is not shorter, leaves it where it is), computes the
 //! body's CRC32C, frames the metadata once
-//! ([`super::checksum::frame_sealed`]) and copies each buffer once, into the write buffer.
+//! (`super::checksum::frame_sealed`) and copies each buffer once, into the write buffer.
 //! A buffer of at least 1 KiB that its codec did not shrink makes the next messages of the same
 //! bucket store the buffer at that position uncompressed without calling the codec, for 1, 3, 7,
 //! … up to 63 messages after 1, 2, 3, … failures in a row ([`CodecHistory`]); one that shrinks
@@ -18,7 +18,7 @@
 //! longer than it, which no frame of either codec can avoid at that size, so the bytes are the
 //! same. Any other array (sliced, re-based offsets, a type the converter never makes) is
 //! [`Unsupported`], and the caller encodes that batch with arrow-ipc. At zstd level 3 the frames
-//! are made with a minimum match length of 5 ([`LEVEL_3_MIN_MATCH`]); every other codec and level
+//! are made with a minimum match length of 5 (`LEVEL_3_MIN_MATCH`); every other codec and level
 //! is zstd's or LZ4's own. Tests check every kind of column and codec against arrow-ipc plus
 //! `seal_into`, byte for byte (level 3: read back to the same rows).
 
@@ -57,7 +57,7 @@ const TRACKED: usize = 1024;
 
 /// What a bucket's codec did lately with each body buffer of its messages, by the buffer's
 /// position in the message (the column layout of the bucket's schema): after a buffer of at
-/// least [`TRACKED`] bytes that the codec did not shrink, the buffer at that position is stored
+/// least `TRACKED` bytes that the codec did not shrink, the buffer at that position is stored
 /// uncompressed without trying (when it is at least that long) in the next 1, 3, 7, 15, 31 and
 /// then 63 messages after 1, 2, 3, 4, 5 and 6 or more failures in a row; one it shrinks starts
 /// the count over. Random or already compressed values so cost zstd one message in 64 once the

@@ -7,7 +7,7 @@
 //!
 //! - [`appender::BucketLog`]: open, append, group-commit `sync_to`, retention, close.
 //! - `recovery`: rebuilding a bucket from its files on open (torn tails, corrupt segments).
-//! - [`file`]: the file-system seam (`SegmentFile`, `SegmentStore`) and the glommio store.
+//! - [`file`](mod@file): the file-system seam (`SegmentFile`, `SegmentStore`) and the glommio store.
 //! - [`segment`]: segment names and the IPC framing walk.
 //! - [`registry`]: `(table_id, bucket) → BucketStats` for readers on other threads.
 //! - [`sim`]: an in-memory, fault-injecting store for simulation tests.
