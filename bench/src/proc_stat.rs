@@ -57,6 +57,12 @@ pub fn steal_seconds() -> Option<f64> {
     parse_steal_seconds(&fs::read_to_string("/proc/stat").ok()?)
 }
 
+/// The steal time between two [`steal_seconds`] readings, CPU seconds (never negative); `None`
+/// when either reading is missing.
+pub fn steal_between(before: Option<f64>, after: Option<f64>) -> Option<f64> {
+    before.zip(after).map(|(before, after)| (after - before).max(0.0))
+}
+
 fn parse_steal_seconds(stat: &str) -> Option<f64> {
     let line = stat.lines().find(|line| line.starts_with("cpu "))?;
     // user nice system idle iowait irq softirq steal ...
@@ -97,6 +103,9 @@ mod tests {
         assert_eq!(parse_steal_seconds("cpu  1 2 3 4 5 6 7\n"), None);
         assert_eq!(parse_steal_seconds("cpu0 1 2 3 4 5 6 7 8\n"), None);
         assert!(steal_seconds().is_some_and(|steal| steal >= 0.0));
+        assert_eq!(steal_between(Some(1.25), Some(1.5)), Some(0.25));
+        assert_eq!(steal_between(Some(1.5), Some(1.25)), Some(0.0));
+        assert_eq!(steal_between(None, Some(1.5)), None);
     }
 
     #[test]

@@ -292,9 +292,7 @@ pub fn run(bootstrap: &str, workload: &Workload, server_pid: Option<u32>) -> Res
         timeline,
         server,
         client_cpu_seconds,
-        steal_seconds: steal_before
-            .zip(steal_after)
-            .map(|(before, after)| (after - before).max(0.0)),
+        steal_seconds: proc_stat::steal_between(steal_before, steal_after),
         idle_connections_open,
         idle_connections_error,
     })

@@ -82,9 +82,7 @@ pub(crate) fn spawn_progress(
                     server_rss_kib: server_pid
                         .and_then(proc_stat::sample)
                         .map(|sample| sample.rss_kib),
-                    steal_ms: steal_before
-                        .zip(steal_now)
-                        .map(|(before, now)| ((now - before) * 1000.0).max(0.0)),
+                    steal_ms: proc_stat::steal_between(steal_before, steal_now).map(|steal| steal * 1000.0),
                 };
                 steal_before = steal_now;
                 if print && point.span_s >= MIN_PRINTED_SPAN_S {
