@@ -224,6 +224,12 @@ impl ConversionPlan {
         })
     }
 
+    /// Whether the table has a `_kafka_headers` column: without one, a record's headers are
+    /// not read (a caller may pass none).
+    pub fn stores_headers(&self) -> bool {
+        self.columns.contains(&ColumnSource::Headers)
+    }
+
     /// The Arrow schema of every batch this plan produces.
     pub fn arrow_schema(&self) -> SchemaRef {
         self.schema.clone()

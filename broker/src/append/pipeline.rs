@@ -790,26 +790,40 @@ impl Appender {
         jobs: &[(&[DecodedBatch], i32, i64)],
         slice: &mut Slice,
     ) -> Result<arrow_array::RecordBatch, kafluss_convert::ConvertError> {
-        let all_batches = || jobs.iter().flat_map(|(batches, ..)| batches.iter());
-        let mut headers_storage: Vec<Vec<kafluss_convert::Header<'_>>> = Vec::new();
-        for batch in all_batches() {
-            for record in &batch.records {
-                headers_storage.push(
+        // Headers only where the table stores them: each Kafka batch's headers resolved once,
+        // a record's being a range of its batch's (no vector per record).
+        let batch_headers: Vec<Vec<kafluss_convert::Header<'_>>> = if plan.stores_headers() {
+            jobs.iter()
+                .flat_map(|(batches, ..)| batches.iter())
+                .map(|batch| {
                     batch
                         .headers
-                        .get(record.headers.clone())
-                        .unwrap_or_default()
                         .iter()
                         .map(|h| (batch.part(&h.key), batch.optional_part(&h.value)))
-                        .collect(),
-                );
-            }
-        }
-        let mut headers = headers_storage.iter();
-        let mut records = Vec::with_capacity(headers_storage.len());
-        for &(batches, partition, append_time_ms) in jobs {
-            for batch in batches {
-                for record in &batch.records {
+                        .collect()
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let spans = || jobs.iter().flat_map(|(batches, ..)| batches.iter());
+        let rows = spans().map(|batch| batch.records.len()).sum();
+        let value_bytes = spans()
+            .flat_map(|batch| batch.records.iter())
+            .map(|r| r.value.as_ref().map_or(0, |v| v.len()))
+            .sum();
+        // The records borrowed from their batches as they are converted (none collected first).
+        let mut records = jobs
+            .iter()
+            .flat_map(|&(batches, partition, append_time_ms)| {
+                batches
+                    .iter()
+                    .map(move |batch| (batch, partition, append_time_ms))
+            })
+            .enumerate()
+            .flat_map(|(b, (batch, partition, append_time_ms))| {
+                let headers = batch_headers.get(b).map_or(&[][..], |h| &h[..]);
+                batch.records.iter().map(move |record| {
                     let timestamp = match batch.timestamp_type {
                         TimestampType::LogAppendTime => append_time_ms,
                         TimestampType::CreateTime => {
@@ -820,33 +834,34 @@ impl Appender {
                             }
                         }
                     };
-                    records.push(KafkaRecord {
+                    KafkaRecord {
                         key: batch.optional_part(&record.key),
                         value: batch.optional_part(&record.value),
-                        headers: headers.next().map_or(&[][..], |h| &h[..]),
+                        headers: headers.get(record.headers.clone()).unwrap_or_default(),
                         timestamp,
                         timestamp_type: batch.timestamp_type,
                         partition,
-                    });
-                }
-            }
-        }
+                    }
+                })
+            });
         // Converted in runs of `CHECK_EVERY_RECORDS`, the core polling its connections between
         // two once the group's work has run a slice (`Slice::check`), so a big batch never holds
         // the core for long. The scratch space is borrowed per run: another bucket actor of this
         // core may convert while this one waits.
-        let value_bytes = records.iter().map(|r| r.value.map_or(0, <[u8]>::len)).sum();
-        let mut builder = BatchBuilder::with_value_bytes(plan, records.len(), value_bytes);
-        for run in records.chunks(CHECK_EVERY_RECORDS) {
+        let mut builder = BatchBuilder::with_value_bytes(plan, rows, value_bytes);
+        let mut left = rows;
+        while left > 0 {
+            let run = left.min(CHECK_EVERY_RECORDS);
+            left -= run;
             let converting = std::time::Instant::now();
             {
                 let mut scratch = self.json_scratch.borrow_mut();
-                for record in run {
-                    builder.push(&mut scratch, record)?;
+                for record in records.by_ref().take(run) {
+                    builder.push(&mut scratch, &record)?;
                 }
             }
             held(
-                format_args!("converting {} records to Arrow", run.len()),
+                format_args!("converting {run} records to Arrow"),
                 converting,
                 self.config.stall_threshold,
             );

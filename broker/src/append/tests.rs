@@ -32,16 +32,19 @@ pub(crate) fn run_local<T: 'static>(future: impl std::future::Future<Output = T>
 
 /// A data dir holding table `fluss.t` (JSON values into `id`, `name`; two buckets).
 pub(crate) fn fixture() -> (tempfile::TempDir, ServerConfig, Arc<TableInfo>) {
+    fixture_with(
+        "CREATE TABLE t (id BIGINT, name STRING) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '2')",
+        "t",
+    )
+}
+
+/// A data dir holding the table that `create` (SQL) makes, `fluss.<name>`.
+fn fixture_with(create: &str, name: &str) -> (tempfile::TempDir, ServerConfig, Arc<TableInfo>) {
     let dir = tempfile::tempdir().unwrap();
     let catalog = Catalog::open(CatalogConfig::new(dir.path())).unwrap();
     let mut session = catalog.session(Principal::anonymous(), IpAddr::V4(Ipv4Addr::LOCALHOST));
-    catalog
-        .execute(
-            "CREATE TABLE t (id BIGINT, name STRING) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '2')",
-            &mut session,
-        )
-        .unwrap();
-    let table = catalog.snapshot().table("fluss", "t").unwrap().clone();
+    catalog.execute(create, &mut session).unwrap();
+    let table = catalog.snapshot().table("fluss", name).unwrap().clone();
     let mut config = ServerConfig::load(None, &[]).unwrap();
     config.data_dir = dir.path().to_path_buf();
     (dir, config, table)
@@ -632,6 +635,121 @@ fn a_run_of_small_jobs_converted_together_still_refuses_only_the_job_that_does_n
     assert_eq!(
         stored_messages(&check, &check_table, 0),
         vec![vec![1, 2, 3, 5], vec![6, 7, 8]]
+    );
+}
+
+/// Every row of a bucket as text: `id`, key, headers and metadata (pyarrow-free, as above).
+fn stored_rows(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<String> {
+    use arrow_array::{Array, BinaryArray, Int32Array, MapArray, StringArray, StructArray};
+    use arrow_array::{Int64Array, TimestampMillisecondArray};
+    let dir = crate::log::bucket_dir(&config.data_dir.join(table.relative_dir()), bucket);
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
+        .collect();
+    names.sort();
+    let mut rows = Vec::new();
+    for path in names {
+        let file = std::fs::File::open(&path).unwrap();
+        for batch in arrow_ipc::reader::StreamReader::try_new(file, None).unwrap() {
+            let batch = batch.unwrap();
+            let column = |name: &str| batch.column_by_name(name).unwrap().clone();
+            let ids = column("id");
+            let ids = ids.as_any().downcast_ref::<Int64Array>().unwrap();
+            let keys = column("_kafka_key");
+            let keys = keys.as_any().downcast_ref::<BinaryArray>().unwrap();
+            let headers = column("_kafka_headers");
+            let headers = headers.as_any().downcast_ref::<MapArray>().unwrap();
+            let metadata = column("_kafka_metadata");
+            let metadata = metadata.as_any().downcast_ref::<StructArray>().unwrap();
+            let timestamps = metadata
+                .column(0)
+                .as_any()
+                .downcast_ref::<TimestampMillisecondArray>();
+            let partitions = metadata.column(2).as_any().downcast_ref::<Int32Array>().unwrap();
+            for row in 0..batch.num_rows() {
+                let entries = headers.value(row);
+                let names = entries.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+                let values = entries.column(1).as_any().downcast_ref::<BinaryArray>().unwrap();
+                let pairs: Vec<String> = (0..entries.len())
+                    .map(|i| {
+                        let value = values
+                            .is_valid(i)
+                            .then(|| String::from_utf8_lossy(values.value(i)));
+                        format!("{}={}", names.value(i), value.as_deref().unwrap_or("null"))
+                    })
+                    .collect();
+                let key = keys
+                    .is_valid(row)
+                    .then(|| String::from_utf8_lossy(keys.value(row)));
+                rows.push(format!(
+                    "{} key={} [{}] ts={} p={}",
+                    ids.value(row),
+                    key.as_deref().unwrap_or("null"),
+                    pairs.join(","),
+                    timestamps.unwrap().value(row),
+                    partitions.value(row),
+                ));
+            }
+        }
+    }
+    rows
+}
+
+#[test]
+fn rows_converted_together_keep_their_own_keys_headers_and_timestamps() {
+    let (dir, config, table) = fixture_with(
+        "CREATE TABLE h (id BIGINT, _kafka_key BYTES, _kafka_headers MAP<STRING, BYTES>, \
+         _kafka_metadata ROW<timestamp TIMESTAMP_LTZ(3), timestamp_type INT, partition INT>) \
+         WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '1')",
+        "h",
+    );
+    let _dir = dir;
+    let check = config.clone();
+    let check_table = table.clone();
+    // Two Kafka batches in the first job, one in the second; records with no header, one, and
+    // several (a null value among them), so each record's headers are a different range of
+    // its own batch's.
+    let mut first = RecordBatchBuilder::new(Compression::None);
+    first.append(1000, Some(b"a"), Some(br#"{"id": 1}"#), &[]);
+    first.append(1001, None, Some(br#"{"id": 2}"#), &[(b"x", Some(b"1"))]);
+    let mut second = RecordBatchBuilder::new(Compression::Zstd);
+    second.append(
+        2000,
+        Some(b"c"),
+        Some(br#"{"id": 3}"#),
+        &[(b"y", Some(b"2")), (b"z", None)],
+    );
+    second.append(2005, Some(b"d"), Some(br#"{"id": 4}"#), &[]);
+    let two_batches = [first.build().unwrap(), second.build().unwrap()].concat();
+    let mut third = RecordBatchBuilder::new(Compression::None);
+    third.append(3000, None, Some(br#"{"id": 5}"#), &[(b"w", Some(b"3"))]);
+    run_local(async move {
+        let appender = appender(&config, &Arc::new(LogRegistry::new()));
+        let mut state = None;
+        let jobs = vec![
+            job(&table, 0, Bytes::from(two_batches), 1),
+            job(&table, 0, third.build().unwrap(), 1),
+        ];
+        let results = group_outcomes(appender.append_group(&mut state, jobs).await).await;
+        assert_eq!(results, vec![Ok((0, 4)), Ok((4, 1))]);
+        super::pipeline::close_bucket(state.take().unwrap()).await;
+    });
+    assert_eq!(
+        stored_rows(&check, &check_table, 0),
+        vec![
+            "1 key=a [] ts=1000 p=0",
+            "2 key=null [x=1] ts=1001 p=0",
+            "3 key=c [y=2,z=null] ts=2000 p=0",
+            "4 key=d [] ts=2005 p=0",
+            "5 key=null [w=3] ts=3000 p=0",
+        ]
+    );
+    // The jobs were converted together: one stored message.
+    assert_eq!(
+        stored_messages(&check, &check_table, 0),
+        vec![vec![1, 2, 3, 4, 5]]
     );
 }
 
