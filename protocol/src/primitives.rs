@@ -72,11 +72,14 @@ pub(crate) fn bool(input: &[u8]) -> PResult<'_, bool> {
 /// Unsigned LEB128 of at most 64 bits, with at most `max_bytes` bytes.
 #[inline]
 fn unsigned_leb128(input: &[u8], max_bytes: usize) -> PResult<'_, u64> {
-    // Fast path: most lengths and deltas in a record fit one byte.
-    if let Some((&byte, rest)) = input.split_first() {
-        if byte < 0x80 {
-            return Ok((rest, u64::from(byte)));
+    // Fast paths: most lengths and deltas in a record fit one or two bytes (a record's offset
+    // and timestamp deltas pass 63 after its 64th record, a 100-byte value's length is two).
+    match *input {
+        [byte, ..] if byte < 0x80 => return Ok((&input[1..], u64::from(byte))),
+        [low, high, ..] if high < 0x80 => {
+            return Ok((&input[2..], u64::from(low & 0x7f) | u64::from(high) << 7));
         }
+        _ => {}
     }
     let mut value: u64 = 0;
     for (index, &byte) in input.iter().enumerate().take(max_bytes) {
@@ -526,6 +529,25 @@ mod tests {
         assert_eq!(&buf[..], &[0xff, 0xff, 0xff, 0xff, 0x0f]);
     }
 
+    /// Every value of one to three bytes (the one- and two-byte fast paths and the loop after
+    /// them) reads back with the bytes after it left alone, signed and unsigned.
+    #[test]
+    fn short_varints_read_back_exactly() {
+        for value in 0..=(1u32 << 15) {
+            let mut buf = BytesMut::new();
+            put_unsigned_varint(&mut buf, u64::from(value));
+            buf.extend_from_slice(&[0x80, 0x01]);
+            assert_eq!(unsigned_varint(&buf), Ok((&[0x80, 0x01][..], value)), "{value}");
+            let signed = value as i32 - (1 << 14);
+            let mut buf = BytesMut::new();
+            put_varint(&mut buf, signed);
+            put_varlong(&mut buf, i64::from(signed));
+            let (rest, read) = varint(&buf).unwrap();
+            assert_eq!(read, signed);
+            assert_eq!(varlong(rest), Ok((&[][..], i64::from(signed))));
+        }
+    }
+
     #[test]
     fn varint_rejects_overlong_and_truncated() {
         assert_eq!(
@@ -538,6 +560,10 @@ mod tests {
             Err(nom::Err::Failure(DecodeError::MalformedVarint))
         );
         assert_eq!(varint(&[0x80]), Err(nom::Err::Failure(DecodeError::Truncated)));
+        assert_eq!(
+            varint(&[0xff, 0xff]),
+            Err(nom::Err::Failure(DecodeError::Truncated))
+        );
         assert_eq!(varint(&[]), Err(nom::Err::Failure(DecodeError::Truncated)));
         assert_eq!(
             varlong(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]),

@@ -790,65 +790,14 @@ impl Appender {
         jobs: &[(&[DecodedBatch], i32, i64)],
         slice: &mut Slice,
     ) -> Result<arrow_array::RecordBatch, kafluss_convert::ConvertError> {
-        // Headers only where the table stores them: each Kafka batch's headers resolved once,
-        // a record's being a range of its batch's (no vector per record).
-        let batch_headers: Vec<Vec<kafluss_convert::Header<'_>>> = if plan.stores_headers() {
-            jobs.iter()
-                .flat_map(|(batches, ..)| batches.iter())
-                .map(|batch| {
-                    batch
-                        .headers
-                        .iter()
-                        .map(|h| (batch.part(&h.key), batch.optional_part(&h.value)))
-                        .collect()
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let spans = || jobs.iter().flat_map(|(batches, ..)| batches.iter());
-        let rows = spans().map(|batch| batch.records.len()).sum();
-        let value_bytes = spans()
-            .flat_map(|batch| batch.records.iter())
-            .map(|r| r.value.as_ref().map_or(0, |v| v.len()))
-            .sum();
-        // The records borrowed from their batches as they are converted (none collected first).
-        let mut records = jobs
-            .iter()
-            .flat_map(|&(batches, partition, append_time_ms)| {
-                batches
-                    .iter()
-                    .map(move |batch| (batch, partition, append_time_ms))
-            })
-            .enumerate()
-            .flat_map(|(b, (batch, partition, append_time_ms))| {
-                let headers = batch_headers.get(b).map_or(&[][..], |h| &h[..]);
-                batch.records.iter().map(move |record| {
-                    let timestamp = match batch.timestamp_type {
-                        TimestampType::LogAppendTime => append_time_ms,
-                        TimestampType::CreateTime => {
-                            if batch.base_timestamp == -1 && record.timestamp_delta == 0 {
-                                -1
-                            } else {
-                                batch.base_timestamp.saturating_add(record.timestamp_delta)
-                            }
-                        }
-                    };
-                    KafkaRecord {
-                        key: batch.optional_part(&record.key),
-                        value: batch.optional_part(&record.value),
-                        headers: headers.get(record.headers.clone()).unwrap_or_default(),
-                        timestamp,
-                        timestamp_type: batch.timestamp_type,
-                        partition,
-                    }
-                })
-            });
+        let input = JobRecords::new(plan, jobs);
+        let rows = input.rows();
+        let mut records = input.iter();
         // Converted in runs of `CHECK_EVERY_RECORDS`, the core polling its connections between
         // two once the group's work has run a slice (`Slice::check`), so a big batch never holds
         // the core for long. The scratch space is borrowed per run: another bucket actor of this
         // core may convert while this one waits.
-        let mut builder = BatchBuilder::with_value_bytes(plan, rows, value_bytes);
+        let mut builder = BatchBuilder::with_value_bytes(plan, rows, input.value_bytes());
         let mut left = rows;
         while left > 0 {
             let run = left.min(CHECK_EVERY_RECORDS);
@@ -1046,6 +995,87 @@ fn split_outcome(
 pub async fn close_bucket(state: BucketState) {
     if let Err(e) = state.log.close().await {
         tracing::error!("closing {} failed: {e}", state.log.dir().display());
+    }
+}
+
+/// The records of a run of jobs (each: its decoded batches, its partition and its append
+/// time) as the converter takes them, in order, borrowed from their batches: none collected
+/// first. Headers are resolved only where the table stores them, once per Kafka batch (a
+/// record's are a range of its batch's).
+pub struct JobRecords<'a> {
+    jobs: &'a [(&'a [DecodedBatch], i32, i64)],
+    headers: Vec<Vec<kafluss_convert::Header<'a>>>,
+}
+
+impl<'a> JobRecords<'a> {
+    pub fn new(plan: &ConversionPlan, jobs: &'a [(&'a [DecodedBatch], i32, i64)]) -> Self {
+        let headers = if plan.stores_headers() {
+            Self::batches_of(jobs)
+                .map(|batch| {
+                    batch
+                        .headers
+                        .iter()
+                        .map(|h| (batch.part(&h.key), batch.optional_part(&h.value)))
+                        .collect()
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Self { jobs, headers }
+    }
+
+    fn batches_of(jobs: &'a [(&'a [DecodedBatch], i32, i64)]) -> impl Iterator<Item = &'a DecodedBatch> + 'a {
+        jobs.iter().flat_map(|(batches, ..)| batches.iter())
+    }
+
+    /// How many records.
+    pub fn rows(&self) -> usize {
+        Self::batches_of(self.jobs).map(|batch| batch.records.len()).sum()
+    }
+
+    /// The bytes of their values.
+    pub fn value_bytes(&self) -> usize {
+        Self::batches_of(self.jobs)
+            .flat_map(|batch| batch.records.iter())
+            .map(|r| r.value.as_ref().map_or(0, |v| v.len()))
+            .sum()
+    }
+
+    /// Each record, with its timestamp (the batch's for LogAppendTime: the job's append time)
+    /// and partition.
+    pub fn iter(&self) -> impl Iterator<Item = KafkaRecord<'_>> + '_ {
+        self.jobs
+            .iter()
+            .flat_map(|&(batches, partition, append_time_ms)| {
+                batches
+                    .iter()
+                    .map(move |batch| (batch, partition, append_time_ms))
+            })
+            .enumerate()
+            .flat_map(|(b, (batch, partition, append_time_ms))| {
+                let headers = self.headers.get(b).map_or(&[][..], |h| &h[..]);
+                batch.records.iter().map(move |record| {
+                    let timestamp = match batch.timestamp_type {
+                        TimestampType::LogAppendTime => append_time_ms,
+                        TimestampType::CreateTime => {
+                            if batch.base_timestamp == -1 && record.timestamp_delta == 0 {
+                                -1
+                            } else {
+                                batch.base_timestamp.saturating_add(record.timestamp_delta)
+                            }
+                        }
+                    };
+                    KafkaRecord {
+                        key: batch.optional_part(&record.key),
+                        value: batch.optional_part(&record.value),
+                        headers: headers.get(record.headers.clone()).unwrap_or_default(),
+                        timestamp,
+                        timestamp_type: batch.timestamp_type,
+                        partition,
+                    }
+                })
+            })
     }
 }
 

@@ -188,3 +188,34 @@ pub fn binary_1k() -> Workload {
         values,
     }
 }
+
+/// ~100 B of text (lower-case letters and spaces, xorshift) into a BYTES `_kafka_value`: the
+/// table and values of `bench/scenarios/stock-client.sh` with `VALUE=binary` (not in [`all`]:
+/// the row-path bench's own case).
+#[allow(dead_code)]
+pub fn text_100b() -> Workload {
+    let schema = Schema::new(vec![col("_kafka_value", DataType::Bytes)]);
+    let plan = ConversionPlan::compile(&schema, &mapping(&schema, ValueType::Binary, ValueLayout::Flat))
+        .expect("plan");
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let values: Vec<Vec<u8>> = (0..batch())
+        .map(|_| {
+            (0..100)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    match state % 27 {
+                        26 => b' ',
+                        letter => b'a' + letter as u8,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    Workload {
+        name: "text_100b",
+        plan,
+        values,
+    }
+}
