@@ -4,7 +4,10 @@
 //! (`append::pipeline::decode_batches`), converted (`JobRecords` into a `BatchBuilder`, as
 //! `Appender::convert` does) and encoded with the table's default codec, ZSTD level 3
 //! (`log::encode::Encoder`, checksum included):
-//! `cargo bench -p kafluss-broker --bench row_path [workload...]`.
+//! `cargo bench -p kafluss-broker --bench row_path [workload...]`. Workloads: the conversion
+//! benches' (convert/benches/workloads), `text_100b` (100 B of letters into a BYTES column, as
+//! `stock-client.sh` sends with `VALUE=binary`) and `load_json_flat` (the load generator's
+//! flat JSON into its table). `KAFLUSS_BENCH_ROWS=N` makes a round (and a stored message) N rows.
 //!
 //! Each stage's CPU time is its thread's own (`/proc/thread-self/schedstat`), so the machine's
 //! load falls on all alike. With `KAFLUSS_BENCH_BATCHES=N` it runs N rounds of 1,000 rows (after
@@ -65,6 +68,7 @@ fn main() {
         .and_then(|v| v.parse().ok());
     let mut all = workloads::all();
     all.push(("text_100b", workloads::text_100b));
+    all.push(("load_json_flat", workloads::load_json_flat));
     let compression = ArrowCompression::Zstd { level: 3 };
     for (name, build) in all {
         if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {

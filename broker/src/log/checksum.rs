@@ -105,14 +105,7 @@ pub fn seal_into(
         body_len: parsed.bodyLength(),
     };
     let mut fbb = FlatBufferBuilder::with_capacity(metadata.len() + 64);
-    frame_sealed(
-        out,
-        &mut fbb,
-        &parts,
-        kafluss_protocol::crc::crc32c(body),
-        tags,
-        |out| out.extend_from_slice(body),
-    );
+    frame_sealed(out, &mut fbb, &parts, tags, |out| out.extend_from_slice(body));
     Ok(())
 }
 
@@ -129,16 +122,21 @@ pub(crate) struct MessageParts<'a> {
     pub body_len: i64,
 }
 
+/// What the checksum's value holds until the body is written: 8 digits, as every value.
+const CHECKSUM_PLACEHOLDER: &str = "00000000";
+
 /// Appends one framed record-batch message to `out`: `0xFFFFFFFF`, metadata length, the
-/// metadata built from `parts` with the body's CRC32C `body_crc` and `tags` as custom-metadata
-/// pairs (checksum first), padding to 64 bytes, then the body, which `write_body` appends
-/// (`parts.body_len` bytes). The one place a stored message's metadata is made: the log's
-/// encoder ([`super::encode`]) and [`seal_into`] both frame through it. `fbb` is reset first.
+/// metadata built from `parts` with the body's CRC32C and `tags` as custom-metadata pairs
+/// (checksum first), padding to 64 bytes, then the body, which `write_body` appends
+/// (`parts.body_len` bytes). The checksum is computed once, over the body as appended, and
+/// written into its 8-digit value in the metadata already in `out` (one CRC32C pass over
+/// contiguous bytes instead of one per buffer, padding and prefix). The one place a stored
+/// message's metadata is made: the log's encoder ([`super::encode`]) and [`seal_into`] both
+/// frame through it. `fbb` is reset first.
 pub(crate) fn frame_sealed(
     out: &mut Vec<u8>,
     fbb: &mut FlatBufferBuilder<'_>,
     parts: &MessageParts<'_>,
-    body_crc: u32,
     tags: &[(&str, &str)],
     write_body: impl FnOnce(&mut Vec<u8>),
 ) {
@@ -160,7 +158,7 @@ pub(crate) fn frame_sealed(
         },
     );
     let key = fbb.create_string(CHECKSUM_KEY);
-    let value = fbb.create_string(&format!("{body_crc:08x}"));
+    let value = fbb.create_string(CHECKSUM_PLACEHOLDER);
     let pair = KeyValue::create(
         fbb,
         &KeyValueArgs {
@@ -194,6 +192,13 @@ pub(crate) fn frame_sealed(
     );
     fbb.finish(root, None);
     let metadata = fbb.finished_data();
+    // A flatbuffer offset counts from the end of the buffer; a string is its u32 length, then
+    // its bytes.
+    let value_at = metadata.len() - value.value() as usize + 4;
+    debug_assert_eq!(
+        metadata.get(value_at..value_at + 8),
+        Some(CHECKSUM_PLACEHOLDER.as_bytes())
+    );
     let padded = (8 + metadata.len()).next_multiple_of(ALIGNMENT) - 8;
     let start = out.len();
     out.reserve(8 + padded + usize::try_from(parts.body_len).unwrap_or(0));
@@ -201,7 +206,13 @@ pub(crate) fn frame_sealed(
     out.extend_from_slice(&(padded as u32).to_le_bytes());
     out.extend_from_slice(metadata);
     out.resize(start + 8 + padded, 0);
+    let body = out.len();
     write_body(out);
+    let crc = kafluss_protocol::crc::crc32c(&out[body..]);
+    let digits = &mut out[start + 8 + value_at..][..8];
+    for (i, digit) in digits.iter_mut().enumerate() {
+        *digit = b"0123456789abcdef"[(crc >> (28 - 4 * i) & 0xf) as usize];
+    }
 }
 
 /// The body checksum a message's metadata declares: None when it has none (written before
@@ -499,6 +510,35 @@ mod tests {
             copy
         };
         assert!(read_all(&flipped_metadata, 4096).is_err());
+    }
+
+    /// The checksum written into the metadata after the body is the CRC32C of the body, with
+    /// and without further custom-metadata pairs around it, for bodies of any size.
+    #[test]
+    fn the_declared_checksum_is_the_crc32c_of_the_body() {
+        let many = [("a", "1"), ("kafluss.producer", "7:0:3"), ("z", "")];
+        for rows in [0, 1, 37, 1000] {
+            for tags in [&[][..], &many[..1], &many[..]] {
+                let mut writer = StreamWriter::try_new(Vec::new(), batch(0, 1).schema_ref()).unwrap();
+                std::mem::take(writer.get_mut());
+                writer.write(&batch(5, rows)).unwrap();
+                let plain = std::mem::take(writer.get_mut());
+                let sealed = seal_with(&plain, tags).unwrap();
+                let metadata_len = u32::from_le_bytes(sealed[4..8].try_into().unwrap()) as usize;
+                let message = arrow_ipc::root_as_message(&sealed[8..8 + metadata_len]).unwrap();
+                let body = &sealed[8 + metadata_len..];
+                assert_eq!(body.len() as i64, message.bodyLength());
+                let declared = body_checksum(&message).expect("a checksum").unwrap();
+                assert_eq!(
+                    declared,
+                    kafluss_protocol::crc::crc32c(body),
+                    "{rows} rows, tags {tags:?}"
+                );
+                for (key, value) in tags {
+                    assert_eq!(custom_value(&message, key), Some(*value));
+                }
+            }
+        }
     }
 
     #[test]

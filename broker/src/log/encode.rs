@@ -6,9 +6,9 @@
 //! body into the write buffer. For the arrays the converter makes (offset 0, every child exactly
 //! as long as its parent's offsets say), [`Encoder`] writes the same bytes itself: it walks the
 //! arrays' buffers as arrow-ipc does, compresses each into one reused scratch vector (or, with
-//! no codec or when the codec's frame is not shorter, leaves it where it is), computes the
-//! body's CRC32C, frames the metadata once
-//! (`super::checksum::frame_sealed`) and copies each buffer once, into the write buffer.
+//! no codec or when the codec's frame is not shorter, leaves it where it is), frames the
+//! metadata once (`super::checksum::frame_sealed`, which then computes the body's CRC32C in one
+//! pass over the bytes written) and copies each buffer once, into the write buffer.
 //! A buffer of at least 1 KiB that its codec did not shrink makes the next messages of the same
 //! bucket store the buffer at that position uncompressed without calling the codec, for 1, 3, 7,
 //! … up to 63 messages after 1, 2, 3, … failures in a row ([`CodecHistory`]); one that shrinks
@@ -177,17 +177,12 @@ impl Encoder {
         }
         self.buffers.clear();
         let mut offset = 0usize;
-        let mut crc = 0u32;
         for p in &pieces {
             let (head, bytes) = piece(&self.scratch, p);
             let len = head.len() + bytes.len();
-            let padding = len.next_multiple_of(BUFFER_ALIGNMENT) - len;
             self.buffers
                 .push(arrow_ipc::Buffer::new(offset as i64, len as i64));
-            crc = kafluss_protocol::crc::crc32c_append(crc, head);
-            crc = kafluss_protocol::crc::crc32c_append(crc, bytes);
-            crc = kafluss_protocol::crc::crc32c_append(crc, &PADDING[..padding]);
-            offset += len + padding;
+            offset += len.next_multiple_of(BUFFER_ALIGNMENT);
         }
         let parts = MessageParts {
             version: MetadataVersion::V5,
@@ -198,7 +193,7 @@ impl Encoder {
             variadic: None,
             body_len: offset as i64,
         };
-        frame_sealed(out, &mut self.fbb, &parts, crc, tags, |out| {
+        frame_sealed(out, &mut self.fbb, &parts, tags, |out| {
             for p in &pieces {
                 let (head, bytes) = piece(&self.scratch, p);
                 out.extend_from_slice(head);

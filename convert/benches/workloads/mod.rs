@@ -219,3 +219,54 @@ pub fn text_100b() -> Workload {
         values,
     }
 }
+
+/// About 100 B flat JSON objects shaped as the load generator's `json-flat` values
+/// (`kafluss-bench values --value json-flat`: `id`, `name`, `amount`, `active` and a `note` of
+/// random letters padding the object to 100 bytes) into the table `kafluss-bench table-sql
+/// --value json-flat` makes (not in [`all`]: the row-path bench's own case).
+#[allow(dead_code)]
+pub fn load_json_flat() -> Workload {
+    let schema = Schema::new(vec![
+        col("id", DataType::BigInt),
+        col("name", DataType::String),
+        col("amount", DataType::Double),
+        col("active", DataType::Boolean),
+        col("note", DataType::String),
+    ]);
+    let plan = ConversionPlan::compile(
+        &schema,
+        &mapping(&schema, ValueType::ParseJson, ValueLayout::Flat),
+    )
+    .expect("plan");
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let values: Vec<Vec<u8>> = (0..batch() as u64)
+        .map(|n| {
+            let mut json = format!(
+                r#"{{"id":{n},"name":"user-{}","amount":{}.{:02},"active":{},"note":""#,
+                n % 10_000,
+                next() % 100_000,
+                next() % 100,
+                n % 2 == 0
+            );
+            while json.len() + 2 < 100 {
+                json.push(match next() % 27 {
+                    26 => ' ',
+                    letter => (b'a' + letter as u8) as char,
+                });
+            }
+            json.push_str("\"}");
+            json.into_bytes()
+        })
+        .collect();
+    Workload {
+        name: "load_json_flat",
+        plan,
+        values,
+    }
+}
