@@ -32,6 +32,11 @@ use kafluss_broker::log::ArrowCompression;
 use kafluss_convert::{BatchBuilder, JsonScratch};
 use kafluss_protocol::{Compression, RecordBatchBuilder};
 
+/// The server's allocator (broker/src/main.rs), so that allocations cost here what they cost
+/// there.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// CPU time per workload when no batch count is given.
 const RUN: Duration = Duration::from_secs(2);
 const WARM_UP: usize = 20;

@@ -40,6 +40,54 @@ const BUFFER_ALIGNMENT: usize = 64;
 /// header, one byte) is longer than 9 bytes.
 pub const ALWAYS_RAW: usize = 17;
 
+/// Under this many bytes, a buffer in which no 4 bytes occur twice is stored uncompressed
+/// without calling a codec that cannot shrink it ([`cannot_shrink`]).
+const SHORT: usize = 64;
+
+/// Whether `compression` can be known to store `bytes` as they are without trying it: at most
+/// [`ALWAYS_RAW`] bytes (see there), or, for LZ4 and for ZSTD at levels up to 3, fewer than
+/// [`SHORT`] bytes in which no 4 bytes occur twice. Then neither codec finds a match (LZ4's
+/// shortest is 4 bytes; zstd's match finders at these levels compare 4 bytes at least), zstd at
+/// these levels (the fast and double-fast strategies) Huffman-codes literals only from 64 of
+/// them on, and a frame of literals stored as they are is longer than the buffer, so arrow-ipc
+/// would store the buffer uncompressed: the bytes are the same. (At higher zstd levels shorter
+/// literals are Huffman-coded, and such a buffer may shrink: those are always tried.)
+fn cannot_shrink(bytes: &[u8], compression: ArrowCompression) -> bool {
+    if bytes.len() <= ALWAYS_RAW {
+        return true;
+    }
+    let literal_only = match compression {
+        ArrowCompression::None => return true,
+        ArrowCompression::Lz4Frame => true,
+        ArrowCompression::Zstd { level } => level <= 3,
+    };
+    literal_only && bytes.len() < SHORT && !repeats_4_bytes(bytes)
+}
+
+/// Whether some 4 consecutive bytes of `bytes` (fewer than [`SHORT`]) occur at two positions:
+/// an open-addressing set of the 4-byte windows, stopping at the first repeat.
+fn repeats_4_bytes(bytes: &[u8]) -> bool {
+    const SLOTS: usize = 128;
+    let mut table = [0u32; SLOTS];
+    let mut used = 0u128;
+    for window in bytes.windows(4) {
+        let word = u32::from_le_bytes([window[0], window[1], window[2], window[3]]);
+        let mut slot = (word.wrapping_mul(0x9e37_79b1) >> 25) as usize;
+        loop {
+            if used & (1 << slot) == 0 {
+                used |= 1 << slot;
+                table[slot] = word;
+                break;
+            }
+            if table[slot] == word {
+                return true;
+            }
+            slot = (slot + 1) % SLOTS;
+        }
+    }
+    false
+}
+
 /// The compressed bytes of a larger message are not kept for the next one: 1 MiB.
 const KEPT_SCRATCH: usize = 1 << 20;
 
@@ -218,7 +266,7 @@ impl Encoder {
         compression: ArrowCompression,
     ) -> Result<Piece<'a>, std::io::Error> {
         let start = self.scratch.len();
-        if bytes.len() > ALWAYS_RAW && self.frame(bytes, compression)? {
+        if !cannot_shrink(bytes, compression) && self.frame(bytes, compression)? {
             if self.scratch.len() - start <= bytes.len() {
                 return Ok(Piece::Scratch(start..self.scratch.len()));
             }
@@ -767,6 +815,89 @@ mod tests {
             }
         }
         assert_eq!(compared, 40 * 2 * 5);
+    }
+
+    /// `repeats_4_bytes` against the obvious quadratic search.
+    #[test]
+    fn repeated_4_byte_windows_are_found_exactly() {
+        let mut state = 0x1234_5678_9abc_def1u64;
+        for round in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = 4 + (state % 60) as usize;
+            let alphabet = [2u64, 3, 4, 27, 256][round % 5];
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state % alphabet) as u8
+                })
+                .collect();
+            let windows: Vec<&[u8]> = bytes.windows(4).collect();
+            let naive = (0..windows.len()).any(|i| windows[i + 1..].contains(&windows[i]));
+            assert_eq!(repeats_4_bytes(&bytes), naive, "{bytes:?}");
+        }
+    }
+
+    /// Where `cannot_shrink` says a buffer is stored as is without trying, trying would not
+    /// have shrunk it: the codec's frame and its 8-byte length are longer than the buffer, for
+    /// every length up to the bound, alphabets from 2 symbols to all 256 and every codec it
+    /// covers; higher zstd levels are always tried.
+    #[test]
+    fn buffers_skipped_as_unshrinkable_do_not_shrink() {
+        let mut encoder = Encoder::default();
+        let mut state = 0x0fed_cba9_8765_4321u64;
+        let mut skipped = 0;
+        for round in 0..6_000 {
+            let len = ALWAYS_RAW + 1 + round % (SHORT - ALWAYS_RAW - 1);
+            let alphabet = [3u64, 4, 8, 27, 64, 256][round % 6];
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    b'a'.wrapping_add((state % alphabet) as u8)
+                })
+                .collect();
+            for compression in [
+                ArrowCompression::Lz4Frame,
+                ArrowCompression::Zstd { level: 1 },
+                ArrowCompression::Zstd { level: 2 },
+                ArrowCompression::Zstd { level: 3 },
+                ArrowCompression::Zstd { level: 4 },
+            ] {
+                if !cannot_shrink(&bytes, compression) {
+                    continue;
+                }
+                assert!(
+                    matches!(
+                        compression,
+                        ArrowCompression::Lz4Frame | ArrowCompression::Zstd { level: ..=3 }
+                    ),
+                    "{compression:?} is always tried"
+                );
+                encoder.scratch.clear();
+                assert!(encoder.frame(&bytes, compression).unwrap());
+                assert!(
+                    encoder.scratch.len() > bytes.len(),
+                    "{compression:?} shrank {bytes:?} to {} bytes with its length",
+                    encoder.scratch.len()
+                );
+                skipped += 1;
+            }
+        }
+        // Most buffers of the larger alphabets have no repeated 4 bytes: the rule applies.
+        assert!(skipped > 6_000, "{skipped}");
+        // A short buffer with a repeat is tried, and may shrink.
+        let repeated = b"SHIPPEDSHIPPEDSHIPPEDSHIPPEDSHIPPEDSHIPPED";
+        assert!(!cannot_shrink(repeated, ArrowCompression::Zstd { level: 3 }));
+        encoder.scratch.clear();
+        assert!(encoder
+            .frame(repeated, ArrowCompression::Zstd { level: 3 })
+            .unwrap());
+        assert!(encoder.scratch.len() < repeated.len());
     }
 
     #[test]
