@@ -318,35 +318,40 @@ fn stored_ids(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<i64>
     stored_messages(config, table, bucket).concat()
 }
 
-/// The `id`s of each stored IPC record-batch message of the bucket, in log order.
-fn stored_messages(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<Vec<i64>> {
-    let table_dir = config.data_dir.join(table.relative_dir());
-    let dir = crate::log::bucket_dir(&table_dir, bucket);
+/// Each stored IPC record-batch message of the bucket, in log order (pyarrow-free: the
+/// segments read with arrow-ipc's stream reader).
+fn stored_batches(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<arrow_array::RecordBatch> {
+    let dir = crate::log::bucket_dir(&config.data_dir.join(table.relative_dir()), bucket);
     let mut names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
         .collect();
     names.sort();
-    let mut messages = Vec::new();
+    let mut batches = Vec::new();
     for path in names {
         let file = std::fs::File::open(&path).unwrap();
-        let reader = arrow_ipc::reader::StreamReader::try_new(file, None).unwrap();
-        for batch in reader {
-            let mut ids = Vec::new();
-            let batch = batch.unwrap();
-            let column = batch
+        for batch in arrow_ipc::reader::StreamReader::try_new(file, None).unwrap() {
+            batches.push(batch.unwrap());
+        }
+    }
+    batches
+}
+
+/// The `id`s of each stored IPC record-batch message of the bucket, in log order.
+fn stored_messages(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<Vec<i64>> {
+    stored_batches(config, table, bucket)
+        .iter()
+        .map(|batch| {
+            let ids = batch
                 .column_by_name("id")
                 .unwrap()
                 .as_any()
                 .downcast_ref::<arrow_array::Int64Array>()
-                .unwrap()
-                .clone();
-            ids.extend(column.iter().map(|v| v.unwrap()));
-            messages.push(ids);
-        }
-    }
-    messages
+                .unwrap();
+            ids.iter().map(|v| v.unwrap()).collect()
+        })
+        .collect()
 }
 
 #[test]
@@ -642,56 +647,45 @@ fn a_run_of_small_jobs_converted_together_still_refuses_only_the_job_that_does_n
 fn stored_rows(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<String> {
     use arrow_array::{Array, BinaryArray, Int32Array, MapArray, StringArray, StructArray};
     use arrow_array::{Int64Array, TimestampMillisecondArray};
-    let dir = crate::log::bucket_dir(&config.data_dir.join(table.relative_dir()), bucket);
-    let mut names: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
-        .collect();
-    names.sort();
     let mut rows = Vec::new();
-    for path in names {
-        let file = std::fs::File::open(&path).unwrap();
-        for batch in arrow_ipc::reader::StreamReader::try_new(file, None).unwrap() {
-            let batch = batch.unwrap();
-            let column = |name: &str| batch.column_by_name(name).unwrap().clone();
-            let ids = column("id");
-            let ids = ids.as_any().downcast_ref::<Int64Array>().unwrap();
-            let keys = column("_kafka_key");
-            let keys = keys.as_any().downcast_ref::<BinaryArray>().unwrap();
-            let headers = column("_kafka_headers");
-            let headers = headers.as_any().downcast_ref::<MapArray>().unwrap();
-            let metadata = column("_kafka_metadata");
-            let metadata = metadata.as_any().downcast_ref::<StructArray>().unwrap();
-            let timestamps = metadata
-                .column(0)
-                .as_any()
-                .downcast_ref::<TimestampMillisecondArray>();
-            let partitions = metadata.column(2).as_any().downcast_ref::<Int32Array>().unwrap();
-            for row in 0..batch.num_rows() {
-                let entries = headers.value(row);
-                let names = entries.column(0).as_any().downcast_ref::<StringArray>().unwrap();
-                let values = entries.column(1).as_any().downcast_ref::<BinaryArray>().unwrap();
-                let pairs: Vec<String> = (0..entries.len())
-                    .map(|i| {
-                        let value = values
-                            .is_valid(i)
-                            .then(|| String::from_utf8_lossy(values.value(i)));
-                        format!("{}={}", names.value(i), value.as_deref().unwrap_or("null"))
-                    })
-                    .collect();
-                let key = keys
-                    .is_valid(row)
-                    .then(|| String::from_utf8_lossy(keys.value(row)));
-                rows.push(format!(
-                    "{} key={} [{}] ts={} p={}",
-                    ids.value(row),
-                    key.as_deref().unwrap_or("null"),
-                    pairs.join(","),
-                    timestamps.unwrap().value(row),
-                    partitions.value(row),
-                ));
-            }
+    for batch in stored_batches(config, table, bucket) {
+        let column = |name: &str| batch.column_by_name(name).unwrap().clone();
+        let ids = column("id");
+        let ids = ids.as_any().downcast_ref::<Int64Array>().unwrap();
+        let keys = column("_kafka_key");
+        let keys = keys.as_any().downcast_ref::<BinaryArray>().unwrap();
+        let headers = column("_kafka_headers");
+        let headers = headers.as_any().downcast_ref::<MapArray>().unwrap();
+        let metadata = column("_kafka_metadata");
+        let metadata = metadata.as_any().downcast_ref::<StructArray>().unwrap();
+        let timestamps = metadata
+            .column(0)
+            .as_any()
+            .downcast_ref::<TimestampMillisecondArray>();
+        let partitions = metadata.column(2).as_any().downcast_ref::<Int32Array>().unwrap();
+        for row in 0..batch.num_rows() {
+            let entries = headers.value(row);
+            let names = entries.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+            let values = entries.column(1).as_any().downcast_ref::<BinaryArray>().unwrap();
+            let pairs: Vec<String> = (0..entries.len())
+                .map(|i| {
+                    let value = values
+                        .is_valid(i)
+                        .then(|| String::from_utf8_lossy(values.value(i)));
+                    format!("{}={}", names.value(i), value.as_deref().unwrap_or("null"))
+                })
+                .collect();
+            let key = keys
+                .is_valid(row)
+                .then(|| String::from_utf8_lossy(keys.value(row)));
+            rows.push(format!(
+                "{} key={} [{}] ts={} p={}",
+                ids.value(row),
+                key.as_deref().unwrap_or("null"),
+                pairs.join(","),
+                timestamps.unwrap().value(row),
+                partitions.value(row),
+            ));
         }
     }
     rows

@@ -197,21 +197,9 @@ pub fn text_100b() -> Workload {
     let schema = Schema::new(vec![col("_kafka_value", DataType::Bytes)]);
     let plan = ConversionPlan::compile(&schema, &mapping(&schema, ValueType::Binary, ValueLayout::Flat))
         .expect("plan");
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random = Xorshift(0x9e37_79b9_7f4a_7c15);
     let values: Vec<Vec<u8>> = (0..batch())
-        .map(|_| {
-            (0..100)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    match state % 27 {
-                        26 => b' ',
-                        letter => b'a' + letter as u8,
-                    }
-                })
-                .collect()
-        })
+        .map(|_| (0..100).map(|_| random.letter()).collect())
         .collect();
     Workload {
         name: "text_100b",
@@ -238,27 +226,18 @@ pub fn load_json_flat() -> Workload {
         &mapping(&schema, ValueType::ParseJson, ValueLayout::Flat),
     )
     .expect("plan");
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut random = Xorshift(0x2545_f491_4f6c_dd1d);
     let values: Vec<Vec<u8>> = (0..batch() as u64)
         .map(|n| {
             let mut json = format!(
                 r#"{{"id":{n},"name":"user-{}","amount":{}.{:02},"active":{},"note":""#,
                 n % 10_000,
-                next() % 100_000,
-                next() % 100,
+                random.next() % 100_000,
+                random.next() % 100,
                 n % 2 == 0
             );
             while json.len() + 2 < 100 {
-                json.push(match next() % 27 {
-                    26 => ' ',
-                    letter => (b'a' + letter as u8) as char,
-                });
+                json.push(random.letter() as char);
             }
             json.push_str("\"}");
             json.into_bytes()
@@ -268,5 +247,27 @@ pub fn load_json_flat() -> Workload {
         name: "load_json_flat",
         plan,
         values,
+    }
+}
+
+/// xorshift64: the benches' reproducible random numbers.
+#[allow(dead_code)]
+struct Xorshift(u64);
+
+#[allow(dead_code)]
+impl Xorshift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A lower-case letter or a space, as the load generator's text.
+    fn letter(&mut self) -> u8 {
+        match self.next() % 27 {
+            26 => b' ',
+            letter => b'a' + letter as u8,
+        }
     }
 }
