@@ -820,21 +820,11 @@ mod tests {
     /// `repeats_4_bytes` against the obvious quadratic search.
     #[test]
     fn repeated_4_byte_windows_are_found_exactly() {
-        let mut state = 0x1234_5678_9abc_def1u64;
+        let mut rng = Rng(0x1234_5678_9abc_def1);
         for round in 0..20_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            let len = 4 + (state % 60) as usize;
+            let len = 4 + rng.below(60) as usize;
             let alphabet = [2u64, 3, 4, 27, 256][round % 5];
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    (state % alphabet) as u8
-                })
-                .collect();
+            let bytes: Vec<u8> = (0..len).map(|_| rng.below(alphabet) as u8).collect();
             let windows: Vec<&[u8]> = bytes.windows(4).collect();
             let naive = (0..windows.len()).any(|i| windows[i + 1..].contains(&windows[i]));
             assert_eq!(repeats_4_bytes(&bytes), naive, "{bytes:?}");
@@ -848,18 +838,13 @@ mod tests {
     #[test]
     fn buffers_skipped_as_unshrinkable_do_not_shrink() {
         let mut encoder = Encoder::default();
-        let mut state = 0x0fed_cba9_8765_4321u64;
+        let mut rng = Rng(0x0fed_cba9_8765_4321);
         let mut skipped = 0;
         for round in 0..6_000 {
             let len = ALWAYS_RAW + 1 + round % (SHORT - ALWAYS_RAW - 1);
             let alphabet = [3u64, 4, 8, 27, 64, 256][round % 6];
             let bytes: Vec<u8> = (0..len)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    b'a'.wrapping_add((state % alphabet) as u8)
-                })
+                .map(|_| b'a'.wrapping_add(rng.below(alphabet) as u8))
                 .collect();
             for compression in [
                 ArrowCompression::Lz4Frame,
