@@ -13,10 +13,11 @@
 //! bucket store the buffer at that position uncompressed without calling the codec, for 1, 3, 7,
 //! … up to 63 messages after 1, 2, 3, … failures in a row ([`CodecHistory`]); one that shrinks
 //! starts the count over.
-//! A buffer of at most [`ALWAYS_RAW`] bytes is stored uncompressed without calling the codec:
-//! arrow-ipc stores a buffer uncompressed when its 8-byte length prefix and compressed frame are
-//! longer than it, which no frame of either codec can avoid at that size, so the bytes are the
-//! same. Any other array (sliced, re-based offsets, a type the converter never makes) is
+//! A buffer of at most [`ALWAYS_RAW`] bytes, and, with LZ4 or ZSTD up to level 3, one of fewer
+//! than 64 bytes in which no 4 bytes occur twice, is stored uncompressed without calling the
+//! codec (`cannot_shrink`): arrow-ipc stores a buffer uncompressed when its 8-byte length prefix
+//! and compressed frame are longer than it, which no frame of the codec can avoid there, so the
+//! bytes are the same. Any other array (sliced, re-based offsets, a type the converter never makes) is
 //! [`Unsupported`], and the caller encodes that batch with arrow-ipc. At zstd level 3 the frames
 //! are made with a minimum match length of 5 (`LEVEL_3_MIN_MATCH`); every other codec and level
 //! is zstd's or LZ4's own. Tests check every kind of column and codec against arrow-ipc plus
