@@ -436,6 +436,7 @@ impl HeadersRef<'_> {
 impl<'a> Iterator for HeadersRef<'a> {
     type Item = HeaderRef<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<HeaderRef<'a>> {
         if self.remaining == 0 {
             return None;
@@ -561,6 +562,115 @@ fn parse_record_body(body: &[u8]) -> Result<RecordRef<'_>, RecordFault> {
     })
 }
 
+/// An unsigned varint of at most three bytes at `*at`, which it moves past it; `None` for a
+/// longer or truncated one. The values a record's varints take in practice fit (zigzag, three
+/// bytes: lengths below 1 MiB, offset deltas below 1,048,576, timestamp deltas within 17
+/// minutes), so [`well_formed_record`] reads them without the general parser's results.
+#[inline(always)]
+fn short_varint(input: &[u8], at: &mut usize) -> Option<u32> {
+    let first = *input.get(*at)?;
+    if first < 0x80 {
+        *at += 1;
+        return Some(u32::from(first));
+    }
+    let second = *input.get(*at + 1)?;
+    if second < 0x80 {
+        *at += 2;
+        return Some(u32::from(first & 0x7f) | u32::from(second) << 7);
+    }
+    let third = *input.get(*at + 2)?;
+    if third < 0x80 {
+        *at += 3;
+        return Some(u32::from(first & 0x7f) | u32::from(second & 0x7f) << 7 | u32::from(third) << 14);
+    }
+    None
+}
+
+/// A zigzag varint of at most three bytes (see [`short_varint`]).
+#[inline(always)]
+fn short_zigzag(input: &[u8], at: &mut usize) -> Option<i32> {
+    let raw = short_varint(input, at)?;
+    // raw < 2^21, so the shift and the sign fit an i32.
+    Some((raw >> 1) as i32 ^ -((raw & 1) as i32))
+}
+
+/// A key or value of a well-formed record: a short varint length, -1 for null.
+#[inline(always)]
+fn short_nullable<'a>(body: &'a [u8], at: &mut usize) -> Option<Option<&'a [u8]>> {
+    match short_zigzag(body, at)? {
+        -1 => Some(None),
+        len if len < 0 => None,
+        len => {
+            let part = body.get(*at..*at + len as usize)?;
+            *at += len as usize;
+            Some(Some(part))
+        }
+    }
+}
+
+/// The record at the start of `input`, the `index`th of its batch, when it is well formed and
+/// its varints are short (every record a client sends, in practice), with the bytes it takes:
+/// one pass over the bytes with plain indexing. `None` for any other record, which
+/// [`next_record`] then parses field by field: the same record, or the fault, as before this
+/// path existed (`well_formed_records_read_as_the_field_parser_reads_them` checks both).
+#[inline(always)]
+fn well_formed_record(input: &[u8], index: i32) -> Option<(usize, RecordRef<'_>)> {
+    let mut at = 0;
+    let len = short_zigzag(input, &mut at)?;
+    let body = input.get(at..at + usize::try_from(len).ok()?)?;
+    let consumed = at + body.len();
+    let attributes = *body.first()?;
+    let mut at = 1;
+    let timestamp_delta = i64::from(short_zigzag(body, &mut at)?);
+    if short_zigzag(body, &mut at)? != index {
+        return None;
+    }
+    let key = short_nullable(body, &mut at)?;
+    let value = short_nullable(body, &mut at)?;
+    let header_count = short_zigzag(body, &mut at)?;
+    let header_section = &body[at..];
+    let remaining = match header_count {
+        0 if header_section.is_empty() => 0,
+        0 => return None,
+        count => {
+            let count = usize::try_from(count)
+                .ok()
+                .filter(|c| *c <= header_section.len() / 2)?;
+            let mut rest = header_section;
+            for _ in 0..count {
+                rest = parse_header(rest).ok()?.0;
+            }
+            if !rest.is_empty() {
+                return None;
+            }
+            count
+        }
+    };
+    Some((
+        consumed,
+        RecordRef {
+            attributes: attributes as i8,
+            timestamp_delta,
+            offset_delta: index,
+            key,
+            value,
+            headers: HeadersRef {
+                data: header_section,
+                remaining,
+            },
+        },
+    ))
+}
+
+/// The record at the start of `input`, field by field, with the bytes it takes.
+fn parse_record(input: &[u8]) -> Result<(usize, RecordRef<'_>), RecordFault> {
+    let (rest, len) = varint(input).map_err(fault)?;
+    let len = usize::try_from(len).map_err(|_| RecordFault::Length("record"))?;
+    let body = rest.get(..len).ok_or(RecordFault::Truncated)?;
+    let consumed = input.len() - rest.len() + len;
+    Ok((consumed, parse_record_body(body)?))
+}
+
 /// Where a [`Records`] iteration stands.
 #[derive(Debug, Clone, Copy)]
 struct Cursor {
@@ -571,6 +681,7 @@ struct Cursor {
 }
 
 /// Parses the record at the cursor in `data` and advances the cursor.
+#[inline]
 fn next_record<'a>(data: &'a [u8], cursor: &mut Cursor) -> Option<Result<RecordRef<'a>, RecordBatchError>> {
     if cursor.finished {
         return None;
@@ -592,13 +703,14 @@ fn next_record<'a>(data: &'a [u8], cursor: &mut Cursor) -> Option<Result<RecordR
             found: index,
         }));
     }
-    let parsed = varint(input).map_err(fault).and_then(|(rest, len)| {
-        let len = usize::try_from(len).map_err(|_| RecordFault::Length("record"))?;
-        let body = rest.get(..len).ok_or(RecordFault::Truncated)?;
-        let consumed = input.len() - rest.len() + len;
-        Ok((consumed, parse_record_body(body)?))
-    });
-    let result = match parsed {
+    if let Some((consumed, record)) = well_formed_record(input, index) {
+        cursor.position += consumed;
+        cursor.index += 1;
+        return Some(Ok(record));
+    }
+    // Anything else (a long varint, a bad length or offset delta, a truncated record) is
+    // parsed again field by field, which finds the same record or names the fault.
+    let result = match parse_record(input) {
         Ok((consumed, record)) if record.offset_delta == index => {
             cursor.position += consumed;
             cursor.index += 1;
@@ -650,6 +762,7 @@ impl Records {
 
     /// The next record borrowed from [`Records::data`], without reference counting: the fastest
     /// way through a batch. `None` after the last record or the first error.
+    #[inline]
     pub fn next_ref(&mut self) -> Option<Result<RecordRef<'_>, RecordBatchError>> {
         next_record(&self.data, &mut self.cursor)
     }
@@ -678,5 +791,126 @@ impl Iterator for Records {
                 })
                 .collect(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::primitives::{put_varint, put_varlong};
+    use proptest::prelude::*;
+
+    /// A record's bytes as a client lays them out; `offset_delta` need not be its index, and
+    /// the length prefix says `misstated` bytes more than the body has.
+    fn record_bytes(
+        misstated: i32,
+        timestamp_delta: i64,
+        offset_delta: i32,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(Vec<u8>, Option<Vec<u8>>)],
+    ) -> Vec<u8> {
+        let mut body = vec![0u8];
+        put_varlong(&mut body, timestamp_delta);
+        put_varint(&mut body, offset_delta);
+        for part in [key, value] {
+            match part {
+                None => put_varint(&mut body, -1),
+                Some(bytes) => {
+                    put_varint(&mut body, bytes.len() as i32);
+                    body.extend_from_slice(bytes);
+                }
+            }
+        }
+        put_varint(&mut body, headers.len() as i32);
+        for (key, value) in headers {
+            put_varint(&mut body, key.len() as i32);
+            body.extend_from_slice(key);
+            match value {
+                None => put_varint(&mut body, -1),
+                Some(value) => {
+                    put_varint(&mut body, value.len() as i32);
+                    body.extend_from_slice(value);
+                }
+            }
+        }
+        let mut record = Vec::new();
+        put_varint(&mut record, body.len() as i32 + misstated);
+        record.extend_from_slice(&body);
+        record
+    }
+
+    fn part() -> impl Strategy<Value = Option<Vec<u8>>> {
+        prop_oneof![
+            1 => Just(None),
+            4 => proptest::collection::vec(any::<u8>(), 0..200).prop_map(Some),
+            1 => proptest::collection::vec(any::<u8>(), 8_000..9_000).prop_map(Some),
+        ]
+    }
+
+    fn header() -> impl Strategy<Value = (Vec<u8>, Option<Vec<u8>>)> {
+        (proptest::collection::vec(any::<u8>(), 0..20), part())
+    }
+
+    fn delta() -> impl Strategy<Value = i64> {
+        prop_oneof![-70i64..70, -2_000_000i64..2_000_000, any::<i64>()]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// Whatever the one-pass reader accepts, the field-by-field parser reads the same way
+        /// (the record, the bytes it takes, the index as its offset delta); it accepts every
+        /// well-formed record whose varints take at most three bytes; and bytes changed
+        /// anywhere never make them differ.
+        #[test]
+        fn well_formed_records_read_as_the_field_parser_reads_them(
+            timestamp_delta in delta(),
+            index in 0i32..3,
+            offset_delta in prop_oneof![3 => Just(None), 1 => (0i32..3).prop_map(Some), 1 => any::<i32>().prop_map(Some)],
+            key in part(),
+            value in part(),
+            headers in proptest::collection::vec(header(), 0..4),
+            trailing in proptest::collection::vec(any::<u8>(), 0..3),
+            misstated in prop_oneof![2 => Just(0), 1 => -2i32..3],
+            changes in prop_oneof![
+                2 => Just(Vec::new()),
+                1 => proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..3),
+            ],
+        ) {
+            // None: the record's index, as a client writes it.
+            let offset_delta = offset_delta.unwrap_or(index);
+            let mut bytes = record_bytes(misstated, timestamp_delta, offset_delta, key.as_deref(), value.as_deref(), &headers);
+            let record_len = bytes.len();
+            bytes.extend_from_slice(&trailing);
+            let short = |v: i64| (-(1 << 20)..1 << 20).contains(&v);
+            let long_lengths = [&key, &value].iter().any(|p| p.as_ref().is_some_and(|p| p.len() >= 1 << 13))
+                || headers.iter().any(|(_, v)| v.as_ref().is_some_and(|v| v.len() >= 1 << 13));
+            if changes.is_empty() && misstated == 0 && offset_delta == index && short(timestamp_delta) && !long_lengths
+                && (record_len as i64) < 1 << 20
+            {
+                let (consumed, record) = well_formed_record(&bytes, index).expect("a well-formed short record");
+                prop_assert_eq!(consumed, record_len);
+                prop_assert_eq!(record.timestamp_delta, timestamp_delta);
+                prop_assert_eq!(record.key, key.as_deref());
+                prop_assert_eq!(record.value, value.as_deref());
+                prop_assert_eq!(record.headers.len(), headers.len());
+            }
+            for (at, byte) in changes {
+                let at = at.index(bytes.len());
+                bytes[at] = byte;
+            }
+            for end in [bytes.len(), record_len.min(bytes.len()), bytes.len() / 2] {
+                let input = &bytes[..end];
+                if let Some((consumed, record)) = well_formed_record(input, index) {
+                    let Ok((general_consumed, general)) = parse_record(input) else {
+                        panic!("the field parser refused what the one-pass reader read");
+                    };
+                    prop_assert_eq!(consumed, general_consumed);
+                    prop_assert_eq!(record, general);
+                    prop_assert_eq!(general.offset_delta, index);
+                }
+            }
+        }
     }
 }
