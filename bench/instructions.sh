@@ -46,8 +46,12 @@ if [[ $# -gt 0 ]]; then
     workloads=("$@")
 fi
 if [[ -z ${BIN:-} ]]; then
-    BIN=$(cd "$ROOT" && cargo bench -p "$package" --bench "$BENCH" --no-run 2>&1 |
-        sed -n 's/.*Executable .*(\(.*\))$/\1/p' | tail -1)
+    built=$(cd "$ROOT" && cargo bench -p "$package" --bench "$BENCH" --no-run 2>&1) || {
+        echo "$built" >&2
+        echo "instructions.sh: building the $BENCH bench failed" >&2
+        exit 1
+    }
+    BIN=$(sed -n 's/.*Executable .*(\(.*\))$/\1/p' <<<"$built" | tail -1)
     [[ -n $BIN ]] || {
         echo "instructions.sh: cargo bench --no-run printed no executable for $BENCH" >&2
         exit 1
