@@ -69,17 +69,41 @@ pub(crate) fn bool(input: &[u8]) -> PResult<'_, bool> {
     Ok((input, byte != 0))
 }
 
-/// Unsigned LEB128 of at most 64 bits, with at most `max_bytes` bytes.
+/// An unsigned LEB128 of one to three bytes at `input[at..]`, and how many bytes it takes;
+/// `None` for a longer or truncated one, which [`unsigned_leb128`]'s loop reads or refuses. Most
+/// lengths and deltas in a record fit (a record's offset and timestamp deltas pass 63 after its
+/// 64th record, a 100-byte value's length is two bytes): the fast path of every varint here and
+/// of the record reader (`record_batch::well_formed_record`), which reads at a position rather
+/// than from a slice it would cut first.
+#[inline(always)]
+pub(crate) fn short_unsigned_varint(input: &[u8], at: usize) -> Option<(u32, usize)> {
+    let first = *input.get(at)?;
+    if first < 0x80 {
+        return Some((u32::from(first), 1));
+    }
+    let second = *input.get(at + 1)?;
+    if second < 0x80 {
+        return Some((u32::from(first & 0x7f) | u32::from(second) << 7, 2));
+    }
+    let third = *input.get(at + 2)?;
+    if third < 0x80 {
+        let value = u32::from(first & 0x7f) | u32::from(second & 0x7f) << 7 | u32::from(third) << 14;
+        return Some((value, 3));
+    }
+    None
+}
+
+/// The signed value of a zigzag-encoded 32-bit `raw`.
+#[inline(always)]
+pub(crate) fn zigzag32(raw: u32) -> i32 {
+    ((raw >> 1) as i32) ^ -((raw & 1) as i32)
+}
+
+/// Unsigned LEB128 of at most 64 bits, with at most `max_bytes` (at least 3) bytes.
 #[inline]
 fn unsigned_leb128(input: &[u8], max_bytes: usize) -> PResult<'_, u64> {
-    // Fast paths: most lengths and deltas in a record fit one or two bytes (a record's offset
-    // and timestamp deltas pass 63 after its 64th record, a 100-byte value's length is two).
-    match *input {
-        [byte, ..] if byte < 0x80 => return Ok((&input[1..], u64::from(byte))),
-        [low, high, ..] if high < 0x80 => {
-            return Ok((&input[2..], u64::from(low & 0x7f) | u64::from(high) << 7));
-        }
-        _ => {}
+    if let Some((value, len)) = short_unsigned_varint(input, 0) {
+        return Ok((&input[len..], u64::from(value)));
     }
     let mut value: u64 = 0;
     for (index, &byte) in input.iter().enumerate().take(max_bytes) {
@@ -109,7 +133,7 @@ pub fn unsigned_varint(input: &[u8]) -> PResult<'_, u32> {
 #[inline]
 pub fn varint(input: &[u8]) -> PResult<'_, i32> {
     let (rest, raw) = unsigned_varint(input)?;
-    Ok((rest, ((raw >> 1) as i32) ^ -((raw & 1) as i32)))
+    Ok((rest, zigzag32(raw)))
 }
 
 /// Zigzag-encoded signed 64-bit varint (record timestamp deltas).

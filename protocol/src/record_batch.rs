@@ -8,7 +8,7 @@
 use bytes::Bytes;
 
 use crate::compression::{decompress, Compression, CompressionError};
-use crate::primitives::{varint, varlong};
+use crate::primitives::{short_unsigned_varint, varint, varlong, zigzag32};
 use crate::ErrorCode;
 
 /// Size of the fixed batch header.
@@ -562,36 +562,15 @@ fn parse_record_body(body: &[u8]) -> Result<RecordRef<'_>, RecordFault> {
     })
 }
 
-/// An unsigned varint of at most three bytes at `*at`, which it moves past it; `None` for a
-/// longer or truncated one. The values a record's varints take in practice fit (zigzag, three
-/// bytes: lengths below 1 MiB, offset deltas below 1,048,576, timestamp deltas within 17
+/// A zigzag varint of at most three bytes at `*at`, which it moves past it; `None` for a longer
+/// or truncated one (`primitives::short_unsigned_varint`). The values a record's varints take in
+/// practice fit (lengths below 1 MiB, offset deltas below 1,048,576, timestamp deltas within 17
 /// minutes), so [`well_formed_record`] reads them without the general parser's results.
 #[inline(always)]
-fn short_varint(input: &[u8], at: &mut usize) -> Option<u32> {
-    let first = *input.get(*at)?;
-    if first < 0x80 {
-        *at += 1;
-        return Some(u32::from(first));
-    }
-    let second = *input.get(*at + 1)?;
-    if second < 0x80 {
-        *at += 2;
-        return Some(u32::from(first & 0x7f) | u32::from(second) << 7);
-    }
-    let third = *input.get(*at + 2)?;
-    if third < 0x80 {
-        *at += 3;
-        return Some(u32::from(first & 0x7f) | u32::from(second & 0x7f) << 7 | u32::from(third) << 14);
-    }
-    None
-}
-
-/// A zigzag varint of at most three bytes (see [`short_varint`]).
-#[inline(always)]
 fn short_zigzag(input: &[u8], at: &mut usize) -> Option<i32> {
-    let raw = short_varint(input, at)?;
-    // raw < 2^21, so the shift and the sign fit an i32.
-    Some((raw >> 1) as i32 ^ -((raw & 1) as i32))
+    let (raw, len) = short_unsigned_varint(input, *at)?;
+    *at += len;
+    Some(zigzag32(raw))
 }
 
 /// A key or value of a well-formed record: a short varint length, -1 for null.
