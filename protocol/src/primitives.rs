@@ -553,8 +553,8 @@ mod tests {
         assert_eq!(&buf[..], &[0xff, 0xff, 0xff, 0xff, 0x0f]);
     }
 
-    /// Every value of one to three bytes (the one- and two-byte fast paths and the loop after
-    /// them) reads back with the bytes after it left alone, signed and unsigned.
+    /// Every value of one to three bytes (all read by `short_unsigned_varint`, the fast path)
+    /// reads back with the bytes after it left alone, signed and unsigned.
     #[test]
     fn short_varints_read_back_exactly() {
         for value in 0..=(1u32 << 15) {
