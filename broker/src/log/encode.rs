@@ -23,8 +23,9 @@
 //! is zstd's or LZ4's own. Tests check every kind of column and codec against arrow-ipc plus
 //! `seal_into`, byte for byte (level 3: read back to the same rows).
 
-use arrow_array::RecordBatch;
-use arrow_data::ArrayData;
+use arrow_array::cast::AsArray;
+use arrow_array::{downcast_primitive_array, Array, RecordBatch};
+use arrow_buffer::OffsetBuffer;
 use arrow_ipc::{BodyCompressionMethod, CompressionType, FieldNode, MetadataVersion};
 use arrow_schema::DataType;
 use flatbuffers::FlatBufferBuilder;
@@ -195,10 +196,9 @@ impl Encoder {
         history: &mut CodecHistory,
     ) -> Result<Result<(), std::io::Error>, Unsupported> {
         self.nodes.clear();
-        let columns: Vec<ArrayData> = batch.columns().iter().map(|c| c.to_data()).collect();
-        let mut raw: Vec<&[u8]> = Vec::new();
-        for column in &columns {
-            collect(column, &mut self.nodes, &mut raw)?;
+        let mut raw: Vec<&[u8]> = Vec::with_capacity(self.buffers.capacity());
+        for column in batch.columns() {
+            collect(column.as_ref(), &mut self.nodes, &mut raw)?;
         }
         self.scratch.clear();
         if history.buffers.len() != raw.len() {
@@ -341,26 +341,28 @@ fn codec(compression: ArrowCompression) -> Option<CompressionType> {
     }
 }
 
-/// The field nodes and body buffers of `data` and its children, depth first, in the order
-/// arrow-ipc's `write_array_data` writes them, without copying a byte.
+/// The field nodes and body buffers of `array` and its children, depth first, in the order
+/// arrow-ipc's `write_array_data` writes them, without copying a byte. The arrays are read
+/// where they are (not through `Array::to_data`, which clones each array's `ArrayData`, its
+/// buffer list and data type, and for a one-row message cost more than the layout itself).
 fn collect<'a>(
-    data: &'a ArrayData,
+    array: &'a dyn Array,
     nodes: &mut Vec<FieldNode>,
     raw: &mut Vec<&'a [u8]>,
 ) -> Result<(), Unsupported> {
-    if data.offset() != 0 {
+    if array.offset() != 0 {
         return Err(Unsupported);
     }
-    let len = data.len();
-    let data_type = data.data_type();
+    let len = array.len();
+    let data_type = array.data_type();
     if matches!(data_type, DataType::Null) {
         nodes.push(FieldNode::new(len as i64, len as i64));
         return Ok(());
     }
-    let null_count = data.null_count();
+    let null_count = array.null_count();
     nodes.push(FieldNode::new(len as i64, null_count as i64));
     // The validity bitmap: empty without nulls, else its bytes for `len` bits.
-    match data.nulls() {
+    match array.nulls() {
         Some(nulls) if null_count > 0 => {
             if nulls.offset() != 0 {
                 return Err(Unsupported);
@@ -370,54 +372,94 @@ fn collect<'a>(
         _ => raw.push(&[]),
     }
     match data_type {
-        DataType::Binary | DataType::Utf8 => {
-            if len == 0 {
-                raw.push(&ZERO_OFFSET);
-                raw.push(&[]);
-                return Ok(());
-            }
-            let end = offsets_end(data, len)?;
-            raw.push(prefix(data.buffers()[0].as_slice(), (len + 1) * 4)?);
-            raw.push(prefix(data.buffers()[1].as_slice(), end)?);
+        DataType::Binary => {
+            let array = array.as_binary_opt::<i32>().ok_or(Unsupported)?;
+            variable_size(array.offsets(), array.values().as_slice(), len, raw)?;
+        }
+        DataType::Utf8 => {
+            let array = array.as_string_opt::<i32>().ok_or(Unsupported)?;
+            variable_size(array.offsets(), array.values().as_slice(), len, raw)?;
         }
         DataType::Boolean => {
-            raw.push(prefix(data.buffers()[0].as_slice(), len.div_ceil(8))?);
-        }
-        DataType::List(_) | DataType::Map(_, _) => {
-            let child = data.child_data().first().ok_or(Unsupported)?;
-            if len == 0 {
-                if !child.is_empty() {
-                    return Err(Unsupported);
-                }
-                raw.push(&ZERO_OFFSET);
-            } else {
-                let end = offsets_end(data, len)?;
-                if child.len() != end {
-                    return Err(Unsupported);
-                }
-                raw.push(prefix(data.buffers()[0].as_slice(), (len + 1) * 4)?);
+            let values = array.as_boolean_opt().ok_or(Unsupported)?.values();
+            if values.offset() != 0 {
+                return Err(Unsupported);
             }
-            collect(child, nodes, raw)?;
+            raw.push(prefix(values.inner().as_slice(), len.div_ceil(8))?);
+        }
+        DataType::List(_) => {
+            let array = array.as_list_opt::<i32>().ok_or(Unsupported)?;
+            nested(array.offsets(), array.values().as_ref(), len, nodes, raw)?;
+        }
+        DataType::Map(_, _) => {
+            let array = array.as_map_opt().ok_or(Unsupported)?;
+            nested(array.offsets(), array.entries(), len, nodes, raw)?;
         }
         DataType::Struct(_) => {
-            for child in data.child_data() {
+            for child in array.as_struct_opt().ok_or(Unsupported)?.columns() {
                 if child.len() != len {
                     return Err(Unsupported);
                 }
-                collect(child, nodes, raw)?;
+                collect(child.as_ref(), nodes, raw)?;
             }
         }
-        t if t.is_numeric() || t.is_temporal() || matches!(t, DataType::FixedSizeBinary(_)) => {
-            let width = match arrow_data::layout(t).buffers.first() {
-                Some(arrow_data::BufferSpec::FixedWidth { byte_width, .. }) => *byte_width,
-                _ => return Err(Unsupported),
-            };
-            let buffer = data.buffers().first().ok_or(Unsupported)?.as_slice();
-            raw.push(&buffer[..buffer.len().min(len * width)]);
+        DataType::FixedSizeBinary(width) => {
+            let values = array.as_fixed_size_binary_opt().ok_or(Unsupported)?.value_data();
+            let width = usize::try_from(*width).map_err(|_| Unsupported)?;
+            raw.push(&values[..values.len().min(len * width)]);
+        }
+        t if t.is_numeric() || t.is_temporal() => {
+            let values: &[u8] = downcast_primitive_array!(
+                array => array.values().inner().as_slice(),
+                _ => return Err(Unsupported)
+            );
+            raw.push(values);
         }
         _ => return Err(Unsupported),
     }
     Ok(())
+}
+
+/// The offsets and values of a variable-size array of `len` items (offsets from 0).
+fn variable_size<'a>(
+    offsets: &'a OffsetBuffer<i32>,
+    values: &'a [u8],
+    len: usize,
+    raw: &mut Vec<&'a [u8]>,
+) -> Result<(), Unsupported> {
+    if len == 0 {
+        raw.push(&ZERO_OFFSET);
+        raw.push(&[]);
+        return Ok(());
+    }
+    let end = offsets_end(offsets, len)?;
+    raw.push(prefix(offsets.inner().inner().as_slice(), (len + 1) * 4)?);
+    raw.push(prefix(values, end)?);
+    Ok(())
+}
+
+/// The offsets of a list or map array of `len` items, then its one child (`child`, exactly as
+/// long as the offsets say).
+fn nested<'a>(
+    offsets: &'a OffsetBuffer<i32>,
+    child: &'a dyn Array,
+    len: usize,
+    nodes: &mut Vec<FieldNode>,
+    raw: &mut Vec<&'a [u8]>,
+) -> Result<(), Unsupported> {
+    if len == 0 {
+        if !child.is_empty() {
+            return Err(Unsupported);
+        }
+        raw.push(&ZERO_OFFSET);
+    } else {
+        let end = offsets_end(offsets, len)?;
+        if child.len() != end {
+            return Err(Unsupported);
+        }
+        raw.push(prefix(offsets.inner().inner().as_slice(), (len + 1) * 4)?);
+    }
+    collect(child, nodes, raw)
 }
 
 /// The first `len` bytes of `bytes` (a buffer shorter than its array needs is not laid out here).
@@ -425,19 +467,15 @@ fn prefix(bytes: &[u8], len: usize) -> Result<&[u8], Unsupported> {
     bytes.get(..len).ok_or(Unsupported)
 }
 
-/// The last of the `len + 1` i32 offsets of a variable-size array whose first offset is 0 (a
+/// The last of the `len + 1` offsets of a variable-size array whose first offset is 0 (a
 /// non-zero first offset is re-based by arrow-ipc: not laid out here).
-fn offsets_end(data: &ArrayData, len: usize) -> Result<usize, Unsupported> {
-    let offsets = data.buffers().first().ok_or(Unsupported)?.as_slice();
-    let at = |i: usize| -> Result<i32, Unsupported> {
-        let bytes = offsets.get(i * 4..i * 4 + 4).ok_or(Unsupported)?;
-        Ok(i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
-    };
-    let (first, last) = (at(0)?, at(len)?);
-    if first != 0 {
+fn offsets_end(offsets: &OffsetBuffer<i32>, len: usize) -> Result<usize, Unsupported> {
+    let offsets: &[i32] = offsets;
+    let (first, last) = (offsets.first(), offsets.get(len));
+    if first != Some(&0) {
         return Err(Unsupported);
     }
-    usize::try_from(last).map_err(|_| Unsupported)
+    usize::try_from(*last.ok_or(Unsupported)?).map_err(|_| Unsupported)
 }
 
 #[cfg(test)]
@@ -445,8 +483,9 @@ mod tests {
     use std::sync::Arc;
 
     use arrow_array::builder::{
-        BinaryBuilder, BooleanBuilder, Decimal128Builder, Float64Builder, Int32Builder, Int64Builder,
-        ListBuilder, MapBuilder, StringBuilder, StructBuilder, TimestampMillisecondBuilder,
+        BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder,
+        Float64Builder, Int32Builder, Int64Builder, ListBuilder, MapBuilder, StringBuilder, StructBuilder,
+        TimestampMillisecondBuilder,
     };
     use arrow_array::{ArrayRef, RecordBatch};
     use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext};
@@ -478,8 +517,9 @@ mod tests {
         }
     }
 
-    /// A batch with every kind of column the converter makes: flat scalars, bytes, decimals,
-    /// timestamps, lists, maps and structs (nested), with `rows` rows and nulls as `nulls`.
+    /// A batch with every kind of column the converter makes: flat scalars, bytes (of any and
+    /// of a fixed length), decimals, dates, timestamps, lists, maps and structs (nested), with
+    /// `rows` rows and nulls as `nulls`.
     fn batch(rng: &mut Rng, rows: usize, nulls: u64) -> RecordBatch {
         let mut id = Int64Builder::new();
         let mut name = StringBuilder::new();
@@ -489,6 +529,8 @@ mod tests {
         let mut score = Float64Builder::new();
         let mut at = TimestampMillisecondBuilder::new().with_timezone("UTC");
         let mut bytes = BinaryBuilder::new();
+        let mut code = FixedSizeBinaryBuilder::new(4);
+        let mut day = Date32Builder::new();
         let mut tags = ListBuilder::new(StringBuilder::new());
         let mut attrs = MapBuilder::new(None, StringBuilder::new(), Float64Builder::new());
         let item_fields = Fields::from(vec![
@@ -539,6 +581,16 @@ mod tests {
                 bytes.append_value(rng.text(200).as_bytes())
             }
             if rng.null(nulls) {
+                code.append_null()
+            } else {
+                code.append_value((v as u32).to_le_bytes()).unwrap()
+            }
+            if rng.null(nulls) {
+                day.append_null()
+            } else {
+                day.append_value(19_000 + rng.below(1000) as i32)
+            }
+            if rng.null(nulls) {
                 tags.append(false);
             } else {
                 for _ in 0..rng.below(4) {
@@ -580,12 +632,15 @@ mod tests {
             Arc::new(score.finish()),
             Arc::new(at.finish()),
             Arc::new(bytes.finish()),
+            Arc::new(code.finish()),
+            Arc::new(day.finish()),
             Arc::new(tags.finish()),
             Arc::new(attrs.finish()),
             Arc::new(items.finish()),
         ];
         let fields: Vec<Field> = [
-            "id", "name", "amount", "quantity", "active", "score", "at", "bytes", "tags", "attrs", "items",
+            "id", "name", "amount", "quantity", "active", "score", "at", "bytes", "code", "day", "tags",
+            "attrs", "items",
         ]
         .iter()
         .zip(&columns)
