@@ -234,7 +234,9 @@ impl<'p> BatchBuilder<'p> {
         let schema = self.plan.schema.clone();
         let mut flat: Vec<Option<Column<'p>>> = Vec::new();
         let mut value: Option<ArrayRef> = None;
-        match std::mem::replace(&mut self.value, ValueColumns::Binary(BinaryBuilder::new())) {
+        // Moved out, not replaced: a placeholder builder would allocate (BinaryBuilder::new
+        // reserves 1,024 items) and be dropped at once.
+        match self.value {
             ValueColumns::Binary(mut b) => value = Some(Arc::new(b.finish())),
             ValueColumns::String(mut b) => value = Some(Arc::new(b.finish())),
             ValueColumns::Flat { columns, .. } => flat = columns.into_iter().map(Some).collect(),
@@ -309,8 +311,10 @@ impl HeadersBuilder {
     fn new(capacity: usize) -> Self {
         Self {
             offsets: offsets_with_capacity(capacity),
-            keys: StringBuilder::new(),
-            values: BinaryBuilder::new(),
+            // Room for one header a row to start with (`new` would reserve 1,024 whatever the
+            // batch).
+            keys: StringBuilder::with_capacity(capacity, 0),
+            values: BinaryBuilder::with_capacity(capacity, 0),
         }
     }
 

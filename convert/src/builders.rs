@@ -132,7 +132,8 @@ impl<'p> Column<'p> {
             Shape::Map { value, entries } => Data::Map {
                 offsets: offsets_with_capacity(capacity),
                 nulls: NullBufferBuilder::new(capacity),
-                keys: StringBuilder::new(),
+                // Sized like the values (`new` would reserve 1,024 keys whatever the batch).
+                keys: StringBuilder::with_capacity(capacity, 0),
                 values: Box::new(Column::new(value, capacity)),
                 entries,
             },
