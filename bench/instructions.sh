@@ -9,6 +9,11 @@
 #                                                encode (ZSTD 3) of a bucket's rows, per stage
 #   BENCH=convert bench/instructions.sh [...]    convert/benches/rows_per_cpu_second.rs:
 #                                                conversion alone
+#   BENCH=server bench/instructions.sh           the release server itself (every thread),
+#                                                per Produce request of one flat JSON record
+#                                                at RATE requests a second: REQUESTS and
+#                                                3 x REQUESTS requests, the difference divided
+#                                                by 2 x REQUESTS
 #
 # A workload argument picks the bench's workloads whose name contains it (default: all).
 #   ROWS      rows per round of row_path, so per stored message (default 1000); the convert
@@ -16,7 +21,14 @@
 #   ROUNDS    measured rounds (default 10)
 #   BIN       the bench binary to run (default: built with `cargo bench --no-run`)
 #   OUT       where the callgrind files are kept (default: a temporary directory, removed)
-# Needs valgrind (with callgrind_annotate): apt-get install valgrind.
+#   REQUESTS  BENCH=server: the smaller run's requests (default 600)
+#   RATE      BENCH=server: requests a second (default 200: slow enough for the server under
+#             callgrind to answer each request before the next arrives, so every request is
+#             its own stored message and its own wake-up, and the count repeats within ~1 %)
+#   KAFLUSS, KAFLUSS_BENCH  BENCH=server: the release binaries (default: built)
+# Needs valgrind (with callgrind_annotate): apt-get install valgrind. BENCH=server needs
+# valgrind 3.22 or later, which lets other threads run while one waits in io_uring_enter
+# (3.19, Debian 12's, holds its lock there and the server's cores never finish starting).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,8 +43,11 @@ case $BENCH in
         package=kafluss-convert BENCH=rows_per_cpu_second rows=1000
         workloads=(flat nested binary)
         ;;
+    server)
+        workloads=(single_record)
+        ;;
     *)
-        echo "instructions.sh: BENCH is row_path or convert, not $BENCH" >&2
+        echo "instructions.sh: BENCH is row_path, convert or server, not $BENCH" >&2
         exit 2
         ;;
 esac
@@ -42,10 +57,28 @@ for tool in valgrind callgrind_annotate; do
         exit 2
     fi
 done
-if [[ $# -gt 0 ]]; then
+if [[ $# -gt 0 && $BENCH != server ]]; then
     workloads=("$@")
 fi
-if [[ -z ${BIN:-} ]]; then
+if [[ $BENCH == server ]]; then
+    version=$(valgrind --version | sed -n 's/^valgrind-\([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+    read -r major minor <<<"${version:-0 0}"
+    if ((major < 3 || (major == 3 && minor < 22))); then
+        echo "instructions.sh: BENCH=server needs valgrind 3.22 or later ($(valgrind --version) holds its lock in io_uring_enter, so the server never starts)" >&2
+        exit 2
+    fi
+fi
+if [[ $BENCH == server ]]; then
+    if [[ -z ${KAFLUSS:-} || -z ${KAFLUSS_BENCH:-} ]]; then
+        built=$(cd "$ROOT" && cargo build --release -p kafluss-broker -p kafluss-bench 2>&1) || {
+            echo "$built" >&2
+            echo "instructions.sh: building the release binaries failed" >&2
+            exit 1
+        }
+        target=$(cd "$ROOT" && cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+        KAFLUSS=${KAFLUSS:-$target/release/kafluss} KAFLUSS_BENCH=${KAFLUSS_BENCH:-$target/release/kafluss-bench}
+    fi
+elif [[ -z ${BIN:-} ]]; then
     built=$(cd "$ROOT" && cargo bench -p "$package" --bench "$BENCH" --no-run 2>&1) || {
         echo "$built" >&2
         echo "instructions.sh: building the $BENCH bench failed" >&2
@@ -82,6 +115,60 @@ inclusive() {
 per_row() {
     echo $((($2 - $1) / (ROUNDS * rows)))
 }
+
+# One run of the server under callgrind, into $OUT/server.$1: $1 Produce requests of one record
+# each at RATE a second on 4 connections, then SIGTERM (callgrind writes its file at exit).
+server_run() {
+    local n=$1 dir=$OUT/server.$1.d log pid line kafka fluss
+    mkdir -p "$dir"
+    log=$dir/kafluss.log
+    valgrind --tool=callgrind --callgrind-out-file="$OUT/server.$n" "$KAFLUSS" serve \
+        -D bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0 -D "data.dir=$dir/data" \
+        -D server.stall-threshold=0 >"$log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1200); do
+        grep -q '^kafluss ready:' "$log" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    line=$(grep -m1 '^kafluss ready:' "$log") || {
+        kill "$pid" 2>/dev/null
+        echo "instructions.sh: kafluss under callgrind did not start (see $log)" >&2
+        return 1
+    }
+    kafka=$(sed -E 's/.*KAFKA=([^ ]+).*/\1/' <<<"$line") fluss=$(sed -E 's/.*FLUSS=([^ ]+).*/\1/' <<<"$line")
+    "$KAFLUSS" sql --server "$fluss" \
+        -e "$("$KAFLUSS_BENCH" table-sql --table fluss.t --value json-flat --partitions 2)" >"$dir/sql.out" 2>&1 &&
+        "$KAFLUSS_BENCH" produce --bootstrap "$kafka" --topic t --value json-flat --message-size 100 \
+            --acks 1 --connections 4 --inflight 64 --batch-records 1 --rate "${RATE:-200}" \
+            --records "$n" --timeout-ms 120000 >"$dir/produce.out" 2>&1 || {
+        kill "$pid" 2>/dev/null
+        echo "instructions.sh: the load against kafluss under callgrind failed (see $dir)" >&2
+        return 1
+    }
+    kill -TERM "$pid"
+    wait "$pid" || true
+}
+
+if [[ $BENCH == server ]]; then
+    REQUESTS=${REQUESTS:-600}
+    server_run "$REQUESTS" && server_run $((3 * REQUESTS)) || {
+        trap - EXIT
+        exit 1
+    }
+    first=$OUT/server.$REQUESTS last=$OUT/server.$((3 * REQUESTS))
+    per_request() {
+        echo $((($2 - $1) / (2 * REQUESTS)))
+    }
+    printf '%-14s %8s %10s %10s %10s %10s\n' workload requests instr/req serve appends park
+    printf '%-14s %8s %10s' single_record "$REQUESTS" "$(per_request "$(total "$first")" "$(total "$last")")"
+    for fn in "kafluss_broker::kafka::connection::serve::{{closure}}" \
+        "kafluss_broker::append::bucket::Buckets<R>::actor::{{closure}}" glommio::parking::Parker::park; do
+        printf ' %10s' "$(per_request "$(inclusive "$first" "$fn")" "$(inclusive "$last" "$fn")")"
+    done
+    printf '\n'
+    exit 0
+fi
 
 printf '%-22s %6s %10s' workload rows instr/row
 [[ $BENCH == row_path ]] && printf ' %8s %8s %8s %8s' decode convert encode zstd
