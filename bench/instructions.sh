@@ -146,7 +146,18 @@ server_run() {
         echo "instructions.sh: the load against kafluss under callgrind failed (see $dir)" >&2
         return 1
     }
+    # Callgrind writes its file as the server exits: up to 2 minutes for a graceful stop.
     kill -TERM "$pid"
+    for _ in $(seq 1200); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid"
+        wait "$pid" || true
+        echo "instructions.sh: kafluss under callgrind did not stop within 2 minutes of SIGTERM (see $log)" >&2
+        return 1
+    fi
     wait "$pid" || true
 }
 
