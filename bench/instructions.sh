@@ -43,9 +43,7 @@ case $BENCH in
         package=kafluss-convert BENCH=rows_per_cpu_second rows=1000
         workloads=(flat nested binary)
         ;;
-    server)
-        workloads=(single_record)
-        ;;
+    server) ;;
     *)
         echo "instructions.sh: BENCH is row_path, convert or server, not $BENCH" >&2
         exit 2
@@ -67,8 +65,6 @@ if [[ $BENCH == server ]]; then
         echo "instructions.sh: BENCH=server needs valgrind 3.22 or later ($(valgrind --version) holds its lock in io_uring_enter, so the server never starts)" >&2
         exit 2
     fi
-fi
-if [[ $BENCH == server ]]; then
     if [[ -z ${KAFLUSS:-} || -z ${KAFLUSS_BENCH:-} ]]; then
         built=$(cd "$ROOT" && cargo build --release -p kafluss-broker -p kafluss-bench 2>&1) || {
             echo "$built" >&2

@@ -4,10 +4,11 @@
 //! never finish starting), each with a message saying what is needed. The script itself runs:
 //! the counts need valgrind and minutes, and are taken by hand (docs/benchmarks.md).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use kafluss_tests::clients::on_path;
 use kafluss_tests::process::run_with_timeout;
 use kafluss_tests::server::workspace_root;
 
@@ -19,7 +20,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 fn run(bench: &str, path: Option<&Path>) -> (Option<i32>, String) {
     let outside = tempfile::tempdir().expect("a directory outside the repository");
     let script = workspace_root().join("bench").join("instructions.sh");
-    let mut command = Command::new(which("bash").expect("bash on PATH"));
+    let mut command = Command::new(on_path("bash").expect("bash on PATH"));
     command
         .arg(&script)
         .current_dir(outside.path())
@@ -31,13 +32,6 @@ fn run(bench: &str, path: Option<&Path>) -> (Option<i32>, String) {
     let finished =
         run_with_timeout(&mut command, b"", TIMEOUT).expect("the script answers within the timeout");
     (finished.status.code(), finished.stderr_text())
-}
-
-/// `name`'s path on this process's PATH.
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join(name))
-        .find(|path| path.is_file())
 }
 
 /// The installed valgrind's (major, minor) version, if there is one on PATH.
@@ -64,7 +58,7 @@ fn the_server_count_says_which_valgrind_it_needs() {
     // Without valgrind on PATH (a PATH of nothing but the `dirname` the script calls first).
     let bare = tempfile::tempdir().expect("a directory for PATH");
     std::os::unix::fs::symlink(
-        which("dirname").expect("dirname on PATH"),
+        on_path("dirname").expect("dirname on PATH"),
         bare.path().join("dirname"),
     )
     .expect("dirname linked");

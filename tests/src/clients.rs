@@ -232,7 +232,8 @@ fn python() -> PathBuf {
     env_path("KAFLUSS_PYTHON").unwrap_or_else(|| workspace_root().join(".venv").join("bin").join("python"))
 }
 
-fn on_path(program: &str) -> Option<PathBuf> {
+/// `program`'s path in a directory of PATH, if it is there.
+pub fn on_path(program: &str) -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
     std::env::split_paths(&paths)
         .map(|dir| dir.join(program))
