@@ -32,6 +32,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+source "$ROOT/bench/scenarios/ready.sh"
 BENCH=${BENCH:-row_path}
 ROUNDS=${ROUNDS:-10}
 case $BENCH in
@@ -115,27 +116,22 @@ per_row() {
 # One run of the server under callgrind, into $OUT/server.$1: $1 Produce requests of one record
 # each at RATE a second on 4 connections, then SIGTERM (callgrind writes its file at exit).
 server_run() {
-    local n=$1 dir=$OUT/server.$1.d log pid line kafka fluss
+    local n=$1 dir=$OUT/server.$1.d log pid line
     mkdir -p "$dir"
     log=$dir/kafluss.log
     valgrind --tool=callgrind --callgrind-out-file="$OUT/server.$n" "$KAFLUSS" serve \
         -D bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0 -D "data.dir=$dir/data" \
         -D server.stall-threshold=0 >"$log" 2>&1 &
     pid=$!
-    for _ in $(seq 1200); do
-        grep -q '^kafluss ready:' "$log" && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    line=$(grep -m1 '^kafluss ready:' "$log") || {
+    line=$(wait_for_line "$log" '^kafluss ready:' 120) || {
         kill "$pid" 2>/dev/null
         echo "instructions.sh: kafluss under callgrind did not start (see $log)" >&2
         return 1
     }
-    kafka=$(sed -E 's/.*KAFKA=([^ ]+).*/\1/' <<<"$line") fluss=$(sed -E 's/.*FLUSS=([^ ]+).*/\1/' <<<"$line")
-    "$KAFLUSS" sql --server "$fluss" \
+    kafluss_addresses "$line"
+    "$KAFLUSS" sql --server "$KAFLUSS_FLUSS" \
         -e "$("$KAFLUSS_BENCH" table-sql --table fluss.t --value json-flat --partitions 2)" >"$dir/sql.out" 2>&1 &&
-        "$KAFLUSS_BENCH" produce --bootstrap "$kafka" --topic t --value json-flat --message-size 100 \
+        "$KAFLUSS_BENCH" produce --bootstrap "$KAFLUSS_KAFKA" --topic t --value json-flat --message-size 100 \
             --acks 1 --connections 4 --inflight 64 --batch-records 1 --rate "${RATE:-200}" \
             --records "$n" --timeout-ms 120000 >"$dir/produce.out" 2>&1 || {
         kill "$pid" 2>/dev/null

@@ -32,6 +32,7 @@ set -euo pipefail
 
 SCENARIOS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$SCENARIOS/../.." && pwd)
+source "$SCENARIOS/ready.sh"
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 BENCH=${BENCH:-$TARGET/release/kafluss-bench}
 KAFLUSS=${KAFLUSS:-$TARGET/release/kafluss}
@@ -81,22 +82,6 @@ build() {
     fi
 }
 
-# wait_for_line FILE REGEX SECONDS: prints the first line of FILE matching REGEX.
-wait_for_line() {
-    local file=$1 regex=$2 seconds=$3 i line
-    for ((i = 0; i < seconds * 10; i++)); do
-        line=$(grep -m1 -E "$regex" "$file" 2>/dev/null || true)
-        if [[ -n $line ]]; then
-            echo "$line"
-            return 0
-        fi
-        sleep 0.1
-    done
-    echo "no line matching /$regex/ in $file after ${seconds}s; it says:" >&2
-    tail -20 "$file" >&2
-    return 1
-}
-
 # start_kafluss [-D key=value]...: sets KAFLUSS_PID, KAFLUSS_KAFKA, KAFLUSS_FLUSS.
 start_kafluss() {
     local out=$WORK/kafluss.log line define defines=()
@@ -109,8 +94,7 @@ start_kafluss() {
     KAFLUSS_PID=$!
     STARTED_PIDS+=("$KAFLUSS_PID")
     line=$(wait_for_line "$out" 'kafluss ready:' 60)
-    KAFLUSS_KAFKA=$(sed -E 's/.*KAFKA=([^ ]+).*/\1/' <<<"$line")
-    KAFLUSS_FLUSS=$(sed -E 's/.*FLUSS=([^ ]+).*/\1/' <<<"$line")
+    kafluss_addresses "$line"
     log "kafluss pid $KAFLUSS_PID kafka $KAFLUSS_KAFKA fluss $KAFLUSS_FLUSS"
 }
 
