@@ -13,6 +13,7 @@ pub mod admin;
 pub mod append;
 pub mod catalog;
 pub mod config;
+pub mod idhash;
 pub mod kafka;
 pub mod log;
 pub mod metrics;

@@ -11,7 +11,7 @@
 //! label set is bounded by the catalog.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,6 +20,7 @@ use std::time::Duration;
 use kafluss_protocol::ErrorCode;
 
 /// The `api` label values and which one a request counts under: the Kafka API registry's.
+use crate::idhash::{IdMap, IdSet};
 use crate::kafka::apis::{metric_index, METRIC_LABELS as API_NAMES, METRIC_SERIES};
 
 /// Upper bounds (seconds) of the latency histogram buckets; the last bucket is +Inf.
@@ -281,17 +282,17 @@ impl TableSeries {
 
 #[derive(Default)]
 struct TableRegistry {
-    series: HashMap<u64, Arc<TableSeries>>,
+    series: IdMap<u64, Arc<TableSeries>>,
     /// Dropped table ids (never reused): a job still carrying a dropped table cannot bring
     /// its series back. One id per dropped table, as the cores' own dropped-table sets.
-    dropped: HashSet<u64>,
+    dropped: IdSet<u64>,
 }
 
 /// A core's own map of table id → series, so the produce path takes no lock. `!Sync`: one per
 /// core.
 #[derive(Default)]
 pub struct TableSeriesCache {
-    tables: RefCell<HashMap<u64, Arc<TableSeries>>>,
+    tables: RefCell<IdMap<u64, Arc<TableSeries>>>,
 }
 
 impl TableSeriesCache {

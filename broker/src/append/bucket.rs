@@ -6,7 +6,6 @@
 //! cross-core mesh or a local channel; a test answers on a local channel and needs nothing else.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +16,7 @@ use glommio::sync::Gate;
 use super::pipeline::{close_bucket, Appender, BucketState, OwnerResult};
 use super::{AppendError, AppendJob, Reply};
 use crate::catalog::model::{CatalogSnapshot, TableInfo};
+use crate::idhash::{IdMap, IdSet};
 
 /// Capacity of one bucket's queue of pending appends.
 pub const BUCKET_QUEUE: usize = 64;
@@ -32,11 +32,11 @@ type Queue<R> = Rc<LocalSender<(AppendJob, R)>>;
 /// The bucket actors of one core.
 pub struct Buckets<R: Reply> {
     appender: Rc<Appender>,
-    queues: RefCell<HashMap<(u64, u32), Queue<R>>>,
+    queues: RefCell<IdMap<(u64, u32), Queue<R>>>,
     /// Buckets whose actor runs (until its log is closed).
-    open: RefCell<HashSet<(u64, u32)>>,
+    open: RefCell<IdSet<(u64, u32)>>,
     /// Tables dropped while this server runs: their buckets are never reopened.
-    dropped: RefCell<HashSet<u64>>,
+    dropped: RefCell<IdSet<u64>>,
     /// Bucket actors enter it; shutdown waits for them to flush and close their logs.
     tasks: Gate,
 }
@@ -45,9 +45,9 @@ impl<R: Reply> Buckets<R> {
     pub fn new(appender: Rc<Appender>) -> Rc<Self> {
         Rc::new(Self {
             appender,
-            queues: RefCell::new(HashMap::new()),
-            open: RefCell::new(HashSet::new()),
-            dropped: RefCell::new(HashSet::new()),
+            queues: RefCell::new(IdMap::default()),
+            open: RefCell::new(IdSet::default()),
+            dropped: RefCell::new(IdSet::default()),
             tasks: Gate::new(),
         })
     }

@@ -440,7 +440,7 @@ impl Appender {
             format_args!(
                 "decoding {} bytes of batches for {}",
                 job.records.as_ref().map_or(0, |r| r.len()),
-                job.table.path()
+                job.table.display_path()
             ),
             decoding,
             config.stall_threshold,

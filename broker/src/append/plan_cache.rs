@@ -1,12 +1,12 @@
 //! Per-core conversion-plan cache, keyed by table id and valid for one table revision (an
 //! ALTER publishes a new revision; the plan recompiles only if schema or mapping changed).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use kafluss_convert::ConversionPlan;
 
 use crate::catalog::model::TableInfo;
+use crate::idhash::IdMap;
 
 /// Why a table has no conversion plan.
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +24,7 @@ pub enum PlanError {
 /// The compiled plans of one core.
 #[derive(Default)]
 pub struct PlanCache {
-    plans: HashMap<u64, (Arc<TableInfo>, Arc<ConversionPlan>)>,
+    plans: IdMap<u64, (Arc<TableInfo>, Arc<ConversionPlan>)>,
 }
 
 impl PlanCache {

@@ -16,6 +16,16 @@ pub const LOG_FORMAT_OPTION: &str = "table.log.format";
 /// Table ids stay below 2^62 so that [`topic_id`] stays injective.
 pub const MAX_TABLE_ID: u64 = (1 << 62) - 1;
 
+/// [`TableInfo::display_path`]: formats as `db.table`.
+#[derive(Debug, Clone, Copy)]
+pub struct DisplayPath<'a>(&'a TableInfo);
+
+impl std::fmt::Display for DisplayPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0.database, self.0.name)
+    }
+}
+
 /// One log table as the runtime sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableInfo {
@@ -49,7 +59,13 @@ pub struct TableInfo {
 impl TableInfo {
     /// `db.table`, which is also the table's canonical Kafka topic name.
     pub fn path(&self) -> String {
-        format!("{}.{}", self.database, self.name)
+        self.display_path().to_string()
+    }
+
+    /// `db.table` written where it is formatted, without a `String` of its own: for log lines
+    /// and stall warnings built on the append path whether or not they are written.
+    pub fn display_path(&self) -> DisplayPath<'_> {
+        DisplayPath(self)
     }
 
     /// Storage directory relative to `data.dir`: [`crate::log::table_dir`] (the one layout,
@@ -143,6 +159,28 @@ impl CatalogSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_displayed_path_is_the_path() {
+        let table = TableInfo {
+            id: 7,
+            database: "sales".into(),
+            name: "orders_2".into(),
+            schema: Schema { columns: Vec::new() },
+            options: BTreeMap::new(),
+            bucket_count: 1,
+            log_format: DEFAULT_LOG_FORMAT.into(),
+            compression: Default::default(),
+            partition_keys: Vec::new(),
+            primary_key: Vec::new(),
+            kafka: None,
+            kafka_error: None,
+            revision: 1,
+            topic_id: topic_id("c", 7),
+        };
+        assert_eq!(table.path(), "sales.orders_2");
+        assert_eq!(format!("for {}", table.display_path()), "for sales.orders_2");
+    }
 
     #[test]
     fn topic_ids_are_stable_distinct_and_well_formed() {

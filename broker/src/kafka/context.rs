@@ -56,11 +56,18 @@ impl ConnectionContext {
     /// The principal every ACL check on this connection uses: the authenticated user, or
     /// `User:ANONYMOUS` on a plaintext listener.
     pub fn principal(&self) -> kafluss_auth::Principal {
-        self.sasl
-            .borrow()
-            .principal()
-            .cloned()
-            .unwrap_or_else(kafluss_auth::Principal::anonymous)
+        self.with_principal(kafluss_auth::Principal::clone)
+    }
+
+    /// [`ConnectionContext::principal`] lent to `f` instead of cloned: for the checks every
+    /// produced partition makes.
+    pub fn with_principal<T>(&self, f: impl FnOnce(&kafluss_auth::Principal) -> T) -> T {
+        static ANONYMOUS: std::sync::LazyLock<kafluss_auth::Principal> =
+            std::sync::LazyLock::new(kafluss_auth::Principal::anonymous);
+        match self.sasl.borrow().principal() {
+            Some(principal) => f(principal),
+            None => f(&ANONYMOUS),
+        }
     }
 }
 

@@ -128,19 +128,18 @@ pub fn prepare_partition(
             partition,
         });
     }
-    let principal = context.principal();
-    let resource = kafluss_auth::Resource::Table {
-        database: table.database.clone(),
-        table: table.name.clone(),
-    };
-    if !runtime.authorizer().authorize(
-        &principal,
-        context.peer.ip(),
-        kafluss_auth::Operation::Write,
-        &resource,
-    ) {
+    let allowed = context.with_principal(|principal| {
+        runtime.authorizer().authorize_table(
+            principal,
+            context.peer.ip(),
+            kafluss_auth::Operation::Write,
+            &table.database,
+            &table.name,
+        )
+    });
+    if !allowed {
         return Err(PartitionRejection::NotAuthorized {
-            principal: principal.to_string(),
+            principal: context.principal().to_string(),
             database: table.database.clone(),
             table: table.name.clone(),
         });

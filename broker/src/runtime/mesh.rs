@@ -5,7 +5,6 @@
 //! replies: no cycle can deadlock.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -17,6 +16,7 @@ use glommio::channels::local_channel::{self, LocalReceiver, LocalSender};
 use super::routing::BucketOwners;
 use crate::append::bucket::Buckets;
 use crate::append::{AppendError, AppendJob, AppendOutcome, Reply, Submit};
+use crate::idhash::IdMap;
 use crate::telemetry::CoreTelemetry;
 
 /// A message on the append mesh.
@@ -66,10 +66,10 @@ pub struct Router {
     buckets: Rc<Buckets<ReplyTo>>,
     owners: Arc<BucketOwners>,
     /// The owners this core has looked up (they do not change while the table exists).
-    known_owners: RefCell<HashMap<(u64, u32), usize>>,
+    known_owners: RefCell<IdMap<(u64, u32), usize>>,
     append_tx: Senders<MeshAppend>,
     reply_tx: Rc<Senders<MeshReply>>,
-    pending: RefCell<HashMap<u64, LocalSender<AppendOutcome>>>,
+    pending: RefCell<IdMap<u64, LocalSender<AppendOutcome>>>,
     next_request_id: Cell<u64>,
 }
 
@@ -87,10 +87,10 @@ impl Router {
             telemetry,
             buckets,
             owners,
-            known_owners: RefCell::new(HashMap::new()),
+            known_owners: RefCell::new(IdMap::default()),
             append_tx,
             reply_tx: Rc::new(reply_tx),
-            pending: RefCell::new(HashMap::new()),
+            pending: RefCell::new(IdMap::default()),
             next_request_id: Cell::new(0),
         })
     }

@@ -15,8 +15,9 @@
 //! Each core keeps the answers it has seen, so the shared table (a mutex) is consulted once
 //! per core and bucket.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
+
+use crate::idhash::IdMap;
 
 /// SplitMix64 finalizer: a cheap, well-distributed, stable mix of the table id.
 fn mix(table_id: u64) -> u64 {
@@ -50,7 +51,7 @@ pub struct BucketOwners {
 }
 
 struct Owners {
-    owner: HashMap<(u64, u32), usize>,
+    owner: IdMap<(u64, u32), usize>,
     /// Buckets owned per core.
     owned: Vec<usize>,
 }
@@ -59,7 +60,7 @@ impl BucketOwners {
     pub fn new(cores: usize) -> Self {
         Self {
             inner: Mutex::new(Owners {
-                owner: HashMap::new(),
+                owner: IdMap::default(),
                 owned: vec![0; cores.max(1)],
             }),
         }
