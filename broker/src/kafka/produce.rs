@@ -96,15 +96,34 @@ pub fn whole_request_error(request: &ProduceRequest, version: i16) -> Option<Req
     if !matches!(request.acks, -1..=1) {
         return Some(RequestRejection::InvalidAcks);
     }
-    let mut seen = HashSet::new();
-    for topic in &request.topics {
-        for partition in &topic.partitions {
-            if !seen.insert((topic.name.as_str(), partition.index)) {
-                return Some(RequestRejection::DuplicatePartition);
-            }
-        }
+    named_twice(request).then_some(RequestRejection::DuplicatePartition)
+}
+
+/// Partitions a request may name before [`named_twice`] sets them apart with a hash set
+/// rather than by comparing each with the ones before it.
+const FEW_PARTITIONS: usize = 16;
+
+/// Whether `request` names some topic partition twice. Most requests name a few partitions
+/// (one, from a client sending as records come): those are compared pairwise, without
+/// allocating; longer lists (chosen by the client) go through a hash set, so a request's
+/// check stays linear in its length.
+fn named_twice(request: &ProduceRequest) -> bool {
+    let named = || {
+        request.topics.iter().flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .map(move |p| (topic.name.as_str(), p.index))
+        })
+    };
+    let count: usize = request.topics.iter().map(|topic| topic.partitions.len()).sum();
+    if count <= FEW_PARTITIONS {
+        return named()
+            .enumerate()
+            .any(|(at, pair)| named().take(at).any(|earlier| earlier == pair));
     }
-    None
+    let mut seen = HashSet::with_capacity(count);
+    named().any(|pair| !seen.insert(pair))
 }
 
 /// Per-partition checks on the connection's core: topic → table, partition range, WRITE.
@@ -410,6 +429,39 @@ mod tests {
                 Some(ErrorCode::UnsupportedForMessageFormat),
                 "Produce v{old}"
             );
+        }
+    }
+
+    #[test]
+    fn a_partition_named_twice_is_found_in_short_and_long_requests() {
+        let names = ["a", "b", "c"];
+        for count in [
+            1,
+            2,
+            3,
+            FEW_PARTITIONS - 1,
+            FEW_PARTITIONS,
+            FEW_PARTITIONS + 1,
+            200,
+        ] {
+            // `count` distinct (topic, partition) pairs: never named twice.
+            let pairs: Vec<(&str, i32)> = (0..count).map(|i| (names[i % 3], (i / 3) as i32)).collect();
+            assert!(!named_twice(&request(1, &pairs)), "{count} distinct");
+            // The same partition number under another topic is another partition.
+            for (first, second) in [(0, count - 1), (count / 2, count - 1), (0, count / 2)] {
+                if first == second {
+                    continue;
+                }
+                let mut twice = pairs.clone();
+                twice[second] = twice[first];
+                assert!(
+                    named_twice(&request(1, &twice)),
+                    "{count}: #{first} again at #{second}"
+                );
+                let mut other_topic = pairs.clone();
+                other_topic[second] = ("d", twice[first].1);
+                assert!(!named_twice(&request(1, &other_topic)), "{count}: topic d");
+            }
         }
     }
 
