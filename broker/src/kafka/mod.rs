@@ -55,10 +55,12 @@ impl Response {
     }
 }
 
-/// A response now, or a task that yields it (produce waiting for its owner cores).
+/// A response now, or a future that yields it (produce waiting for its owner cores). The
+/// connection's writer polls it in request order; it is not a task of its own, so a request
+/// costs no task spawn.
 pub enum PendingResponse {
     Ready(Response),
-    Later(glommio::Task<Response>),
+    Later(futures_lite::future::BoxedLocal<Response>),
 }
 
 impl PendingResponse {

@@ -233,7 +233,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
         context.writes.record(owner.flatten());
     }
     let context = context.clone();
-    let task = glommio::spawn_local(async move {
+    let answers = Box::pin(async move {
         let mut failed = false;
         let mut responses = Vec::with_capacity(topics.len());
         for (name, slots) in topics {
@@ -284,7 +284,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
     });
     Dispatch::Respond {
         api_key,
-        response: PendingResponse::Later(task),
+        response: PendingResponse::Later(answers),
     }
 }
 

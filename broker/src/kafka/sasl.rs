@@ -144,7 +144,7 @@ fn after_turn(
         return PendingResponse::Ready(answer(context));
     }
     let context = Rc::clone(context);
-    PendingResponse::Later(glommio::spawn_local(async move {
+    PendingResponse::Later(Box::pin(async move {
         glommio::timer::sleep(wait).await;
         answer(&context)
     }))
