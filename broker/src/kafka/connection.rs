@@ -527,8 +527,8 @@ async fn write_responses(
             let Some(Some(mut item)) = futures_lite::future::poll_once(queued.recv()).await else {
                 break;
             };
-            if let PendingResponse::Later(task) = &mut item.response {
-                match futures_lite::future::poll_once(task).await {
+            if let PendingResponse::Later(later) = &mut item.response {
+                match futures_lite::future::poll_once(later).await {
                     Some(response) => item.response = PendingResponse::Ready(response),
                     None => {
                         next = Some(item);
@@ -572,7 +572,7 @@ enum Close {
 async fn answer(core: &KafkaCore, item: Queued, out: &mut Vec<u8>, broken: bool) -> Close {
     let response: Response = match item.response {
         PendingResponse::Ready(response) => response,
-        PendingResponse::Later(task) => task.await,
+        PendingResponse::Later(later) => later.await,
     };
     let bytes_out = response.frame.as_ref().map_or(0, |f| f.len());
     core.metrics().record_request(
