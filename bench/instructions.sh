@@ -191,9 +191,10 @@ if [[ $BENCH == server ]]; then
     done
     printf ' %12s\n' "$messages_first/$messages_last"
     # The runs' difference is one message per request when as many requests shared messages in
-    # both runs (84 and 82 of 600 and 1,800 in the runs of docs/benchmarks.md, "Instructions per
-    # request, counted"); more than 5 % off means a run fell behind its load for a while, and the
-    # difference is not 2 x REQUESTS requests' worth: exit 1 after the figure.
+    # both runs (84 and 82 of 600 and 1,800 in the runs of docs/benchmarks.md, "Stored messages
+    # counted beside the server's instructions"); more than 5 % off means a run fell behind its
+    # load for a while, and the difference is not 2 x REQUESTS requests' worth: exit 1 after
+    # the figure.
     extra=$((messages_last - messages_first - 2 * REQUESTS))
     if ((20 * extra > 2 * REQUESTS || -20 * extra > 2 * REQUESTS)); then
         echo "instructions.sh: the runs stored $messages_first and $messages_last messages for" \
