@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::admin::{AdminLimits, MAX_HEADER_BYTES, MIN_HEADER_BYTES};
+use crate::catalog::validate::MAX_BUCKETS;
 use crate::log::FlushPolicy;
 
 /// What `serve` uses when no file is given (interface.md "Two commands").
@@ -288,11 +289,11 @@ impl ServerConfig {
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         let bucket_number = parse_number("default.bucket.number", req("default.bucket.number"))?;
-        if bucket_number == 0 || bucket_number > 1 << 20 {
+        if bucket_number == 0 || bucket_number > u64::from(MAX_BUCKETS) {
             return Err(invalid(
                 "default.bucket.number",
                 req("default.bucket.number"),
-                "must be between 1 and 1048576",
+                format!("must be between 1 and {MAX_BUCKETS}"),
             ));
         }
         let flush_policy = FlushPolicy::parse(req("log.flush.policy")).ok_or_else(|| {
@@ -582,8 +583,12 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
 }
 
 fn parse_number(key: &str, value: &str) -> Result<u64, ConfigError> {
-    value
-        .trim()
+    let digits = value.trim();
+    // Digits only: `u64::from_str` would also take a leading `+`, which sizes and durations refuse.
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid(key, value, "expected a non-negative integer"));
+    }
+    digits
         .parse()
         .map_err(|_| invalid(key, value, "expected a non-negative integer"))
 }
@@ -651,6 +656,41 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(config.max_request_memory, 4_194_308);
+    }
+
+    #[test]
+    fn counts_take_digits_only() {
+        assert_eq!(load(&["server.cores=2"]).unwrap().cores, 2);
+        assert_eq!(load(&["server.cores= 3 "]).unwrap().cores, 3);
+        for bad in [
+            "server.cores=+4",
+            "server.cores=-4",
+            "server.cores=4k",
+            "server.cores=",
+        ] {
+            let error = load(&[bad]).unwrap_err();
+            assert!(error.to_string().contains("server.cores"), "{bad}: {error}");
+            assert!(
+                error.to_string().contains("non-negative integer"),
+                "{bad}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn default_bucket_number_is_bounded_as_bucket_num_is() {
+        assert_eq!(load(&[]).unwrap().default_bucket_number, 1);
+        assert_eq!(
+            load(&["default.bucket.number=1024"])
+                .unwrap()
+                .default_bucket_number,
+            MAX_BUCKETS
+        );
+        for bad in ["default.bucket.number=0", "default.bucket.number=1025"] {
+            let error = load(&[bad]).unwrap_err().to_string();
+            assert!(error.contains("default.bucket.number"), "{error}");
+            assert!(error.contains("between 1 and 1024"), "{error}");
+        }
     }
 
     #[test]

@@ -260,3 +260,55 @@ fn a_moved_connection_keeps_its_login_and_acls() {
     let answer = writer.produce(7, &produce_request(1, "fluss.granted", 0, one_row(13)));
     assert_eq!(answer.topics[0].partitions[0].base_offset, 13);
 }
+
+/// A server started under a narrowed affinity mask (as `taskset -c N kafluss serve` or a
+/// container's cpuset starts it) pins every core thread inside that mask, not to the machine's
+/// first CPUs: here the mask is the highest CPU this test may use, and both cores run there.
+#[test]
+fn core_threads_stay_within_the_affinity_mask_they_start_with() {
+    let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    let highest = (0..nix::sched::CpuSet::count())
+        .rev()
+        .find(|&cpu| mask.is_set(cpu).unwrap())
+        .unwrap();
+    // The child inherits the mask of the thread that spawns it.
+    let server = std::thread::spawn(move || {
+        let mut one = nix::sched::CpuSet::new();
+        one.set(highest).unwrap();
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one).unwrap();
+        Server::start(2, &[])
+    })
+    .join()
+    .unwrap();
+    let tasks = std::path::PathBuf::from(format!("/proc/{}/task", server.pid()));
+    let mut cores = Vec::new();
+    for task in std::fs::read_dir(&tasks).unwrap() {
+        let task = task.unwrap().path();
+        let comm = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        if !comm.starts_with("kafluss-core") {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        let allowed = status
+            .lines()
+            .find_map(|line| line.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        cores.push((comm.trim().to_string(), allowed));
+    }
+    assert!(
+        cores.iter().any(|(name, _)| name.starts_with("kafluss-core-0"))
+            && cores.iter().any(|(name, _)| name.starts_with("kafluss-core-1")),
+        "{cores:?}"
+    );
+    for (name, allowed) in &cores {
+        assert_eq!(
+            allowed,
+            &highest.to_string(),
+            "{name} runs on {allowed}: {cores:?}"
+        );
+    }
+    // And it serves: a table is created through the admin listener.
+    server.sql_ok("CREATE TABLE fluss.pinned (n INT) WITH ('table.kafka.enabled' = 'true')");
+}

@@ -312,6 +312,46 @@ mod tests {
         }
     }
 
+    /// A zstd frame of unknown size that declares a window of 2^`log` bytes.
+    fn zstd_with_window(log: u32, data: &[u8]) -> Vec<u8> {
+        let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+        encoder
+            .set_parameter(zstd::stream::raw::CParameter::WindowLog(log))
+            .unwrap();
+        std::io::Write::write_all(&mut encoder, data).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    /// The window a frame may ask for is the next power of two above the limit, at least
+    /// 2^23 and at most 2^27 (docs/configuration.md, "Fixed limits"): a larger one is refused
+    /// as corrupt before its window is allocated.
+    #[test]
+    fn a_zstd_window_beyond_the_bound_is_refused() {
+        let data = sample();
+        // 100 MiB, kafka.max-request-size's default: windows up to 2^27.
+        let max = 100 << 20;
+        assert_eq!(
+            decompress(Compression::Zstd, &zstd_with_window(27, &data), max).unwrap(),
+            data
+        );
+        let refused = decompress(Compression::Zstd, &zstd_with_window(28, &data), max);
+        assert!(
+            matches!(refused, Err(CompressionError::Corrupt { .. })),
+            "{refused:?}"
+        );
+        // A small limit still takes the 2^23 windows a Java client's encoder may declare.
+        let small = 1 << 20;
+        assert_eq!(
+            decompress(Compression::Zstd, &zstd_with_window(23, &data), small).unwrap(),
+            data
+        );
+        let refused = decompress(Compression::Zstd, &zstd_with_window(24, &data), small);
+        assert!(
+            matches!(refused, Err(CompressionError::Corrupt { .. })),
+            "{refused:?}"
+        );
+    }
+
     #[test]
     fn garbage_is_corrupt() {
         for codec in [

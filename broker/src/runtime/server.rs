@@ -218,11 +218,26 @@ fn probe_bind(name: &str, address: SocketAddr) -> Result<(socket2::Socket, Socke
     Ok((socket, bound))
 }
 
-/// CPU ids executors are pinned to, in order; core `i` runs on `cpus[i % cpus.len()]`.
+/// CPU ids executors are pinned to, in order; core `i` runs on `cpus[i % cpus.len()]`: the
+/// online CPUs this thread may run on (its affinity mask, which `taskset` or a container's
+/// cpuset narrows and threads inherit), so that no core is pinned outside the mask, where
+/// `server.cores`'s default (`available_parallelism`, which honours the mask too) did not
+/// count it. All online CPUs when the mask cannot be read.
 fn cpu_ids() -> Vec<usize> {
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
     let mut ids: Vec<usize> = CpuSet::online()
         .map(|set| set.iter().map(|location| location.cpu).collect())
         .unwrap_or_default();
+    if let Some(allowed) = allowed {
+        let within: Vec<usize> = ids
+            .iter()
+            .copied()
+            .filter(|&cpu| allowed.is_set(cpu).unwrap_or(false))
+            .collect();
+        if !within.is_empty() {
+            ids = within;
+        }
+    }
     ids.sort_unstable();
     ids.dedup();
     if ids.is_empty() {
@@ -519,6 +534,36 @@ mod tests {
         )
         .unwrap();
         unprotected_admin_warning(&config, &security)
+    }
+
+    /// The CPUs this thread may run on, highest first.
+    fn allowed_cpus() -> Vec<usize> {
+        let mask = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+        (0..nix::sched::CpuSet::count())
+            .rev()
+            .filter(|&cpu| mask.is_set(cpu).unwrap())
+            .collect()
+    }
+
+    /// Under a narrowed affinity mask (`taskset -c N`, a container's cpuset) the cores are
+    /// pinned inside it: once to the highest allowed CPU alone (not CPU 0 unless it is the only
+    /// one), and with the whole mask every id is allowed and online.
+    #[test]
+    fn cores_are_pinned_within_the_affinity_mask() {
+        let all = allowed_cpus();
+        let ids = cpu_ids();
+        assert!(!ids.is_empty());
+        assert!(ids.iter().all(|cpu| all.contains(cpu)), "{ids:?} outside {all:?}");
+        let highest = all[0];
+        let narrowed = std::thread::spawn(move || {
+            let mut one = nix::sched::CpuSet::new();
+            one.set(highest).unwrap();
+            nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one).unwrap();
+            cpu_ids()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(narrowed, vec![highest]);
     }
 
     /// A core that holds the table's logs open (it acknowledges only when told to): the
