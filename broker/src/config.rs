@@ -46,6 +46,8 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("kafka.connection.max-idle-time", Some("60s")),
     ("kafka.max-request-size", Some("100mb")),
     ("kafka.max-record-size", Some("1mb")),
+    ("kafka.max-other-request-size", Some("1mb")),
+    ("kafka.max-request-partitions", Some("100000")),
     ("kafka.max-connections", Some("10000")),
     ("kafka.connection.max-inflight-requests", Some("32")),
     ("kafka.connection.move-after", Some("8")),
@@ -153,6 +155,10 @@ pub struct ServerConfig {
     pub connection_max_idle_time: Duration,
     pub max_request_size: usize,
     pub max_record_size: usize,
+    /// `kafka.max-other-request-size`: the largest frame of a request other than Produce.
+    pub max_other_request_size: usize,
+    /// `kafka.max-request-partitions`: topics and partitions one Produce request may name.
+    pub max_request_partitions: usize,
     pub max_connections: usize,
     pub max_inflight_requests: usize,
     /// `kafka.connection.move-after`: produce requests in a row that append only on one other
@@ -422,6 +428,8 @@ impl ServerConfig {
             connection_max_idle_time: positive_duration("kafka.connection.max-idle-time")?,
             max_request_size: max_request_size as usize,
             max_record_size: positive_size("kafka.max-record-size")? as usize,
+            max_other_request_size: positive_size("kafka.max-other-request-size")? as usize,
+            max_request_partitions: count("kafka.max-request-partitions", 1 << 24)?,
             max_connections: parse_number("kafka.max-connections", req("kafka.max-connections"))? as usize,
             max_inflight_requests: max_inflight as usize,
             connection_move_after: move_after as u32,

@@ -22,6 +22,13 @@ pub enum DecodeError {
         /// Bytes left in the input.
         remaining: usize,
     },
+    /// A request named more entries (a Produce request's topics and partitions) than its
+    /// decoder was allowed to take.
+    #[error("more than {limit} topics and partitions")]
+    TooManyEntries {
+        /// The bound.
+        limit: usize,
+    },
     /// A varint ran past its maximum length or value range.
     #[error("malformed varint")]
     MalformedVarint,

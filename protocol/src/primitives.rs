@@ -250,6 +250,9 @@ pub(crate) fn array_len(input: &[u8], flexible: bool) -> PResult<'_, Option<usiz
     }
 }
 
+/// Most elements an array reserves room for before they are parsed; more grow the vector.
+const PREALLOCATED_ELEMENTS: usize = 1024;
+
 /// A nullable array whose elements are parsed by `element`.
 pub(crate) fn nullable_array<'a, T>(
     input: &'a [u8],
@@ -260,7 +263,9 @@ pub(crate) fn nullable_array<'a, T>(
     let Some(count) = count else {
         return Ok((input, None));
     };
-    let mut items = Vec::with_capacity(count);
+    // Reserved up to a bound: the count is only known not to exceed the remaining bytes, and
+    // an element may be far larger in memory than its one byte on the wire.
+    let mut items = Vec::with_capacity(count.min(PREALLOCATED_ELEMENTS));
     for _ in 0..count {
         let (rest, item) = element(input)?;
         items.push(item);

@@ -6,10 +6,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::error::{EncodeError, PResult};
-use crate::message::impl_message;
+use crate::error::{fail, DecodeError, EncodeError, PResult};
+use crate::message::{impl_message, Message};
 use crate::primitives::{
-    array, i16, i32, i64, nullable_bytes, nullable_string, parse_tagged_field, put_array_len,
+    array, i16, i32, i64, nullable_bytes, nullable_string, parse_all, parse_tagged_field, put_array_len,
     put_empty_tagged_fields, put_nullable_bytes, put_nullable_str, put_str, put_tagged_fields,
     put_tagged_fields_with_raw, skip_tagged_fields, string, tagged_fields, unknown_tagged_fields,
     RawTaggedField,
@@ -50,7 +50,39 @@ pub struct ProduceRequest {
 }
 
 impl ProduceRequest {
+    /// Decodes like [`Message::decode`], failing with [`DecodeError::TooManyEntries`] as soon
+    /// as more than `max_entries` topics and partitions (each counts one) have been read, so a
+    /// request of millions of empty partitions is refused before it is held in memory.
+    pub fn decode_bounded(body: &Bytes, version: i16, max_entries: usize) -> Result<Self, DecodeError> {
+        if !<Self as Message>::supports_version(version) {
+            return Err(DecodeError::UnsupportedVersion {
+                api_key: ApiKey::PRODUCE,
+                version,
+            });
+        }
+        parse_all(&body[..], |input| {
+            Self::parse_bounded(body, input, version, max_entries)
+        })
+    }
+
     fn parse<'a>(src: &Bytes, input: &'a [u8], version: i16) -> PResult<'a, Self> {
+        Self::parse_bounded(src, input, version, usize::MAX)
+    }
+
+    fn parse_bounded<'a>(
+        src: &Bytes,
+        input: &'a [u8],
+        version: i16,
+        max_entries: usize,
+    ) -> PResult<'a, Self> {
+        let entries = std::cell::Cell::new(0usize);
+        let count = || -> Result<(), nom::Err<DecodeError>> {
+            entries.set(entries.get() + 1);
+            if entries.get() > max_entries {
+                return fail(DecodeError::TooManyEntries { limit: max_entries });
+            }
+            Ok(())
+        };
         let flexible = version >= 9;
         let (input, transactional_id) = if version >= 3 {
             nullable_string(input, flexible)?
@@ -60,8 +92,10 @@ impl ProduceRequest {
         let (input, acks) = i16(input)?;
         let (input, timeout_ms) = i32(input)?;
         let (input, topics) = array(input, flexible, "topic_data", |input| {
+            count()?;
             let (input, name) = string(input, flexible, "topic_data[].name")?;
             let (input, partitions) = array(input, flexible, "partition_data", |input| {
+                count()?;
                 let (input, index) = i32(input)?;
                 let (input, records) = nullable_bytes(src, input, flexible)?;
                 let (input, ()) = skip_tagged_fields(input, flexible)?;

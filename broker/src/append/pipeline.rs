@@ -453,7 +453,13 @@ impl Appender {
                 .iter()
                 .flat_map(|r| r.part.idempotent.iter().copied())
                 .collect();
-            if idempotent.iter().any(|b| checked.contains(b)) {
+            let retried = if checked.len().saturating_mul(idempotent.len()) <= 256 {
+                idempotent.iter().any(|b| checked.contains(b))
+            } else {
+                let waiting: std::collections::HashSet<&ProducerBatch> = checked.iter().collect();
+                idempotent.iter().any(|b| waiting.contains(b))
+            };
+            if retried {
                 // A retry of a batch not yet written: write the group so far, then check.
                 self.commit(bucket, ready, results, slice).await;
                 checked.clear();

@@ -324,6 +324,7 @@ pub async fn serve(
     let writer = glommio::spawn_local(write_responses(
         core.clone(),
         stream.clone(),
+        peer,
         queued,
         closing.clone(),
     ));
@@ -506,6 +507,7 @@ async fn discard_until_closed(stream: &mut TcpStream, peer: SocketAddr) -> bool 
 async fn write_responses(
     core: Rc<KafkaCore>,
     mut stream: SharedStream,
+    peer: SocketAddr,
     queued: LocalReceiver<Queued>,
     closing: Rc<StopSignal>,
 ) -> bool {
@@ -538,7 +540,10 @@ async fn write_responses(
             }
             close_after = answer(&core, item, &mut out, broken).await;
         }
-        if !broken && !out.is_empty() && stream.write_all(&out).await.is_err() {
+        if !broken
+            && !out.is_empty()
+            && !write_within(&mut stream, peer, &out, core.config().connection_max_idle_time).await
+        {
             broken = true;
             closing.stop();
         }
@@ -553,8 +558,31 @@ async fn write_responses(
         }
         // Once broken: keep awaiting in-flight work so nothing is abandoned half-done.
     }
-    let _ = stream.flush().await;
+    if !broken {
+        let _ = stream.flush().await;
+    }
     closed_on_answer
+}
+
+/// Writes `bytes` whole; false when the write fails or does not finish within `limit`
+/// (`kafka.connection.max-idle-time`): a client that stops reading must not hold its answers,
+/// and the request memory they count against, for ever. The timer is armed only when the
+/// write does not finish at once (the socket buffer full).
+async fn write_within(stream: &mut SharedStream, peer: SocketAddr, bytes: &[u8], limit: Duration) -> bool {
+    let write = stream.write_all(bytes);
+    futures_lite::pin!(write);
+    if let Some(result) = futures_lite::future::poll_once(write.as_mut()).await {
+        return result.is_ok();
+    }
+    futures_lite::future::or(async { write.await.is_ok() }, async {
+        glommio::timer::sleep(limit).await;
+        tracing::info!(
+            %peer,
+            "closing Kafka connection: its answers were not read within kafka.connection.max-idle-time ({limit:?})"
+        );
+        false
+    })
+    .await
 }
 
 /// Whether the connection closes after a response.

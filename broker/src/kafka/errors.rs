@@ -32,6 +32,36 @@ pub fn bounded_message(message: impl Into<String>) -> String {
     message
 }
 
+/// Bytes of error messages (partition, topic and record messages) one response carries in
+/// all; entries past them carry their code alone, so a request naming many refused entries
+/// cannot make its answer many times its own size.
+pub const RESPONSE_MESSAGE_BYTES: usize = 64 << 10;
+
+/// What is left of one response's [`RESPONSE_MESSAGE_BYTES`].
+pub struct MessageBudget {
+    left: usize,
+}
+
+impl Default for MessageBudget {
+    fn default() -> Self {
+        Self {
+            left: RESPONSE_MESSAGE_BYTES,
+        }
+    }
+}
+
+impl MessageBudget {
+    /// `message` while it fits in what is left (taking its bytes), else None.
+    pub fn admit(&mut self, message: Option<String>) -> Option<String> {
+        let message = message?;
+        let bytes = message.len();
+        (bytes <= self.left).then(|| {
+            self.left -= bytes;
+            message
+        })
+    }
+}
+
 /// The Kafka error code a rejection is answered with.
 pub trait KafkaCode {
     fn code(&self) -> ErrorCode;

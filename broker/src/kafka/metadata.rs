@@ -99,15 +99,23 @@ pub fn handle(
             .filter(|topic| may_describe(context, &topic.table.database, &topic.table.name))
             .map(|topic| topic_entry(Some(topic.name.clone()), &topic.table))
             .collect(),
-        Some(topics) => topics
-            .into_iter()
-            .map(|topic| match topic.name {
-                None => {
-                    MetadataTopic::error(None, topic.topic_id, TopicLookupRejection::UnknownTopicId.code())
-                }
-                Some(name) => named_topic(context, &snapshot, name, default_db),
-            })
-            .collect(),
+        // Each topic once, as Kafka answers (it takes the names as a set): a request repeating
+        // a name must not get its buckets listed again for every repetition.
+        Some(topics) => {
+            let mut seen = std::collections::HashSet::with_capacity(topics.len());
+            topics
+                .into_iter()
+                .filter(|topic| seen.insert((topic.name.clone(), topic.topic_id)))
+                .map(|topic| match topic.name {
+                    None => MetadataTopic::error(
+                        None,
+                        topic.topic_id,
+                        TopicLookupRejection::UnknownTopicId.code(),
+                    ),
+                    Some(name) => named_topic(context, &snapshot, name, default_db),
+                })
+                .collect()
+        }
     };
     let listener = &context.listener;
     let response = MetadataResponse {

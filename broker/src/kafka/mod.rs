@@ -77,6 +77,8 @@ pub enum HandlerError {
     Header(#[source] DecodeError),
     #[error("api key {0} before SASL authentication completed")]
     BeforeAuthentication(i16),
+    #[error("api key {api_key} request of {size} bytes is over kafka.max-other-request-size ({limit} bytes); only Produce requests may be larger")]
+    OtherTooLarge { api_key: i16, size: usize, limit: usize },
     #[error("undecodable {api} v{version} request: {source}{}", body_start.as_deref().map(|b| format!(" (body starts {b})")).unwrap_or_default())]
     Undecodable {
         api: &'static str,
@@ -136,9 +138,17 @@ pub enum Dispatch {
 /// carries three stray bytes after the tagged fields (its topic-count placeholder is not
 /// shrunk), which a strict decoder refuses.
 pub fn decode_request<M: Message>(body: &Bytes, version: i16) -> Result<M, DecodeError> {
-    match M::decode(body, version) {
+    decode_lenient(body, |body| M::decode(body, version))
+}
+
+/// [`decode_request`] with the decoder given: bytes after the last field are ignored.
+pub fn decode_lenient<M>(
+    body: &Bytes,
+    decode: impl Fn(&Bytes) -> Result<M, DecodeError>,
+) -> Result<M, DecodeError> {
+    match decode(body) {
         Err(DecodeError::TrailingBytes(extra)) if extra < body.len() => {
-            M::decode(&body.slice(..body.len() - extra), version)
+            decode(&body.slice(..body.len() - extra))
         }
         other => other,
     }
@@ -179,6 +189,18 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, frame: Bytes) -> Dispatch
         Some(api) if apis::is_advertised(api, header.api_version) => api.handler,
         _ => Handler::Unsupported,
     };
+    // Only Produce carries records: every other request is small, and answering one costs
+    // memory in proportion to its entries (topics named), so it is bounded on its own.
+    let limit = context.core.config().max_other_request_size;
+    if handler != Handler::Produce && frame.len() > limit {
+        return Dispatch::Close {
+            why: HandlerError::OtherTooLarge {
+                api_key,
+                size: frame.len(),
+                limit,
+            },
+        };
+    }
     let result = match handler {
         Handler::Produce => return produce::dispatch(context, &header, body).await,
         Handler::NotServed => {

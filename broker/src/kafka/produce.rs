@@ -22,11 +22,12 @@ use kafluss_protocol::{
 use kafluss_protocol::{ErrorCode, RequestHeader};
 
 use super::context::ConnectionContext;
-use super::errors::{bounded_message, KafkaCode, PartitionRejection, RequestRejection};
+use super::errors::{bounded_message, KafkaCode, MessageBudget, PartitionRejection, RequestRejection};
 use super::{Dispatch, HandlerError, PendingResponse, Response};
 use crate::append::{AppendError, AppendJob, AppendOutcome};
 use crate::catalog::model::TableInfo;
 use crate::catalog::resolve::TopicError;
+use crate::catalog::resolve::MAX_TOPIC_NAME_LEN;
 use crate::telemetry::Repeats;
 
 /// The answer for one partition, as the response carries it.
@@ -172,7 +173,10 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
     let api_key = header.api_key.0;
     let version = header.api_version;
     let correlation_id = header.correlation_id;
-    let request = match super::decode_request::<ProduceRequest>(&body, version) {
+    let max_entries = context.core.config().max_request_partitions;
+    let request = match super::decode_lenient(&body, |body| {
+        ProduceRequest::decode_bounded(body, version, max_entries)
+    }) {
         Ok(request) => request,
         Err(e) => {
             return Dispatch::Close {
@@ -235,6 +239,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
     let context = context.clone();
     let answers = Box::pin(async move {
         let mut failed = false;
+        let mut budget = MessageBudget::default();
         let mut responses = Vec::with_capacity(topics.len());
         for (name, slots) in topics {
             let mut partitions = Vec::with_capacity(slots.len());
@@ -249,7 +254,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
                     failed = true;
                     refused(&context, &name, index, &answer);
                 }
-                partitions.push(to_wire(index, answer));
+                partitions.push(to_wire(index, answer, &mut budget));
             }
             responses.push(ProduceTopicResponse { name, partitions });
         }
@@ -305,8 +310,9 @@ fn refused(context: &ConnectionContext, topic: &str, partition: i32, answer: &Pa
             table.path()
         }
         Err(TopicError::MappingDisabled(path) | TopicError::Ineligible { table: path, .. }) => path,
-        // Unknown or invalid topics: the name as sent (the limiter's key map is bounded).
-        Err(_) => topic.to_string(),
+        // Unknown or invalid topics: the name as sent, cut to the longest valid name (the
+        // limiter's key map is bounded in keys, and so each key is in bytes).
+        Err(_) => shown_topic(topic),
     };
     let line = |Repeats { suppressed, .. }: Repeats| {
         let principal = context.principal();
@@ -360,7 +366,21 @@ fn json_path(path: &str) -> String {
     }
 }
 
-fn to_wire(index: i32, answer: PartitionAnswer) -> ProducePartitionResponse {
+/// A topic name as logged and keyed: at most [`MAX_TOPIC_NAME_LEN`] bytes (cut on a character
+/// boundary, `...` appended), so a client's 100 MB "name" is neither stored nor written whole.
+fn shown_topic(topic: &str) -> String {
+    if topic.len() <= MAX_TOPIC_NAME_LEN {
+        return topic.to_string();
+    }
+    let mut cut = MAX_TOPIC_NAME_LEN;
+    while !topic.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}...", &topic[..cut])
+}
+
+/// The wire form of a partition's answer; its messages while `budget` lasts.
+fn to_wire(index: i32, answer: PartitionAnswer, budget: &mut MessageBudget) -> ProducePartitionResponse {
     ProducePartitionResponse {
         index,
         error_code: answer.error,
@@ -372,10 +392,10 @@ fn to_wire(index: i32, answer: PartitionAnswer) -> ProducePartitionResponse {
             .into_iter()
             .map(|(batch_index, message)| BatchIndexAndErrorMessage {
                 batch_index,
-                batch_index_error_message: Some(message),
+                batch_index_error_message: budget.admit(Some(message)),
             })
             .collect(),
-        error_message: answer.error_message,
+        error_message: budget.admit(answer.error_message),
         current_leader: None,
     }
 }

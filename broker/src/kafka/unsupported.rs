@@ -9,7 +9,7 @@ use kafluss_protocol::{encode_response_frame, Message};
 use kafluss_protocol::{ApiKey, RequestHeader};
 use kafluss_protocol::{CreateTopicsRequest, DeleteTopicsRequest, ProduceResponse};
 
-use super::errors::{TOPIC_ADMIN_REFUSED, UNSUPPORTED_VERSION};
+use super::errors::{MessageBudget, TOPIC_ADMIN_REFUSED, UNSUPPORTED_VERSION};
 use super::{HandlerError, Response};
 
 pub const CREATE_TOPICS_MESSAGE: &str = "Kafka CreateTopics is not supported: create a Fluss table with CREATE TABLE ... WITH ('table.kafka.enabled' = 'true') through Fluss SQL";
@@ -33,13 +33,29 @@ pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, HandlerEr
         ApiKey::CREATE_TOPICS if CreateTopicsRequest::supports_version(version) => {
             let request = super::decode_request::<CreateTopicsRequest>(&body, version)
                 .map_err(|e| HandlerError::undecodable("CreateTopics", version, e))?;
-            let response = request.error_response(TOPIC_ADMIN_REFUSED, Some(CREATE_TOPICS_MESSAGE));
+            // The message on each topic while the response's message budget lasts.
+            let mut response = request.error_response(TOPIC_ADMIN_REFUSED, None);
+            let mut budget = MessageBudget::default();
+            for topic in &mut response.topics {
+                topic.error_message = budget.admit(Some(CREATE_TOPICS_MESSAGE.to_owned()));
+                if topic.error_message.is_none() {
+                    break;
+                }
+            }
             encode_response_frame(correlation_id, version, &response)
         }
         ApiKey::DELETE_TOPICS if DeleteTopicsRequest::supports_version(version) => {
             let request = super::decode_request::<DeleteTopicsRequest>(&body, version)
                 .map_err(|e| HandlerError::undecodable("DeleteTopics", version, e))?;
-            let response = request.error_response(TOPIC_ADMIN_REFUSED, Some(DELETE_TOPICS_MESSAGE));
+            // The message on each topic while the response's message budget lasts.
+            let mut response = request.error_response(TOPIC_ADMIN_REFUSED, None);
+            let mut budget = MessageBudget::default();
+            for topic in &mut response.responses {
+                topic.error_message = budget.admit(Some(DELETE_TOPICS_MESSAGE.to_owned()));
+                if topic.error_message.is_none() {
+                    break;
+                }
+            }
             encode_response_frame(correlation_id, version, &response)
         }
         api_key => match Request::decode(header, &body) {

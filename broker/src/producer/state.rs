@@ -54,8 +54,11 @@ pub fn increment_sequence(sequence: i32, by: i32) -> i32 {
     }
 }
 
+/// Batches of one check looked up pairwise; more are indexed by producer id.
+const PAIRWISE_PENDING: usize = 16;
+
 /// The producer fields of one Kafka record batch with a producer id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ProducerBatch {
     pub producer_id: i64,
     pub epoch: i16,
@@ -201,8 +204,11 @@ impl ProducerStates {
     /// Checks a job's idempotent batches, in order, against the state; changes nothing. The
     /// first batch that duplicates a cached one makes the whole job a duplicate (as Kafka).
     pub fn check(&self, batches: &[ProducerBatch], now_ms: i64) -> Result<Verdict, SequenceError> {
-        // (producer id, epoch, last seq) of the job's earlier batches.
+        // (producer id, epoch, last seq) of the job's earlier batches; past
+        // `PAIRWISE_PENDING` of them, the index of each producer's latest in a map, so a job
+        // of many batches is checked in linear time.
         let mut pending: Vec<(i64, i16, i32)> = Vec::new();
+        let mut latest: HashMap<i64, usize> = HashMap::new();
         for batch in batches {
             if batch.epoch < 0 || batch.first_seq < 0 {
                 return Err(SequenceError::Invalid {
@@ -222,7 +228,12 @@ impl ProducerStates {
                 }
             }
             let stored_epoch = entry.map_or(NO_EPOCH, |entry| entry.epoch);
-            let (epoch, last_seq) = match pending.iter().rev().find(|p| p.0 == batch.producer_id) {
+            let earlier = if pending.len() <= PAIRWISE_PENDING {
+                pending.iter().rev().find(|p| p.0 == batch.producer_id)
+            } else {
+                latest.get(&batch.producer_id).map(|&i| &pending[i])
+            };
+            let (epoch, last_seq) = match earlier {
                 Some(&(_, epoch, last_seq)) => (epoch, Some(last_seq)),
                 None => (
                     stored_epoch,
@@ -258,6 +269,14 @@ impl ProducerStates {
                 }
             }
             pending.push((batch.producer_id, batch.epoch, batch.last_seq));
+            if pending.len() > PAIRWISE_PENDING {
+                if latest.is_empty() {
+                    // Later entries overwrite earlier ones: each id maps to its latest batch.
+                    latest.extend(pending.iter().enumerate().map(|(i, p)| (p.0, i)));
+                } else {
+                    latest.insert(batch.producer_id, pending.len() - 1);
+                }
+            }
         }
         Ok(Verdict::Append)
     }
@@ -590,6 +609,47 @@ mod tests {
             s.check(&[batch(0, 0, 2), batch(0, 2, 1)], NOW),
             Ok(Verdict::Duplicate(_))
         ));
+    }
+
+    /// Past `PAIRWISE_PENDING` batches a job's earlier batches are found through a map: the
+    /// same verdicts as pairwise, for 3 producers interleaved over 300 batches, with a gap,
+    /// a stale epoch and a new epoch placed after the switch.
+    #[test]
+    fn a_job_of_many_batches_is_checked_as_a_few_are() {
+        let mut s = states();
+        let mut offset = 0;
+        let of = |pid: i64, epoch: i16, first: i32| ProducerBatch::new(pid, epoch, first, 0);
+        append(&mut s, &[of(1, 0, 0), of(2, 0, 0), of(3, 0, 0)], &mut offset, NOW);
+        // Producer p's n-th batch of this job continues at sequence n + 1.
+        let mut job: Vec<ProducerBatch> = (0..300).map(|i| of(1 + i % 3, 0, 1 + (i / 3) as i32)).collect();
+        assert_eq!(s.check(&job, NOW), Ok(Verdict::Append));
+        job[250] = of(job[250].producer_id, 0, job[250].first_seq + 1);
+        assert!(
+            matches!(s.check(&job, NOW), Err(SequenceError::OutOfOrder { expected, .. }) if expected == job[250].first_seq - 1),
+            "{:?}",
+            s.check(&job, NOW)
+        );
+        job[250] = of(job[250].producer_id, 0, job[250].first_seq - 1);
+        job[200] = of(job[200].producer_id, 1, 0);
+        job[203] = of(job[200].producer_id, 0, job[203].first_seq);
+        assert!(
+            matches!(
+                s.check(&job, NOW),
+                Err(SequenceError::StaleEpoch {
+                    epoch: 0,
+                    current: 1,
+                    ..
+                })
+            ),
+            "{:?}",
+            s.check(&job, NOW)
+        );
+        // The new epoch's batches go on from 0.
+        job[203] = of(job[200].producer_id, 1, 1);
+        for k in (206..300).step_by(3) {
+            job[k] = of(job[200].producer_id, 1, job[k - 3].first_seq + 1);
+        }
+        assert_eq!(s.check(&job, NOW), Ok(Verdict::Append));
     }
 
     #[test]

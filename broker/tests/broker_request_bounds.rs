@@ -1,0 +1,269 @@
+//! What one request may cost the server, against the real binary: requests other than Produce
+//! are bounded in bytes (`kafka.max-other-request-size`), a Produce request in topics and
+//! partitions (`kafka.max-request-partitions`), a Metadata request names each topic once in its
+//! answer, one response carries at most 64 KiB of error messages, and a client that stops
+//! reading its answers is closed after `kafka.connection.max-idle-time`.
+
+#[path = "broker_support.rs"]
+mod support;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use kafluss_protocol::{
+    DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse, ErrorCode, MetadataRequest,
+    MetadataRequestTopic, MetadataResponse, ProducePartitionData, ProduceRequest, ProduceResponse,
+    ProduceTopicData, RecordBatchBuilder, Uuid,
+};
+use support::{Raw, Server};
+
+fn metadata_request(names: &[String]) -> MetadataRequest {
+    MetadataRequest {
+        topics: Some(
+            names
+                .iter()
+                .map(|name| MetadataRequestTopic {
+                    topic_id: Uuid::ZERO,
+                    name: Some(name.clone()),
+                })
+                .collect(),
+        ),
+        allow_auto_topic_creation: false,
+        include_cluster_authorized_operations: false,
+        include_topic_authorized_operations: false,
+        unknown_tagged_fields: Vec::new(),
+    }
+}
+
+fn delete_topics(names: impl Iterator<Item = String>) -> DeleteTopicsRequest {
+    DeleteTopicsRequest {
+        topics: names
+            .map(|name| DeleteTopicState {
+                name: Some(name),
+                topic_id: Uuid::ZERO,
+            })
+            .collect(),
+        timeout_ms: 1000,
+    }
+}
+
+/// A Produce request naming `partitions` partitions of `topic`, each with `records`.
+fn produce_to(topic: &str, partitions: i32, records: &bytes::Bytes) -> ProduceRequest {
+    ProduceRequest {
+        transactional_id: None,
+        acks: 1,
+        timeout_ms: 5000,
+        topics: vec![ProduceTopicData {
+            name: topic.to_string(),
+            partitions: (0..partitions)
+                .map(|index| ProducePartitionData {
+                    index,
+                    records: Some(records.clone()),
+                })
+                .collect(),
+        }],
+        unknown_tagged_fields: Vec::new(),
+    }
+}
+
+fn one_record() -> bytes::Bytes {
+    let mut builder = RecordBatchBuilder::new(kafluss_protocol::Compression::None);
+    builder.append(1_700_000_000_000, None, Some(br#"{"n": 1}"#.as_slice()), &[]);
+    builder.build().unwrap()
+}
+
+/// Waits up to `within` for `needle` in the server's log.
+fn log_shows(server: &Server, needle: &str, within: Duration) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if server.logs().contains(needle) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+#[test]
+fn a_request_other_than_produce_over_its_bound_closes_and_produce_is_not_held_to_it() {
+    let server = Server::start(1, &["kafka.max-other-request-size=2kb"]);
+    server.sql_ok("CREATE TABLE fluss.t (n INT, pad STRING) WITH ('table.kafka.enabled' = 'true')");
+    let names: Vec<String> = (0..100)
+        .map(|i| format!("a-topic-name-of-some-length-{i:03}"))
+        .collect();
+
+    let mut small = Raw::connect(server.kafka);
+    let correlation = small.send(9, &metadata_request(&names[..10]));
+    let answer: MetadataResponse = small.recv(9, correlation);
+    assert_eq!(answer.topics.len(), 10);
+
+    let mut large = Raw::connect(server.kafka);
+    large.send(9, &metadata_request(&names));
+    assert!(
+        large.is_closed(),
+        "a 3 KB Metadata request is over the 2 KB bound"
+    );
+    assert!(log_shows(
+        &server,
+        "kafka.max-other-request-size",
+        Duration::from_secs(10)
+    ));
+
+    // A Produce request of 4 KB is bound by kafka.max-request-size only.
+    let mut builder = RecordBatchBuilder::new(kafluss_protocol::Compression::None);
+    let value = format!(r#"{{"n": 1, "pad": "{}"}}"#, "x".repeat(4000));
+    builder.append(1_700_000_000_000, None, Some(value.as_bytes()), &[]);
+    let records = builder.build().unwrap();
+    let mut producer = Raw::connect(server.kafka);
+    let response: ProduceResponse = producer.produce(9, &produce_to("t", 1, &records));
+    assert_eq!(response.topics[0].partitions[0].error_code, ErrorCode::None);
+}
+
+#[test]
+fn a_produce_request_naming_more_partitions_than_its_bound_closes() {
+    let server = Server::start(1, &["kafka.max-request-partitions=10"]);
+    server.sql_ok("CREATE TABLE fluss.t (n INT) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '9')");
+    let records = one_record();
+    // One topic and nine partitions: ten entries, the bound.
+    let mut at_bound = Raw::connect(server.kafka);
+    let response = at_bound.produce(9, &produce_to("t", 9, &records));
+    assert_eq!(response.topics[0].partitions.len(), 9);
+    assert!(response.topics[0]
+        .partitions
+        .iter()
+        .all(|p| p.error_code == ErrorCode::None));
+
+    let mut over = Raw::connect(server.kafka);
+    over.send(9, &produce_to("t", 10, &records));
+    assert!(over.is_closed(), "eleven entries are over the bound of ten");
+    assert!(log_shows(
+        &server,
+        "more than 10 topics and partitions",
+        Duration::from_secs(10)
+    ));
+    assert_eq!(
+        server.scan("fluss.t").len(),
+        9,
+        "the refused request stored nothing"
+    );
+}
+
+#[test]
+fn metadata_answers_each_named_topic_once() {
+    let server = Server::start(1, &[]);
+    server.sql_ok("CREATE TABLE fluss.t (n INT) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '4')");
+    let mut names: Vec<String> = std::iter::repeat_n("t".to_string(), 50).collect();
+    names.push("fluss.t".into());
+    names.extend(std::iter::repeat_n("nope".to_string(), 3));
+    names.push("t".into());
+    let mut raw = Raw::connect(server.kafka);
+    let correlation = raw.send(9, &metadata_request(&names));
+    let answer: MetadataResponse = raw.recv(9, correlation);
+    let listed: Vec<(Option<String>, usize, ErrorCode)> = answer
+        .topics
+        .iter()
+        .map(|t| (t.name.clone(), t.partitions.len(), t.error_code))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (Some("t".into()), 4, ErrorCode::None),
+            (Some("fluss.t".into()), 4, ErrorCode::None),
+            (Some("nope".into()), 0, ErrorCode::UnknownTopicOrPartition),
+        ]
+    );
+}
+
+#[test]
+fn one_answer_carries_at_most_64_kib_of_error_messages() {
+    let server = Server::start(1, &[]);
+    let mut raw = Raw::connect(server.kafka);
+    let correlation = raw.send(5, &delete_topics((0..3000).map(|i| format!("t{i}"))));
+    let answer: DeleteTopicsResponse = raw.recv(5, correlation);
+    assert_eq!(answer.responses.len(), 3000);
+    assert!(answer
+        .responses
+        .iter()
+        .all(|r| r.error_code == ErrorCode::PolicyViolation));
+    let with: Vec<usize> = answer
+        .responses
+        .iter()
+        .map(|r| r.error_message.as_deref().map_or(0, str::len))
+        .collect();
+    let carried = with.iter().take_while(|&&n| n > 0).count();
+    assert!(carried > 100, "the first topics carry the message: {carried}");
+    assert!(
+        with[carried..].iter().all(|&n| n == 0),
+        "none after the budget ran out"
+    );
+    let total: usize = with.iter().sum();
+    assert!(
+        total <= 64 << 10 && total + with[0] > 64 << 10,
+        "{total} bytes of messages"
+    );
+
+    // Produce: each refused partition's message, within the same budget.
+    let records = one_record();
+    let mut producer = Raw::connect(server.kafka);
+    let response = producer.produce(9, &produce_to("no_such_table", 3000, &records));
+    let partitions = &response.topics[0].partitions;
+    assert_eq!(partitions.len(), 3000);
+    assert!(partitions
+        .iter()
+        .all(|p| p.error_code == ErrorCode::UnknownTopicOrPartition));
+    assert!(partitions[0].error_message.is_some());
+    assert!(partitions[2999].error_message.is_none());
+    let total: usize = partitions
+        .iter()
+        .map(|p| p.error_message.as_deref().map_or(0, str::len))
+        .sum();
+    assert!(total <= 64 << 10, "{total} bytes of messages");
+}
+
+#[test]
+fn a_client_that_reads_no_answers_is_closed_after_the_idle_time() {
+    let server = Server::start(1, &["kafka.connection.max-idle-time=1s"]);
+    // Answers of about 200 KB each (names echoed back) into a socket nobody reads.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.kafka.into()).unwrap();
+    let mut stuck: std::net::TcpStream = socket.into();
+    stuck.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let request = {
+        let header = kafluss_protocol::RequestHeader::new(
+            kafluss_protocol::ApiKey::DELETE_TOPICS,
+            5,
+            1,
+            Some("stuck"),
+        );
+        let mut buf = bytes::BytesMut::new();
+        let names = (0..4000).map(|i| format!("{}{i}", "n".repeat(40)));
+        kafluss_protocol::encode_request_frame(&mut buf, &header, &delete_topics(names)).unwrap();
+        buf.freeze()
+    };
+    let writer = std::thread::spawn(move || {
+        // Until the server stops reading (its in-flight window full behind the stuck answers)
+        // or closes the connection.
+        for _ in 0..200 {
+            if stuck.write_all(&request).is_err() {
+                break;
+            }
+        }
+        stuck
+    });
+    assert!(
+        log_shows(
+            &server,
+            "its answers were not read within kafka.connection.max-idle-time",
+            Duration::from_secs(30)
+        ),
+        "{}",
+        server.logs()
+    );
+    drop(writer.join().unwrap());
+    // The core serves others meanwhile and after.
+    let mut other = Raw::connect(server.kafka);
+    let correlation = other.send(9, &metadata_request(&["t".to_string()]));
+    let answer: MetadataResponse = other.recv(9, correlation);
+    assert_eq!(answer.topics.len(), 1);
+}
