@@ -188,3 +188,90 @@ fn a_roll_reports_its_time_and_its_wait_for_the_previous_roll() {
         assert!(second.total >= second.waiting_for_previous, "{second:?}");
     });
 }
+
+/// A segment holding only its schema (a torn first message cut by recovery) that a schema
+/// change would roll: it is not closed (the next segment would take its base offset, so its
+/// file name, and retention would later delete the live segment through the phantom closed
+/// one). The new schema's segment replaces it under the same name; after the TTL, retention
+/// removes nothing that holds rows, and the acknowledged rows survive a reopen. Real files:
+/// the simulated store refuses a rename onto an existing name, so it cannot show this.
+#[test]
+fn an_empty_segment_is_replaced_not_rolled() {
+    run_local(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("bucket-0");
+        std::fs::create_dir_all(&dir).unwrap();
+        let ttl = Duration::from_secs(600);
+        let config = LogConfig {
+            segment_size: 1 << 20,
+            retention: Some(ttl),
+            ..config()
+        };
+        let mut writer =
+            arrow_ipc::writer::StreamWriter::try_new(Vec::new(), &log_support::schema()).unwrap();
+        std::fs::write(segment_path(&dir, 0), std::mem::take(writer.get_mut())).unwrap();
+        let stats = std::sync::Arc::new(kafluss_broker::log::BucketStats::default());
+        let log = kafluss_broker::log::BucketLog::open(&dir, config.clone(), stats.clone())
+            .await
+            .unwrap();
+        assert_eq!(log.next_offset(), 0);
+        let wider = std::sync::Arc::new(arrow_schema::Schema::new(vec![
+            arrow_schema::Field::new("id", arrow_schema::DataType::Int64, true),
+            arrow_schema::Field::new("name", arrow_schema::DataType::Utf8, true),
+            arrow_schema::Field::new("extra", arrow_schema::DataType::Utf8, true),
+        ]));
+        let rows = {
+            let narrow = batch(0, 10);
+            let extra = arrow_array::StringArray::from_iter_values((0..10).map(|i| format!("x{i}")));
+            arrow_array::RecordBatch::try_new(
+                wider.clone(),
+                vec![
+                    narrow.column(0).clone(),
+                    narrow.column(1).clone(),
+                    std::sync::Arc::new(extra),
+                ],
+            )
+            .unwrap()
+        };
+        let appended = log.append(&rows).await.unwrap();
+        log.sync_to(appended.next_offset).await.unwrap();
+        assert_eq!(
+            log.segment_count(),
+            1,
+            "the empty segment was replaced, not closed"
+        );
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        let removed = log
+            .enforce_retention(std::time::SystemTime::now() + ttl + Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert_eq!(removed, 0, "the active segment is never retention's");
+        log.append(&{
+            let narrow = batch(10, 5);
+            let extra = arrow_array::StringArray::from_iter_values((0..5).map(|i| format!("y{i}")));
+            arrow_array::RecordBatch::try_new(
+                wider.clone(),
+                vec![
+                    narrow.column(0).clone(),
+                    narrow.column(1).clone(),
+                    std::sync::Arc::new(extra),
+                ],
+            )
+            .unwrap()
+        })
+        .await
+        .unwrap();
+        log.close().await.unwrap();
+        drop(log);
+        let reopened = kafluss_broker::log::BucketLog::open(&dir, config, stats)
+            .await
+            .unwrap();
+        assert_eq!(reopened.next_offset(), 15);
+        let ids = log_support::ids_in_stream(&std::fs::read(segment_path(&dir, 0)).unwrap());
+        assert_eq!(ids, (0..15).collect::<Vec<i64>>());
+    });
+}

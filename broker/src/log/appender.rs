@@ -756,7 +756,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             self.roll_time.set(time);
         }
         waited?;
-        let (file, path, len, prewrite) = {
+        let (file, path, len, prewrite, empty) = {
             let state = self.state.borrow();
             let Some(active) = state.active.as_ref() else {
                 return Ok(());
@@ -766,8 +766,20 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
                 active.path.clone(),
                 active.len,
                 active.prewrite.clone(),
+                active.base_offset == state.next_offset,
             )
         };
+        if empty {
+            // A segment of no rows (its first append failed, or recovery cut a torn first
+            // message) is not closed: the next segment would take its base offset, so its
+            // name, and the closed list would hold a segment the file system no longer has
+            // (retention would then delete the live one). The append that rolls creates the
+            // segment afresh under the same name with its own schema (`create_segment`
+            // truncates the file); nothing of it was acknowledged.
+            prewrite.clear_below(u64::MAX).await;
+            self.state.borrow_mut().active = None;
+            return Ok(());
+        }
         // No zeros may land after the marker once the segment is truncated to it.
         prewrite.clear_below(u64::MAX).await;
         if let Err(err) = write_all(&*file, END_OF_STREAM.to_vec(), len).await {
