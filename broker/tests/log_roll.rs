@@ -275,3 +275,56 @@ fn an_empty_segment_is_replaced_not_rolled() {
         assert_eq!(ids, (0..15).collect::<Vec<i64>>());
     });
 }
+
+/// A roll does not start while a group fsync of the active segment runs: the closed segment's
+/// fsync would run beside it on the same descriptor, and Linux reports a writeback error to
+/// only one of two such fsyncs (the other could then acknowledge rows that were not written).
+/// With the group fsync held, the append that must roll waits; released, both complete and the
+/// roll's fsync follows.
+#[test]
+fn a_roll_waits_for_the_group_fsync_in_flight() {
+    run_local(async {
+        let store = SimStore::new(5);
+        let dir = PathBuf::from("/sim/t-1/bucket-0");
+        let log = Rc::new(open_sim(&store, &dir, config()).await);
+        let first = segment_path(&dir, 0);
+        let appended = log.append(&batch(0, 5)).await.unwrap();
+        store.hold_syncs(&first);
+        let acked = {
+            let log = log.clone();
+            glommio::spawn_local(async move { log.sync_to(appended.next_offset).await })
+        };
+        for _ in 0..10 {
+            glommio::executor().yield_task_queue_now().await;
+        }
+        assert_eq!(store.waiting_syncs(), 1, "the group fsync is held");
+        // Appends until one must roll (segment_size 1,000 bytes).
+        let mut next = appended.next_offset as i64;
+        let rolled = loop {
+            let rows = batch(next, 5);
+            let mut append = pin!(log.append(&rows));
+            match poll_once(append.as_mut()).await {
+                Poll::Ready(outcome) => next = outcome.unwrap().next_offset as i64,
+                Poll::Pending => {
+                    for _ in 0..20 {
+                        glommio::executor().yield_task_queue_now().await;
+                    }
+                    assert_eq!(
+                        log.roll_pending(),
+                        None,
+                        "the roll started beside the group fsync"
+                    );
+                    assert_eq!(store.waiting_syncs(), 1, "only the group fsync runs");
+                    store.release_syncs();
+                    break append.await.unwrap();
+                }
+            }
+            assert!(next < 10_000, "no append ever had to roll");
+        };
+        acked.await.unwrap();
+        assert!(rolled.base_offset > 0);
+        log.sync_to(rolled.next_offset).await.unwrap();
+        assert_eq!(log.roll_pending(), None);
+        assert!(store.is_synced(&first));
+    });
+}

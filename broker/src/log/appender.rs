@@ -348,6 +348,18 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         self.state.borrow().rolling.map(|r| r.end)
     }
 
+    /// Waits until no group fsync is running (or the log failed).
+    async fn group_sync_finished(&self) -> Result<(), LogError> {
+        loop {
+            self.check_not_failed()?;
+            if !self.commit.in_flight.get() {
+                return Ok(());
+            }
+            let seen = self.commit.completions.generation();
+            self.commit.completions.changed(seen).await;
+        }
+    }
+
     /// Waits until no roll's background fsync is running (or the log failed).
     async fn roll_finished(&self) -> Result<(), LogError> {
         loop {
@@ -756,6 +768,10 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             self.roll_time.set(time);
         }
         waited?;
+        // The closed segment's fsync must not run beside a group fsync of the same descriptor:
+        // wait for the one in flight, and start none until the roll's own is under way.
+        self.group_sync_finished().await?;
+        let _closing = Closing::enter(&self.commit);
         let (file, path, len, prewrite, empty) = {
             let state = self.state.borrow();
             let Some(active) = state.active.as_ref() else {
@@ -844,7 +860,10 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             // While a roll's background fsync runs, rows up to the closed segment's end become
             // durable only when it is done, and rows after it (in the new segment) only with
             // a later group fsync: the new segment's name is not durable before that task.
-            if self.commit.in_flight.get() || self.state.borrow().rolling.is_some() {
+            if self.commit.in_flight.get()
+                || self.commit.closing.get()
+                || self.state.borrow().rolling.is_some()
+            {
                 let seen = self.commit.completions.generation();
                 self.commit.completions.changed(seen).await;
                 continue;
@@ -954,6 +973,11 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         if self.commit.durable.get() >= written {
             return Ok(());
         }
+        // Not beside a group fsync of the same descriptor (see `CommitState::closing`).
+        self.group_sync_finished().await?;
+        if self.commit.durable.get() >= written {
+            return Ok(());
+        }
         if let Some((file, path, _, _)) = active {
             self.sync_file(&file)
                 .await
@@ -1002,6 +1026,24 @@ async fn timed_sync<F: SegmentFile>(
 fn fail<F>(state: &RefCell<State<F>>, commit: &CommitState) {
     state.borrow_mut().failed = true;
     commit.completions.notify_all();
+}
+
+/// Marks a roll closing the active segment ([`CommitState::closing`]) while alive; waiters
+/// for a group fsync are woken when it ends.
+struct Closing<'a>(&'a CommitState);
+
+impl<'a> Closing<'a> {
+    fn enter(commit: &'a CommitState) -> Self {
+        commit.closing.set(true);
+        Closing(commit)
+    }
+}
+
+impl Drop for Closing<'_> {
+    fn drop(&mut self) {
+        self.0.closing.set(false);
+        self.0.completions.notify_all();
+    }
 }
 
 /// What the background task finishing a roll needs (all shared with the log).

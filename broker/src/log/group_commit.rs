@@ -18,6 +18,11 @@ pub(crate) struct CommitState {
     pub durable: Cell<u64>,
     /// A leader is inside `fdatasync` right now.
     pub in_flight: Cell<bool>,
+    /// A roll is closing the active segment (from the moment it has waited for the group
+    /// fsync in flight until its background fsync is started): no group fsync starts, so no
+    /// two fsyncs of one file descriptor run at once (Linux reports a writeback error to only
+    /// one of them).
+    pub closing: Cell<bool>,
     /// Number of fsyncs issued by group commit (exposed for tests and metrics).
     pub syncs: Cell<u64>,
     pub completions: WaitList,
