@@ -327,3 +327,50 @@ fn flush_policy_always_makes_every_append_durable() {
         assert_eq!(log.group_syncs(), 1);
     });
 }
+
+/// A crash that persisted a later message but zeroed the metadata of an earlier one (pages
+/// written out of order): the zeroed flatbuffer still parses, as a record batch of 0 rows
+/// without a checksum. Recovery must call that damage, not a batch of 0 rows that would hand the
+/// next message's rows the earlier offsets; and a batch of 0 rows is never one kafluss wrote.
+#[test]
+fn a_middle_message_with_zeroed_metadata_is_damage_not_zero_rows() {
+    run_local(async {
+        let store = kafluss_broker::log::sim::SimStore::new(2);
+        let dir = std::path::PathBuf::from("/sim/db/t-1/bucket-0");
+        let log = log_support::open_sim(&store, &dir, config(1 << 20)).await;
+        log.append(&batch(0, 10)).await.unwrap();
+        log.append(&batch(10, 10)).await.unwrap();
+        drop(log);
+        let segment = dir.join(segment_file_name(0));
+        let mut bytes = store.file_bytes(&segment).unwrap();
+        let mut writer =
+            arrow_ipc::writer::StreamWriter::try_new(Vec::new(), &log_support::schema()).unwrap();
+        let first = std::mem::take(writer.get_mut()).len();
+        let metadata_len = u32::from_le_bytes(bytes[first + 4..first + 8].try_into().unwrap()) as usize;
+        let metadata = &bytes[first + 8..first + 8 + metadata_len];
+        let body_len = arrow_ipc::root_as_message(metadata).unwrap().bodyLength() as usize;
+        let key_at = metadata.windows(14).position(|w| w == b"kafluss.crc32c").unwrap();
+        for b in &mut bytes[first + 8 + key_at - 4..first + 8 + metadata_len + body_len] {
+            *b = 0;
+        }
+        store.set_file_bytes(&segment, bytes);
+        match BucketLog::open_with_store(
+            store.clone(),
+            &dir,
+            config(1 << 20),
+            Arc::new(BucketStats::default()),
+        )
+        .await
+        {
+            Err(LogError::CorruptSegment { path, reason, .. }) => {
+                assert_eq!(path, segment);
+                assert!(reason.contains("0 rows"), "{reason}");
+            }
+            Ok(log) => panic!(
+                "recovered with next offset {} (20 rows written)",
+                log.next_offset()
+            ),
+            Err(other) => panic!("expected CorruptSegment, got {other:?}"),
+        }
+    });
+}

@@ -268,6 +268,8 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
     };
     let mut pos = 0u64;
     let mut window = ReadWindow::default();
+    // Whether a record-batch message before this one carried a checksum.
+    let mut checksummed = false;
     loop {
         if pos == file_len {
             return Ok(scan);
@@ -335,7 +337,21 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
             }
             MessageHeader::RecordBatch if scan.schema.is_some() => {
                 if verify {
-                    if let Some(problem) = check_body(file, &message, end, body_len).await? {
+                    // kafluss writes no batch of no rows, and once a segment's batches carry
+                    // checksums every later one does: metadata zeroed by a crash (which still
+                    // parses, every field at its default) is damage, not a batch of 0 rows
+                    // that would shift every later row's offset.
+                    let has_checksum = super::checksum::body_checksum(&message).is_some();
+                    let rows = message.header_as_record_batch().map_or(0, |batch| batch.length());
+                    let malformed = if rows <= 0 {
+                        Some(format!("a record batch of {rows} rows"))
+                    } else if checksummed && !has_checksum {
+                        Some("a record batch without the checksum every earlier one has".to_string())
+                    } else {
+                        check_body(file, &message, end, body_len).await?
+                    };
+                    checksummed |= has_checksum;
+                    if let Some(problem) = malformed {
                         let reason = format!("{problem} (message at byte {pos})");
                         // The file's last message, unless only zeros written ahead follow it.
                         let last = end + body_len == file_len
