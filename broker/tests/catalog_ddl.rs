@@ -494,3 +494,32 @@ fn concurrent_ddl_loses_nothing_while_readers_resolve() {
         "every change was stored"
     );
 }
+
+/// A key of 64 columns is taken and DESCRIBE names it on each of them; 65 are refused, and so
+/// are 10,001 columns, with messages naming the bound (each key column's DESCRIBE line names
+/// the whole key, so an unbounded key made its answer grow with the square of its length).
+#[test]
+fn keys_and_columns_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    let create = |columns: usize, key: usize| {
+        let list: Vec<String> = (0..columns).map(|i| format!("c{i} INT")).collect();
+        let keys: Vec<String> = (0..key).map(|i| format!("c{i}")).collect();
+        format!(
+            "CREATE TABLE t{columns}_{key} ({}, PRIMARY KEY ({}) NOT ENFORCED)",
+            list.join(", "),
+            keys.join(", ")
+        )
+    };
+    run(&catalog, &create(100, 64));
+    let described = run(&catalog, "DESCRIBE t100_64");
+    let lines = rows(&described[0]);
+    let keyed = lines.iter().filter(|line| line.iter().any(|cell| cell.starts_with("PRI("))).count();
+    assert_eq!(keyed, 64);
+    let error = fails(&catalog, &create(100, 65)).to_string();
+    assert!(error.contains("65 columns; at most 64"), "{error}");
+    let error = fails(&catalog, &create(10_001, 1)).to_string();
+    assert!(error.contains("10001 columns; at most 10000"), "{error}");
+    let error = fails(&catalog, "CREATE TABLE p (a INT, b INT) PARTITIONED BY (a, b, a)").to_string();
+    assert!(error.contains("names column 'a' twice"), "{error}");
+}

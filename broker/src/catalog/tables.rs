@@ -11,7 +11,7 @@ use super::sql::{CreateTable, ObjectName};
 use super::store::StoredTable;
 use super::validate::{
     check_kafka, check_key_columns, check_log_compression, check_log_format, check_log_ttl, check_name,
-    check_unique_fields, collect_options, parse_bucket_count, FIXED_OPTIONS,
+    check_unique_fields, collect_options, parse_bucket_count, FIXED_OPTIONS, MAX_COLUMNS,
 };
 
 /// What ALTER TABLE does to the options.
@@ -36,6 +36,12 @@ impl Catalog {
             reason,
         };
 
+        if create.columns.len() > MAX_COLUMNS {
+            return Err(invalid(format!(
+                "the table has {} columns; at most {MAX_COLUMNS}",
+                create.columns.len()
+            )));
+        }
         check_unique_fields(&create.columns, "").map_err(invalid)?;
         let mut columns = create.columns;
         check_key_columns(&columns, &create.primary_key, "PRIMARY KEY").map_err(invalid)?;

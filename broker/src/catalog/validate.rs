@@ -10,6 +10,12 @@ use super::error::SqlError;
 use super::model::{BUCKET_NUM_OPTION, DEFAULT_LOG_FORMAT, LOG_FORMAT_OPTION};
 use super::resolve::{check_fluss_name, MAX_TOPIC_NAME_LEN};
 
+/// Most columns of a PRIMARY KEY or a PARTITIONED BY clause (each key column's DESCRIBE line
+/// names the whole key, so the answer grows with the square of its length).
+pub const MAX_KEY_COLUMNS: usize = 64;
+/// Most top-level columns of a table.
+pub const MAX_COLUMNS: usize = 10_000;
+
 /// Upper bound of `bucket.num`: each bucket is a directory and a log on some core.
 pub const MAX_BUCKETS: u32 = 1024;
 /// Retention of a table's log (read by the storage's retention task).
@@ -53,9 +59,16 @@ pub(crate) fn check_unique_nested(field_type: &FieldType, path: &str) -> Result<
 }
 
 pub(crate) fn check_key_columns(columns: &[Field], keys: &[String], clause: &str) -> Result<(), String> {
+    if keys.len() > MAX_KEY_COLUMNS {
+        return Err(format!(
+            "{clause} names {} columns; at most {MAX_KEY_COLUMNS}",
+            keys.len()
+        ));
+    }
+    let names: BTreeSet<&str> = columns.iter().map(|c| c.name.as_str()).collect();
     let mut seen = BTreeSet::new();
     for key in keys {
-        if !columns.iter().any(|c| &c.name == key) {
+        if !names.contains(key.as_str()) {
             return Err(format!("{clause} column '{key}' is not a column of the table"));
         }
         if !seen.insert(key) {
