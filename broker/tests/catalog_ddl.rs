@@ -514,7 +514,10 @@ fn keys_and_columns_are_bounded() {
     run(&catalog, &create(100, 64));
     let described = run(&catalog, "DESCRIBE t100_64");
     let lines = rows(&described[0]);
-    let keyed = lines.iter().filter(|line| line.iter().any(|cell| cell.starts_with("PRI("))).count();
+    let keyed = lines
+        .iter()
+        .filter(|line| line.iter().any(|cell| cell.starts_with("PRI(")))
+        .count();
     assert_eq!(keyed, 64);
     let error = fails(&catalog, &create(100, 65)).to_string();
     assert!(error.contains("65 columns; at most 64"), "{error}");

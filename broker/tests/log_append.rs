@@ -374,3 +374,31 @@ fn a_middle_message_with_zeroed_metadata_is_damage_not_zero_rows() {
         }
     });
 }
+
+/// Opening a bucket whose directories do not exist creates the bucket's, the table's and the
+/// database's directory and makes each new entry durable in its parent (the database's in the
+/// data directory); reopening creates nothing and syncs no parent.
+#[test]
+fn new_bucket_directories_are_durable_in_their_parents() {
+    run_local(async {
+        let store = kafluss_broker::log::sim::SimStore::new(4);
+        let data = std::path::PathBuf::from("/sim/data");
+        let dir = data.join("db/t-1/bucket-0");
+        let log = log_support::open_sim(&store, &dir, config(1 << 20)).await;
+        log.append(&batch(0, 3)).await.unwrap();
+        log.close().await.unwrap();
+        drop(log);
+        let synced = store.dir_syncs();
+        for parent in [data.clone(), data.join("db"), data.join("db/t-1")] {
+            assert!(synced.contains(&parent), "{parent:?} not synced: {synced:?}");
+        }
+        let before = store.dir_syncs().len();
+        let log = log_support::open_sim(&store, &dir, config(1 << 20)).await;
+        assert_eq!(log.next_offset(), 3);
+        let again = &store.dir_syncs()[before..];
+        assert!(
+            !again.contains(&data) && !again.contains(&data.join("db")),
+            "a reopen syncs no parent: {again:?}"
+        );
+    });
+}

@@ -37,6 +37,9 @@ pub(super) struct Recovered<F> {
     pub log_start_offset: u64,
 }
 
+/// Directory levels a bucket's open may create: the bucket's, its table's and its database's.
+const NEW_DIRECTORY_LEVELS: usize = 3;
+
 /// Recovers `dir`; `visit` sees every complete batch that stays in the log, with the bucket
 /// offset of its first row (batches of a torn tail that is cut are not visited; when recovery
 /// fails, what was visited means nothing).
@@ -45,10 +48,27 @@ pub(super) async fn recover<S: SegmentStore>(
     dir: &Path,
     visit: &mut dyn FnMut(u64, &VisitedBatch<'_>),
 ) -> Result<Recovered<S::File>, LogError> {
+    // The bucket directory and the table and database directories above it that do not exist
+    // yet: each new entry is made durable in its parent, or a power loss could take the
+    // directory, and the rows acknowledged in it, away.
+    let mut missing = Vec::new();
+    let mut level = Some(dir);
+    while let Some(path) = level.filter(|_| missing.len() < NEW_DIRECTORY_LEVELS) {
+        if store.list(path).await.is_ok() {
+            break;
+        }
+        missing.push(path.to_path_buf());
+        level = path.parent().filter(|parent| !parent.as_os_str().is_empty());
+    }
     store
         .create_dir_all(dir)
         .await
         .map_err(|e| LogError::io(dir, "create directory", e))?;
+    for created in missing.iter().rev() {
+        if let Some(parent) = created.parent() {
+            sync_directory(store, parent).await?;
+        }
+    }
     let (bases, mut pending) = list_segments(store, dir).await?;
     let mut recovered = Recovered {
         closed: VecDeque::new(),

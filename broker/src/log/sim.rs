@@ -162,6 +162,8 @@ struct SimDisk {
     preallocate_busy: bool,
     /// Every [`SegmentFile::prewrite`] started: (file as opened, start, end).
     prewrites: Vec<(PathBuf, u64, u64)>,
+    /// Every directory [`SegmentStore::sync_dir`] was called for, in order.
+    dir_syncs: Vec<PathBuf>,
 }
 
 /// The shared simulated disk; clones see the same files.
@@ -208,6 +210,7 @@ impl SimStore {
                 preallocations: Vec::new(),
                 preallocate_busy: false,
                 prewrites: Vec::new(),
+                dir_syncs: Vec::new(),
             })),
         }
     }
@@ -275,6 +278,11 @@ impl SimStore {
         for waker in wakers {
             waker.wake();
         }
+    }
+
+    /// Every directory fsync'd so far, in order.
+    pub fn dir_syncs(&self) -> Vec<PathBuf> {
+        self.disk.borrow().dir_syncs.clone()
     }
 
     /// fsyncs waiting on [`SimStore::hold_syncs`] right now.
@@ -575,6 +583,7 @@ impl SegmentStore for SimStore {
 
     async fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut disk = self.disk.borrow_mut();
+        disk.dir_syncs.push(dir.to_path_buf());
         for (path, file) in disk.files.iter_mut() {
             if path.parent() == Some(dir) {
                 file.entry_durable = true;
