@@ -11,6 +11,7 @@
 //! cache and JSON scratch space, and the core's telemetry. It needs a glommio executor (the
 //! log does I/O through it) but no mesh, no socket and no other core.
 
+use crate::idhash::IdMap;
 use std::cell::RefCell;
 use std::future::Future;
 use std::ops::Range;
@@ -230,6 +231,9 @@ pub struct Appender {
     telemetry: Rc<CoreTelemetry>,
     plans: RefCell<PlanCache>,
     json_scratch: RefCell<JsonScratch>,
+    /// Buckets of this core whose open failed on an fsync: never opened again in this process
+    /// ([`LogError::SyncFailedEarlier`]).
+    sync_failed: RefCell<IdMap<(u64, u32), String>>,
 }
 
 impl Appender {
@@ -240,6 +244,7 @@ impl Appender {
             telemetry,
             plans: RefCell::new(PlanCache::default()),
             json_scratch: RefCell::new(JsonScratch::default()),
+            sync_failed: RefCell::new(IdMap::default()),
         }
     }
 
@@ -262,6 +267,36 @@ impl Appender {
         let config = &self.config;
         let table_dir = config.data_dir.join(table.relative_dir());
         let dir = crate::log::bucket_dir(&table_dir, bucket);
+        if let Some(earlier) = self.sync_failed.borrow().get(&(table.id, bucket)) {
+            return Err(LogError::SyncFailedEarlier {
+                dir,
+                earlier: earlier.clone(),
+            });
+        }
+        let opened = self.open_bucket_dir(table, bucket, dir).await;
+        if let Err(e) = &opened {
+            self.note_open_failure(table.id, bucket, e);
+        }
+        opened
+    }
+
+    /// Remembers a failed fsync of `bucket`'s open, which is then not retried
+    /// ([`LogError::SyncFailedEarlier`]); other failures are retried by the next job.
+    pub(crate) fn note_open_failure(&self, table_id: u64, bucket: u32, error: &LogError) {
+        if error.is_failed_sync() {
+            self.sync_failed
+                .borrow_mut()
+                .insert((table_id, bucket), error.to_string());
+        }
+    }
+
+    async fn open_bucket_dir(
+        &self,
+        table: &TableInfo,
+        bucket: u32,
+        dir: std::path::PathBuf,
+    ) -> Result<BucketState, LogError> {
+        let config = &self.config;
         let stats = self.log_stats.register(table.id, bucket);
         let retention = table
             .options

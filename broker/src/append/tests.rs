@@ -908,3 +908,34 @@ fn acks_1_answers_leave_at_most_log_unsynced_size_behind_the_disk() {
         });
     }
 }
+
+/// A bucket whose open failed on an fsync is not opened again in this process (a second
+/// recovery would read the pages the disk lost from the page cache, and its own fsync would
+/// succeed); any other failed open is retried by the next job.
+#[test]
+fn a_bucket_whose_open_failed_on_an_fsync_stays_closed() {
+    let (dir, config, table) = fixture();
+    let registry = Arc::new(LogRegistry::new());
+    let _dir = dir;
+    run_local(async move {
+        let appender = appender(&config, &registry);
+        let eio = || std::io::Error::from_raw_os_error(5);
+        appender.note_open_failure(table.id, 0, &crate::log::LogError::io("/x/seg", "read", eio()));
+        assert!(
+            appender.open_bucket(&table, 0).await.is_ok(),
+            "a failed read is retried"
+        );
+        appender.note_open_failure(table.id, 1, &crate::log::LogError::io("/x/seg", "fsync", eio()));
+        match appender.open_bucket(&table, 1).await {
+            Err(crate::log::LogError::SyncFailedEarlier { earlier, .. }) => {
+                assert!(earlier.contains("fsync"), "{earlier}")
+            }
+            Err(other) => panic!("expected SyncFailedEarlier, got {other}"),
+            Ok(_) => panic!("opened again after a failed fsync"),
+        }
+        assert!(
+            appender.open_bucket(&table, 2).await.is_ok(),
+            "other buckets open"
+        );
+    });
+}

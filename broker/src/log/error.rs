@@ -34,12 +34,24 @@ pub enum LogError {
     /// (recovery then keeps only what reached the file intact).
     #[error("bucket log {dir} is failed after an earlier storage error; reopen it to recover")]
     Failed { dir: PathBuf },
+    /// Opening the bucket failed earlier in this process with a failed fsync: it is not
+    /// opened again before a restart. Linux reports a failed write-back once per open file, and
+    /// the pages the disk did not take stay readable in the page cache, so a second recovery
+    /// would read them and its own fsync would succeed: rows the disk lost would count as
+    /// durable.
+    #[error("bucket log {dir} stays closed until the server restarts: an fsync of it failed ({earlier}); check the disk first (rows the disk did not take can still be read from the page cache until the machine reboots)")]
+    SyncFailedEarlier { dir: PathBuf, earlier: String },
     /// Offsets are u64 row counts; a batch that would overflow them is refused.
     #[error("offset overflow in bucket log {dir}")]
     OffsetOverflow { dir: PathBuf },
 }
 
 impl LogError {
+    /// Whether this is a failed fsync (of a file or a directory).
+    pub fn is_failed_sync(&self) -> bool {
+        matches!(self, LogError::Io { op, .. } if op.starts_with("fsync"))
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, op: &'static str, source: io::Error) -> Self {
         LogError::Io {
             path: path.into(),
@@ -59,6 +71,10 @@ impl LogError {
                 io::Error::new(source.kind(), source.to_string()),
             ),
             LogError::Failed { dir } => LogError::Failed { dir: dir.clone() },
+            LogError::SyncFailedEarlier { dir, earlier } => LogError::SyncFailedEarlier {
+                dir: dir.clone(),
+                earlier: earlier.clone(),
+            },
             LogError::OffsetOverflow { dir } => LogError::OffsetOverflow { dir: dir.clone() },
             LogError::CorruptSegment { path, reason } => LogError::corrupt(path.clone(), reason.clone()),
             LogError::UnexpectedFile { path } => LogError::UnexpectedFile { path: path.clone() },

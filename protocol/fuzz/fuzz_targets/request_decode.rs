@@ -20,7 +20,22 @@ fuzz_target!(|data: &[u8]| {
         Request::Produce(body) => encode_request_frame(&mut buf, &header, body),
         Request::CreateTopics(body) => encode_request_frame(&mut buf, &header, body),
         Request::DeleteTopics(body) => encode_request_frame(&mut buf, &header, body),
+        Request::InitProducerId(body) => encode_request_frame(&mut buf, &header, body),
     };
+    // A Produce body decodes the same under a bound it fits in, and fails with TooManyEntries
+    // (never panics) under one it does not.
+    if let Request::Produce(body) = &request {
+        let entries: usize = body.topics.iter().map(|t| 1 + t.partitions.len()).sum();
+        let (_, raw) = kafluss_protocol::RequestHeader::decode(&frame).expect("decoded above");
+        match kafluss_protocol::ProduceRequest::decode_bounded(&raw, header.api_version, entries) {
+            Ok(bounded) => assert_eq!(&bounded, body),
+            Err(kafluss_protocol::DecodeError::TrailingBytes(_)) => {}
+            Err(e) => panic!("bounded decode at its own entry count failed: {e}"),
+        }
+        if entries > 0 {
+            assert!(kafluss_protocol::ProduceRequest::decode_bounded(&raw, header.api_version, entries - 1).is_err());
+        }
+    }
     if encoded.is_ok() {
         let again = buf.freeze().slice(4..);
         let (header2, request2) = decode_request(&again).expect("re-encoded request decodes");
