@@ -208,6 +208,9 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
         for topic in request.topics {
             let mut slots = Vec::with_capacity(topic.partitions.len());
             for partition in topic.partitions {
+                // A request of many refused partitions awaits nothing else: let the core's other
+                // connections run when its time slice is used up.
+                glommio::yield_if_needed().await;
                 let slot = match prepare_partition(context, &snapshot, &topic.name, partition.index) {
                     Err(rejection) => Slot::Done(PartitionAnswer::rejected(&rejection)),
                     Ok((table, bucket)) => {
@@ -244,6 +247,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
         for (name, slots) in topics {
             let mut partitions = Vec::with_capacity(slots.len());
             for (index, slot) in slots {
+                glommio::yield_if_needed().await;
                 let answer = match slot {
                     Slot::Done(answer) => answer,
                     Slot::Waiting(receiver) => PartitionAnswer::from_outcome(
