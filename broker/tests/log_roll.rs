@@ -220,9 +220,10 @@ fn an_empty_segment_is_replaced_not_rolled() {
             arrow_schema::Field::new("name", arrow_schema::DataType::Utf8, true),
             arrow_schema::Field::new("extra", arrow_schema::DataType::Utf8, true),
         ]));
-        let rows = {
-            let narrow = batch(0, 10);
-            let extra = arrow_array::StringArray::from_iter_values((0..10).map(|i| format!("x{i}")));
+        // `batch(first, rows)` with a third column.
+        let wide = |first: i64, rows: usize| {
+            let narrow = batch(first, rows);
+            let extra = arrow_array::StringArray::from_iter_values((0..rows).map(|i| format!("x{i}")));
             arrow_array::RecordBatch::try_new(
                 wider.clone(),
                 vec![
@@ -233,6 +234,7 @@ fn an_empty_segment_is_replaced_not_rolled() {
             )
             .unwrap()
         };
+        let rows = wide(0, 10);
         let appended = log.append(&rows).await.unwrap();
         log.sync_to(appended.next_offset).await.unwrap();
         assert_eq!(
@@ -250,21 +252,7 @@ fn an_empty_segment_is_replaced_not_rolled() {
             .await
             .unwrap();
         assert_eq!(removed, 0, "the active segment is never retention's");
-        log.append(&{
-            let narrow = batch(10, 5);
-            let extra = arrow_array::StringArray::from_iter_values((0..5).map(|i| format!("y{i}")));
-            arrow_array::RecordBatch::try_new(
-                wider.clone(),
-                vec![
-                    narrow.column(0).clone(),
-                    narrow.column(1).clone(),
-                    std::sync::Arc::new(extra),
-                ],
-            )
-            .unwrap()
-        })
-        .await
-        .unwrap();
+        log.append(&wide(10, 5)).await.unwrap();
         log.close().await.unwrap();
         drop(log);
         let reopened = kafluss_broker::log::BucketLog::open(&dir, config, stats)

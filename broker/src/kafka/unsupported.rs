@@ -26,6 +26,17 @@ fn nearest_known_version(api_key: ApiKey, version: i16) -> i16 {
     }
 }
 
+/// Sets `message` on each topic's message slot while one answer's message budget lasts.
+fn with_message<'a>(slots: impl Iterator<Item = &'a mut Option<String>>, message: &str) {
+    let mut budget = MessageBudget::default();
+    for slot in slots {
+        *slot = budget.admit(Some(message.to_owned()));
+        if slot.is_none() {
+            break;
+        }
+    }
+}
+
 pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, HandlerError> {
     let version = header.api_version;
     let correlation_id = header.correlation_id;
@@ -33,29 +44,21 @@ pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, HandlerEr
         ApiKey::CREATE_TOPICS if CreateTopicsRequest::supports_version(version) => {
             let request = super::decode_request::<CreateTopicsRequest>(&body, version)
                 .map_err(|e| HandlerError::undecodable("CreateTopics", version, e))?;
-            // The message on each topic while the response's message budget lasts.
             let mut response = request.error_response(TOPIC_ADMIN_REFUSED, None);
-            let mut budget = MessageBudget::default();
-            for topic in &mut response.topics {
-                topic.error_message = budget.admit(Some(CREATE_TOPICS_MESSAGE.to_owned()));
-                if topic.error_message.is_none() {
-                    break;
-                }
-            }
+            with_message(
+                response.topics.iter_mut().map(|t| &mut t.error_message),
+                CREATE_TOPICS_MESSAGE,
+            );
             encode_response_frame(correlation_id, version, &response)
         }
         ApiKey::DELETE_TOPICS if DeleteTopicsRequest::supports_version(version) => {
             let request = super::decode_request::<DeleteTopicsRequest>(&body, version)
                 .map_err(|e| HandlerError::undecodable("DeleteTopics", version, e))?;
-            // The message on each topic while the response's message budget lasts.
             let mut response = request.error_response(TOPIC_ADMIN_REFUSED, None);
-            let mut budget = MessageBudget::default();
-            for topic in &mut response.responses {
-                topic.error_message = budget.admit(Some(DELETE_TOPICS_MESSAGE.to_owned()));
-                if topic.error_message.is_none() {
-                    break;
-                }
-            }
+            with_message(
+                response.responses.iter_mut().map(|t| &mut t.error_message),
+                DELETE_TOPICS_MESSAGE,
+            );
             encode_response_frame(correlation_id, version, &response)
         }
         api_key => match Request::decode(header, &body) {
