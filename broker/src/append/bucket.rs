@@ -85,6 +85,11 @@ impl<R: Reply> Buckets<R> {
                 if !owns(table.id, bucket) || !crate::log::bucket_dir(&table_dir, bucket).exists() {
                     continue;
                 }
+                // An actor already runs (and opened the log): a second recovery of the same
+                // files would truncate what it appends meanwhile.
+                if self.queues.borrow().contains_key(&(table.id, bucket)) {
+                    continue;
+                }
                 match self.appender.open_bucket(table, bucket).await {
                     Ok(state) => {
                         let _ = self.actor(table, bucket, Some(state));

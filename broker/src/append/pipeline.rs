@@ -234,6 +234,8 @@ pub struct Appender {
     /// Buckets of this core whose open failed on an fsync: never opened again in this process
     /// ([`LogError::SyncFailedEarlier`]).
     sync_failed: RefCell<IdMap<(u64, u32), String>>,
+    /// Bucket logs this core has opened (recovered), for tests and diagnostics.
+    opened: std::cell::Cell<u64>,
 }
 
 impl Appender {
@@ -245,6 +247,7 @@ impl Appender {
             plans: RefCell::new(PlanCache::default()),
             json_scratch: RefCell::new(JsonScratch::default()),
             sync_failed: RefCell::new(IdMap::default()),
+            opened: std::cell::Cell::new(0),
         }
     }
 
@@ -274,10 +277,16 @@ impl Appender {
             });
         }
         let opened = self.open_bucket_dir(table, bucket, dir).await;
-        if let Err(e) = &opened {
-            self.note_open_failure(table.id, bucket, e);
+        match &opened {
+            Ok(_) => self.opened.set(self.opened.get() + 1),
+            Err(e) => self.note_open_failure(table.id, bucket, e),
         }
         opened
+    }
+
+    /// How many bucket logs this core has opened (each open recovers the log).
+    pub fn opened_logs(&self) -> u64 {
+        self.opened.get()
     }
 
     /// Remembers a failed fsync of `bucket`'s open, which is then not retried

@@ -939,3 +939,46 @@ fn a_bucket_whose_open_failed_on_an_fsync_stays_closed() {
         );
     });
 }
+
+/// `open_existing` leaves alone a bucket whose actor already runs (it opened the log itself):
+/// no second recovery of the same files, and appends go on at the right offsets.
+#[test]
+fn open_existing_skips_a_bucket_that_already_has_an_actor() {
+    let (dir, config, table) = fixture();
+    let registry = Arc::new(LogRegistry::new());
+    let _dir = dir;
+    run_local(async move {
+        let first: Rc<Buckets<LocalSender<AppendOutcome>>> = Buckets::new(appender(&config, &registry));
+        let (tx, rx) = local_channel::new_bounded(1);
+        first
+            .submit(job(&table, 1, batch(&[r#"{"id": 1}"#], Compression::None), 1), tx)
+            .await;
+        rx.recv().await.unwrap().expect("appended");
+        first.close_all().await;
+
+        let registry = Arc::new(LogRegistry::new());
+        let second: Rc<Buckets<LocalSender<AppendOutcome>>> = Buckets::new(appender(&config, &registry));
+        let (tx, rx) = local_channel::new_bounded(1);
+        second
+            .submit(job(&table, 1, batch(&[r#"{"id": 2}"#], Compression::None), 1), tx)
+            .await;
+        assert_eq!(rx.recv().await.unwrap().expect("appended").base_offset, 1);
+        let before = second.appender().opened_logs();
+        assert_eq!(before, 1);
+        let catalog = Catalog::open(CatalogConfig::new(&config.data_dir)).unwrap();
+        second
+            .open_existing(&catalog.snapshot(), |_, bucket| bucket == 1)
+            .await;
+        assert_eq!(
+            second.appender().opened_logs(),
+            before,
+            "the running bucket was not opened again"
+        );
+        let (tx, rx) = local_channel::new_bounded(1);
+        second
+            .submit(job(&table, 1, batch(&[r#"{"id": 3}"#], Compression::None), 1), tx)
+            .await;
+        assert_eq!(rx.recv().await.unwrap().expect("appended").base_offset, 2);
+        second.close_all().await;
+    });
+}

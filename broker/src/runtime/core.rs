@@ -142,11 +142,15 @@ pub async fn run_core(start: CoreStart) {
     });
     let connections = Rc::new(Gate::new());
 
-    let mesh_tasks = router.spawn_receivers(append_rx, reply_rx);
+    // This core's buckets with data are recovered before anything can append to them: the mesh
+    // receivers start after, so a job another (already serving) core routes here waits in the
+    // channel instead of starting an actor that recovers the bucket while `open_existing` does
+    // too (two recoveries of one log, the second truncating what the first's actor appended).
     let snapshot = shared.runtime.catalog.snapshot();
     buckets
         .open_existing(&snapshot, |table, bucket| router.owns(table, bucket))
         .await;
+    let mesh_tasks = router.spawn_receivers(append_rx, reply_rx);
     telemetry_thread(&shared, id);
     let control_task = glommio::spawn_local(watch_control(
         shared.clone(),
