@@ -94,11 +94,6 @@ pub enum FailureReason {
     UnsupportedHandshakeVersion(i16),
     MalformedToken(PlainTokenError),
     InvalidCredentials,
-    /// The login throttle refused the attempt before its password was checked: the user's or
-    /// the address's next turn was this many milliseconds away.
-    Throttled {
-        wait_ms: u64,
-    },
 }
 
 impl fmt::Display for FailureReason {
@@ -112,10 +107,6 @@ impl fmt::Display for FailureReason {
             FailureReason::UnsupportedHandshakeVersion(v) => write!(f, "SaslHandshake version {v}"),
             FailureReason::MalformedToken(e) => write!(f, "malformed PLAIN message: {e}"),
             FailureReason::InvalidCredentials => f.write_str("invalid user name or password"),
-            FailureReason::Throttled { wait_ms } => write!(
-                f,
-                "too many failed logins for this user or address; the next attempt is checked in {wait_ms} ms"
-            ),
         }
     }
 }
@@ -138,24 +129,7 @@ impl fmt::Display for SaslFailure {
 
 impl std::error::Error for SaslFailure {}
 
-impl SaslFailure {
-    /// An attempt the login throttle refused before checking its password (the connection
-    /// closes after the answer, as after a failed login).
-    pub fn throttled(wait: std::time::Duration) -> Self {
-        SaslFailure {
-            code: SaslErrorCode::SaslAuthenticationFailed,
-            message: MESSAGE_TOO_MANY_FAILED_LOGINS,
-            close_after: true,
-            reason: FailureReason::Throttled {
-                wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-            },
-        }
-    }
-}
-
 pub const MESSAGE_AUTHENTICATION_FAILED: &str = "Authentication failed: invalid username or password";
-pub const MESSAGE_TOO_MANY_FAILED_LOGINS: &str =
-    "Authentication refused: too many failed logins for this user or client address; retry later";
 pub const MESSAGE_MALFORMED_PLAIN: &str = "Authentication failed: malformed SASL/PLAIN message";
 pub const MESSAGE_ILLEGAL_STATE: &str = "Unexpected SASL request in the current authentication state";
 pub const MESSAGE_PLAINTEXT_LISTENER: &str = "SASL is not enabled on this listener";

@@ -76,13 +76,9 @@ impl LoginThrottle {
         self.config
     }
 
-    /// `Ok` with how long an attempt by `user` from `address` must wait before its password is
-    /// checked, taking the keys' next turns (see the module documentation); `Err` with how long
-    /// until the keys' next turn when that is more than `max-failure-delay` away (attempts
-    /// already wait for every turn before it): the attempt is refused at once and takes no
-    /// turn, so attempts made in a burst, and left unanswered, cannot push a user's next login
-    /// further than `max-failure-delay` ahead.
-    pub fn reserve(&self, now: Instant, address: IpAddr, user: &str) -> Result<Duration, Duration> {
+    /// How long an attempt by `user` from `address` must wait before its password is checked;
+    /// takes the keys' next turns (see the module documentation).
+    pub fn reserve(&self, now: Instant, address: IpAddr, user: &str) -> Duration {
         let mut entries = self.lock();
         let keys = [Key::Address(address), Key::User(user.to_string())];
         let turn = keys
@@ -91,11 +87,6 @@ impl LoginThrottle {
             .filter(|entry| entry.failures > 0)
             .map(|entry| entry.next_turn)
             .fold(now, Instant::max);
-        let wait = turn.saturating_duration_since(now);
-        if wait > self.config.max_failure_delay {
-            self.delayed.fetch_add(1, Ordering::Relaxed);
-            return Err(wait);
-        }
         for key in &keys {
             if let Some(entry) = entries.get_mut(key) {
                 if entry.failures > 0 {
@@ -104,10 +95,11 @@ impl LoginThrottle {
                 }
             }
         }
+        let wait = turn.saturating_duration_since(now);
         if !wait.is_zero() {
             self.delayed.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(wait)
+        wait
     }
 
     /// For callers that refuse instead of waiting (HTTP answers 429): `Ok` when the attempt may
@@ -129,7 +121,7 @@ impl LoginThrottle {
             self.delayed.fetch_add(1, Ordering::Relaxed);
             return Err(wait);
         }
-        let _ = self.reserve(now, address, user);
+        self.reserve(now, address, user);
         Ok(())
     }
 
@@ -222,16 +214,12 @@ mod tests {
     fn delays_double_per_failure_up_to_the_bound() {
         let t = throttle();
         let now = Instant::now();
-        assert_eq!(
-            t.reserve(now, ip(1), "u"),
-            Ok(Duration::ZERO),
-            "no failure, no wait"
-        );
+        assert_eq!(t.reserve(now, ip(1), "u"), Duration::ZERO, "no failure, no wait");
         let mut waits = Vec::new();
         let mut clock = now;
         for _ in 0..6 {
             t.failed(clock, ip(1), "u");
-            let wait = t.reserve(clock, ip(1), "u").unwrap();
+            let wait = t.reserve(clock, ip(1), "u");
             waits.push(wait);
             clock += wait;
         }
@@ -249,27 +237,13 @@ mod tests {
         for _ in 0..3 {
             t.failed(now, ip(1), "admin");
         }
-        // Three failures: 400 ms between turns. Parallel attempts wait 400 and 800 ms; the
-        // next turn is then 1,200 ms away, more than max-failure-delay (800 ms): further
-        // attempts are refused at once and take no turn, however many come.
-        let waits: Vec<Result<Duration, Duration>> = (0..6).map(|_| t.reserve(now, ip(1), "admin")).collect();
-        assert_eq!(
-            waits,
-            [
-                Ok(400 * MS),
-                Ok(800 * MS),
-                Err(1200 * MS),
-                Err(1200 * MS),
-                Err(1200 * MS),
-                Err(1200 * MS)
-            ]
-        );
+        // Three failures: 400 ms between turns. Ten parallel attempts wait 400, 800, ... ms.
+        let waits: Vec<Duration> = (0..4).map(|_| t.reserve(now, ip(1), "admin")).collect();
+        assert_eq!(waits, [400 * MS, 800 * MS, 1200 * MS, 1600 * MS]);
         // The user key holds even from another address; the address key for another user.
-        assert_eq!(t.reserve(now, ip(2), "admin"), Err(1200 * MS));
-        assert_eq!(t.reserve(now, ip(1), "other"), Err(1200 * MS));
-        assert_eq!(t.reserve(now, ip(3), "other"), Ok(Duration::ZERO));
-        // Once the queued turns have passed, an attempt is served within the bound again.
-        assert_eq!(t.reserve(now + 800 * MS, ip(2), "admin"), Ok(400 * MS));
+        assert_eq!(t.reserve(now, ip(2), "admin"), 2000 * MS);
+        assert_eq!(t.reserve(now, ip(1), "other"), 2000 * MS);
+        assert_eq!(t.reserve(now, ip(3), "other"), Duration::ZERO);
     }
 
     #[test]
@@ -281,7 +255,7 @@ mod tests {
         let now = Instant::now();
         for _ in 0..5 {
             t.failed(now, ip(1), "u");
-            assert_eq!(t.reserve(now, ip(1), "u"), Ok(Duration::ZERO));
+            assert_eq!(t.reserve(now, ip(1), "u"), Duration::ZERO);
             assert_eq!(t.try_now(now, ip(1), "u"), Ok(()));
         }
         assert_eq!(t.failures_total(), 5, "failures are still counted");
@@ -317,18 +291,18 @@ mod tests {
         let now = Instant::now();
         t.failed(now, ip(1), "a");
         t.succeeded(ip(1), "a");
-        assert_eq!(t.reserve(now, ip(1), "a"), Ok(Duration::ZERO));
+        assert_eq!(t.reserve(now, ip(1), "a"), Duration::ZERO);
         t.failed(now, ip(1), "a");
         t.failed(now, ip(2), "b");
         assert_eq!(t.tracked(), 4);
         // Full of recent keys: a new pair is not tracked, the table stays bounded.
         t.failed(now, ip(3), "c");
         assert_eq!(t.tracked(), 4);
-        assert_eq!(t.reserve(now, ip(3), "c"), Ok(Duration::ZERO));
+        assert_eq!(t.reserve(now, ip(3), "c"), Duration::ZERO);
         // Much later the old keys are forgotten to make room.
         let later = now + 800 * MS * 7;
         t.failed(later, ip(3), "c");
         assert_eq!(t.tracked(), 2);
-        assert_eq!(t.reserve(later, ip(3), "c"), Ok(100 * MS));
+        assert_eq!(t.reserve(later, ip(3), "c"), 100 * MS);
     }
 }

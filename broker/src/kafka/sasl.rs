@@ -10,7 +10,7 @@ use kafluss_protocol::{
 };
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use kafluss_auth::plain::PlainToken;
 use kafluss_auth::sasl_state::{FailureReason, SaslFailure};
@@ -61,13 +61,10 @@ pub fn authenticate(
     let request = super::decode_request::<SaslAuthenticateRequest>(&body, version)
         .map_err(|e| HandlerError::undecodable("SaslAuthenticate", version, e))?;
     let user = token_user(&request.auth_bytes);
-    let answer = move |context: &ConnectionContext, refused: Option<Duration>| {
-        let result = match refused {
-            Some(wait) => Err(throttled(context, wait)),
-            None => checked(context, &request.auth_bytes, |session, store| {
-                session.on_authenticate(&request.auth_bytes, store)
-            }),
-        };
+    let answer = move |context: &ConnectionContext| {
+        let result = checked(context, &request.auth_bytes, |session, store| {
+            session.on_authenticate(&request.auth_bytes, store)
+        });
         let (response, close_after) = match result {
             Ok(_) => (
                 SaslAuthenticateResponse {
@@ -114,13 +111,10 @@ pub fn authenticate(
 pub fn raw_token(context: &Rc<ConnectionContext>, token: &Bytes) -> Dispatch {
     let user = token_user(token);
     let token = token.clone();
-    let answer = move |context: &ConnectionContext, refused: Option<Duration>| {
-        let result = match refused {
-            Some(wait) => Err(throttled(context, wait)),
-            None => checked(context, &token, |session, store| {
-                session.on_raw_token(&token, store)
-            }),
-        };
+    let answer = move |context: &ConnectionContext| {
+        let result = checked(context, &token, |session, store| {
+            session.on_raw_token(&token, store)
+        });
         match result {
             Ok(_) => Response::frame(super::framed(&[]), false),
             Err(_) => Response {
@@ -138,34 +132,22 @@ pub fn raw_token(context: &Rc<ConnectionContext>, token: &Bytes) -> Dispatch {
 
 /// Runs `answer` once this attempt's turn under the login throttle has come: at once when the
 /// client address and user have no recent failures, else after the throttle's wait (the
-/// password is not checked before then, so parallel guesses are serialised). When the turn is
-/// more than `security.login.max-failure-delay` away (attempts already queued for it), `answer`
-/// runs at once with the refusal's wait and checks no password.
+/// password is not checked before then, so parallel guesses are serialised).
 fn after_turn(
     context: &Rc<ConnectionContext>,
     user: &str,
-    answer: impl FnOnce(&ConnectionContext, Option<Duration>) -> Response + 'static,
+    answer: impl FnOnce(&ConnectionContext) -> Response + 'static,
 ) -> PendingResponse {
     let throttle = &context.core.runtime().login_throttle;
-    let wait = match throttle.reserve(Instant::now(), context.peer.ip(), user) {
-        Ok(wait) => wait,
-        Err(refused) => return PendingResponse::Ready(answer(context, Some(refused))),
-    };
+    let wait = throttle.reserve(Instant::now(), context.peer.ip(), user);
     if wait.is_zero() {
-        return PendingResponse::Ready(answer(context, None));
+        return PendingResponse::Ready(answer(context));
     }
     let context = Rc::clone(context);
     PendingResponse::Later(Box::pin(async move {
         glommio::timer::sleep(wait).await;
-        answer(&context, None)
+        answer(&context)
     }))
-}
-
-/// The failure of an attempt refused by the login throttle before its password was checked
-/// (not counted as a failed login: nothing was tried).
-fn throttled(context: &ConnectionContext, wait: Duration) -> SaslFailure {
-    tracing::warn!(peer = %context.peer, "SASL authentication refused: too many failed logins for this user or address, next attempt in {wait:?}");
-    SaslFailure::throttled(wait)
 }
 
 /// Runs one authentication step of the session and books its outcome with the throttle; a
