@@ -525,3 +525,54 @@ fn a_credential_update_that_locks_out_the_super_users_is_refused_even_across_a_r
     );
     assert!(!logs.contains("writer:configured"), "{line}");
 }
+
+/// Produce checks WRITE before it looks the table up, as Kafka checks authorization first: a
+/// principal without WRITE gets TOPIC_AUTHORIZATION_FAILED for an existing table at a partition
+/// it does not have, for a missing table and for a missing database alike (the answer says
+/// nothing of what exists); an invalid name is still INVALID_TOPIC_EXCEPTION.
+#[test]
+fn produce_without_write_learns_nothing_of_what_exists() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:sasl,KAFKA:plaintext",
+            "security.sasl.plain.credentials=admin:admin-secret",
+            "authorizer.enabled=true",
+            "super.users=User:admin",
+        ],
+    );
+    let (status, body) = http_as(
+        server.fluss,
+        "POST",
+        "/v1/sql",
+        b"CREATE TABLE fluss.guarded (id INT) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '3')",
+        Some(("admin", "admin-secret")),
+    );
+    assert_eq!(status, 200, "{body}");
+    let mut builder = kafluss_protocol::RecordBatchBuilder::new(kafluss_protocol::Compression::None);
+    builder.append(1_700_000_000_000, None, Some(br#"{"id": 1}"#.as_slice()), &[]);
+    let records = builder.build().unwrap();
+    let mut raw = Raw::connect(server.kafka);
+    for (topic, partition, expected) in [
+        ("guarded", 7, ErrorCode::TopicAuthorizationFailed),
+        ("guarded", 0, ErrorCode::TopicAuthorizationFailed),
+        ("fluss.nosuch", 0, ErrorCode::TopicAuthorizationFailed),
+        ("nodb.x", 0, ErrorCode::TopicAuthorizationFailed),
+        ("a..b", 0, ErrorCode::InvalidTopicException),
+    ] {
+        let response = raw.produce(9, &support::produce_request(1, topic, partition, records.clone()));
+        let answer = &response.topics[0].partitions[0];
+        assert_eq!(
+            answer.error_code, expected,
+            "{topic} p{partition}: {:?}",
+            answer.error_message
+        );
+        if expected == ErrorCode::TopicAuthorizationFailed {
+            let message = answer.error_message.as_deref().unwrap_or("");
+            assert!(
+                !message.contains("partition") && !message.contains("does not exist"),
+                "{topic} p{partition}: {message}"
+            );
+        }
+    }
+}

@@ -93,6 +93,15 @@ pub fn resolve_topic(
     default_db: &str,
 ) -> Result<Arc<TableInfo>, TopicError> {
     let (database, table) = split_topic(topic, default_db)?;
+    resolve_names(snapshot, database, table)
+}
+
+/// [`resolve_topic`] for a topic already split into its database and table names.
+pub fn resolve_names(
+    snapshot: &CatalogSnapshot,
+    database: &str,
+    table: &str,
+) -> Result<Arc<TableInfo>, TopicError> {
     let Some(db) = snapshot.databases.get(database) else {
         return Err(TopicError::UnknownDatabase(database.to_string()));
     };

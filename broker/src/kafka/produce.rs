@@ -127,7 +127,10 @@ fn named_twice(request: &ProduceRequest) -> bool {
     named().any(|pair| !seen.insert(pair))
 }
 
-/// Per-partition checks on the connection's core: topic → table, partition range, WRITE.
+/// Per-partition checks on the connection's core: topic name, WRITE on the table it names,
+/// then table, partition range. WRITE comes before the table is looked up, as Kafka checks
+/// authorization first: a principal without it learns nothing of whether the table exists,
+/// how many buckets it has or whether it is mapped.
 pub fn prepare_partition(
     context: &ConnectionContext,
     snapshot: &crate::catalog::model::CatalogSnapshot,
@@ -136,7 +139,25 @@ pub fn prepare_partition(
 ) -> Result<(Arc<TableInfo>, u32), PartitionRejection> {
     let runtime = context.core.runtime();
     let default_db = &context.core.config().kafka_default_database;
-    let table = crate::catalog::resolve::resolve_topic(snapshot, topic, default_db)
+    let (database, name) =
+        crate::catalog::resolve::split_topic(topic, default_db).map_err(PartitionRejection::Topic)?;
+    let allowed = context.with_principal(|principal| {
+        runtime.authorizer().authorize_table(
+            principal,
+            context.peer.ip(),
+            kafluss_auth::Operation::Write,
+            database,
+            name,
+        )
+    });
+    if !allowed {
+        return Err(PartitionRejection::NotAuthorized {
+            principal: context.principal().to_string(),
+            database: database.to_string(),
+            table: name.to_string(),
+        });
+    }
+    let table = crate::catalog::resolve::resolve_names(snapshot, database, name)
         .map_err(PartitionRejection::Topic)?;
     if partition < 0 {
         return Err(PartitionRejection::NegativePartition(partition));
@@ -146,22 +167,6 @@ pub fn prepare_partition(
             topic: topic.to_string(),
             partitions: table.bucket_count,
             partition,
-        });
-    }
-    let allowed = context.with_principal(|principal| {
-        runtime.authorizer().authorize_table(
-            principal,
-            context.peer.ip(),
-            kafluss_auth::Operation::Write,
-            &table.database,
-            &table.name,
-        )
-    });
-    if !allowed {
-        return Err(PartitionRejection::NotAuthorized {
-            principal: context.principal().to_string(),
-            database: table.database.clone(),
-            table: table.name.clone(),
         });
     }
     Ok((table, partition as u32))
