@@ -259,3 +259,48 @@ fn a_refused_login_is_answered_before_the_connection_ends() {
         }
     }
 }
+
+/// A user name is logged escaped: a client's PLAIN message cannot write a line of its own into
+/// the server's log (a name holding a newline and a fake "authenticated" line).
+#[test]
+fn a_user_name_cannot_forge_a_log_line() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
+            "security.sasl.plain.credentials=writer:secret",
+        ],
+    );
+    let mut stream = TcpStream::connect_timeout(&server.kafka, Duration::from_secs(10)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let handshake: SaslHandshakeResponse = exchange(
+        &mut stream,
+        1,
+        &SaslHandshakeRequest {
+            mechanism: "PLAIN".into(),
+        },
+    );
+    assert_eq!(handshake.error_code, ErrorCode::None);
+    let forged = "\0eve\n2026-12-07T07:50:00Z  INFO kafluss_broker::kafka::sasl: FORGED user=admin\0pw";
+    let answer: SaslAuthenticateResponse = exchange(
+        &mut stream,
+        2,
+        &SaslAuthenticateRequest {
+            auth_bytes: Bytes::from(forged),
+        },
+    );
+    assert_eq!(answer.error_code, ErrorCode::SaslAuthenticationFailed);
+    let started = Instant::now();
+    while !server.logs().contains("SASL authentication failed") && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let logs = server.logs();
+    assert!(logs.contains("SASL authentication failed"), "{logs}");
+    assert!(
+        !logs.lines().any(|line| line.starts_with("2026-12-07T07:50:00Z")),
+        "a log line began with the client's text:\n{logs}"
+    );
+}

@@ -376,16 +376,20 @@ fn json_path(path: &str) -> String {
 }
 
 /// A topic name as logged and keyed: at most [`MAX_TOPIC_NAME_LEN`] bytes (cut on a character
-/// boundary, `...` appended), so a client's 100 MB "name" is neither stored nor written whole.
+/// boundary, `...` appended), so a client's 100 MB "name" is neither stored nor written whole,
+/// and escaped.
 fn shown_topic(topic: &str) -> String {
-    if topic.len() <= MAX_TOPIC_NAME_LEN {
-        return topic.to_string();
-    }
-    let mut cut = MAX_TOPIC_NAME_LEN;
+    let mut cut = topic.len().min(MAX_TOPIC_NAME_LEN);
     while !topic.is_char_boundary(cut) {
         cut -= 1;
     }
-    format!("{}...", &topic[..cut])
+    // Escaped (`\n`, `\u{1b}`, ...): an invalid name cannot start a log line of its own.
+    let shown = topic[..cut].escape_debug().to_string();
+    if cut < topic.len() {
+        format!("{shown}...")
+    } else {
+        shown
+    }
 }
 
 /// The wire form of a partition's answer; its messages while `budget` lasts.
@@ -414,6 +418,18 @@ mod tests {
     use kafluss_protocol::{ProducePartitionData, ProduceTopicData};
 
     use super::*;
+
+    /// Refused topic names are logged escaped and cut: a newline cannot start a line of its
+    /// own, and a huge name is kept as its first 249 bytes (on a character boundary).
+    #[test]
+    fn refused_topic_names_are_shown_escaped_and_cut() {
+        assert_eq!(shown_topic("orders"), "orders");
+        assert_eq!(shown_topic("a\nINFO forged"), "a\\nINFO forged");
+        let long = "é".repeat(200);
+        let shown = shown_topic(&long);
+        assert!(shown.ends_with("..."), "{shown}");
+        assert_eq!(shown.len(), 248 + 3, "124 two-byte characters, then the ellipsis");
+    }
 
     fn request(acks: i16, partitions: &[(&str, i32)]) -> ProduceRequest {
         ProduceRequest {

@@ -173,7 +173,7 @@ fn checked(
             ) {
                 runtime.login_throttle.failed(Instant::now(), address, &user);
             }
-            tracing::warn!(peer = %context.peer, user = %user, "SASL authentication failed: {failure}");
+            tracing::warn!(peer = %context.peer, user = ?user, "SASL authentication failed: {failure}");
         }
     }
     result
