@@ -272,6 +272,11 @@ fn credentials_change_at_runtime_persist_and_reset() {
             "CALL sys.reset_cluster_configs(config_keys => 'bucket.num')",
             "cannot be changed at runtime",
         ),
+        // Key and value swapped: the error names no part of the value.
+        (
+            "CALL sys.set_cluster_configs(config_pairs => 'admin:Oops-Secret', 'security.sasl.plain.credentials')",
+            "are key and value swapped?",
+        ),
         (
             "CALL sys.set_cluster_configs(pairs => 'a', 'b')",
             "unknown argument 'pairs'",
@@ -279,6 +284,7 @@ fn credentials_change_at_runtime_persist_and_reset() {
     ] {
         let error = run_as(&catalog, admin.clone(), sql).unwrap_err();
         assert!(error.contains(expected), "{sql}: {error}");
+        assert!(!error.contains("Oops-Secret"), "{error}");
         assert!(
             !error.contains("nopassword") || !expected.contains("sasl"),
             "{error}"

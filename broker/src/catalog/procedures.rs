@@ -279,13 +279,23 @@ impl Catalog {
 
 fn check_dynamic_key(key: &str) -> Result<(), SqlError> {
     if DYNAMIC_CONFIG_KEYS.contains(&key) {
-        Ok(())
-    } else {
-        Err(SqlError::Procedure(format!(
-            "config '{key}' cannot be changed at runtime; dynamic configs: {}",
-            DYNAMIC_CONFIG_KEYS.join(", ")
-        )))
+        return Ok(());
     }
+    // Named only when it looks like a key: a pair given value first ('user:password', 'key')
+    // must not put the password into the error, which is answered and logged.
+    let looks_like_a_key = key.len() <= 100
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+    let named = if looks_like_a_key {
+        format!("config '{key}'")
+    } else {
+        "a config key that is not a key name (are key and value swapped?)".to_string()
+    };
+    Err(SqlError::Procedure(format!(
+        "{named} cannot be changed at runtime; dynamic configs: {}",
+        DYNAMIC_CONFIG_KEYS.join(", ")
+    )))
 }
 
 fn acl_rows(entries: &[AclEntry]) -> StatementResult {
