@@ -44,9 +44,12 @@ pub const API_KEY_SASL_AUTHENTICATE: i16 = 36;
 /// kafluss does not support re-authentication: SaslAuthenticate v1+ answers 0.
 pub const SESSION_LIFETIME_MS: i64 = 0;
 
-/// Kafka's default `sasl.server.max.receive.size`: a sensible bound on any frame read from a
-/// connection that has not authenticated yet.
-pub const MAX_UNAUTHENTICATED_FRAME_LEN: usize = 512 * 1024;
+/// The largest frame read from a connection that has not authenticated yet: 16 KiB. The only
+/// requests served before a login (ApiVersions, SaslHandshake, SaslAuthenticate with a PLAIN
+/// token of at most 767 bytes) are far smaller, and a frame's size is reserved from
+/// `kafka.max-request-memory` as soon as its prefix is read: at Kafka's 512 KiB
+/// (`sasl.server.max.receive.size`) 512 connections that never log in held a core's 256 MiB.
+pub const MAX_UNAUTHENTICATED_FRAME_LEN: usize = 16 * 1024;
 
 /// Mechanisms a SASL listener lists in SaslHandshake responses.
 const SASL_MECHANISMS: &[&str] = &[SaslMechanism::Plain.as_str()];

@@ -304,3 +304,48 @@ fn a_user_name_cannot_forge_a_log_line() {
         "a log line began with the client's text:\n{logs}"
     );
 }
+
+/// Before a login the largest frame read is 16 KiB: a size prefix over it closes the
+/// connection at once (nothing of the body read, no request memory held while it waits),
+/// logged as such; a login still fits.
+#[test]
+fn a_large_frame_before_login_closes_the_connection() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
+            "security.sasl.plain.credentials=writer:secret",
+        ],
+    );
+    let mut stream = TcpStream::connect_timeout(&server.kafka, Duration::from_secs(10)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    stream
+        .write_all(&(16 * 1024 + 1i32).to_be_bytes())
+        .expect("prefix");
+    let mut byte = [0u8; 1];
+    let closed = match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(closed, "a 16 KiB + 1 frame before login is refused");
+    let started = Instant::now();
+    while !server
+        .logs()
+        .contains("larger than allowed before SASL authentication")
+        && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        server
+            .logs()
+            .contains("larger than allowed before SASL authentication"),
+        "{}",
+        server.logs()
+    );
+    let (_stream, code, _) = login(server.kafka, "secret");
+    assert_eq!(code, ErrorCode::None, "a login still fits");
+}

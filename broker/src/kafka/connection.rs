@@ -384,7 +384,11 @@ pub async fn serve(
                 FrameError::TooLarge { size, max } => (size as i64, max),
                 FrameError::Negative(size) => (i64::from(size), reader.splitter.max_frame_len()),
             };
-            tracing::info!(%peer, size, max, "closing Kafka connection: request larger than kafka.max-request-size")
+            if context.sasl.borrow().max_frame_len().is_some() {
+                tracing::info!(%peer, size, max, "closing Kafka connection: request larger than allowed before SASL authentication")
+            } else {
+                tracing::info!(%peer, size, max, "closing Kafka connection: request larger than kafka.max-request-size")
+            }
         }
         CloseReason::Io(e) => tracing::info!(%peer, "Kafka connection I/O error: {e}"),
         CloseReason::Moving(_) => {}
