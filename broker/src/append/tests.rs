@@ -78,6 +78,20 @@ pub(crate) fn job(table: &Arc<TableInfo>, bucket: u32, records: Bytes, acks: i16
     }
 }
 
+/// Submits one record `value` for `bucket` to `buckets` and waits for its outcome.
+async fn submit_one(
+    buckets: &Rc<Buckets<LocalSender<AppendOutcome>>>,
+    table: &Arc<TableInfo>,
+    bucket: u32,
+    value: &str,
+) -> AppendOutcome {
+    let (tx, rx) = local_channel::new_bounded(1);
+    buckets
+        .submit(job(table, bucket, batch(&[value], Compression::None), 1), tx)
+        .await;
+    rx.recv().await.unwrap()
+}
+
 async fn outcome_of(result: OwnerResult) -> AppendOutcome {
     match result {
         OwnerResult::Done(outcome) => outcome,
@@ -168,22 +182,10 @@ fn bucket_actors_answer_in_order_and_a_dropped_table_stays_closed() {
             !buckets.has_open_logs(table.id),
             "close_table returns once the logs are closed"
         );
-        let (tx, rx) = local_channel::new_bounded(1);
-        buckets
-            .submit(job(&table, 0, batch(&[r#"{"id": 9}"#], Compression::None), 1), tx)
-            .await;
-        assert!(matches!(
-            rx.recv().await.unwrap(),
-            Err(AppendError::TableDropped(_))
-        ));
-        let (tx, rx) = local_channel::new_bounded(1);
-        buckets
-            .submit(job(&table, 1, batch(&[r#"{"id": 9}"#], Compression::None), 1), tx)
-            .await;
-        assert!(matches!(
-            rx.recv().await.unwrap(),
-            Err(AppendError::TableDropped(_))
-        ));
+        let outcome = submit_one(&buckets, &table, 0, r#"{"id": 9}"#).await;
+        assert!(matches!(outcome, Err(AppendError::TableDropped(_))));
+        let outcome = submit_one(&buckets, &table, 1, r#"{"id": 9}"#).await;
+        assert!(matches!(outcome, Err(AppendError::TableDropped(_))));
         buckets.close_all().await;
     });
     assert!(
@@ -199,11 +201,9 @@ fn existing_buckets_reopen_before_the_first_job() {
     let _dir = dir;
     run_local(async move {
         let first: Rc<Buckets<LocalSender<AppendOutcome>>> = Buckets::new(appender(&config, &registry));
-        let (tx, rx) = local_channel::new_bounded(1);
-        first
-            .submit(job(&table, 1, batch(&[r#"{"id": 1}"#], Compression::None), 1), tx)
-            .await;
-        rx.recv().await.unwrap().expect("appended");
+        submit_one(&first, &table, 1, r#"{"id": 1}"#)
+            .await
+            .expect("appended");
         first.close_all().await;
 
         let registry = Arc::new(LogRegistry::new());
@@ -949,20 +949,20 @@ fn open_existing_skips_a_bucket_that_already_has_an_actor() {
     let _dir = dir;
     run_local(async move {
         let first: Rc<Buckets<LocalSender<AppendOutcome>>> = Buckets::new(appender(&config, &registry));
-        let (tx, rx) = local_channel::new_bounded(1);
-        first
-            .submit(job(&table, 1, batch(&[r#"{"id": 1}"#], Compression::None), 1), tx)
-            .await;
-        rx.recv().await.unwrap().expect("appended");
+        submit_one(&first, &table, 1, r#"{"id": 1}"#)
+            .await
+            .expect("appended");
         first.close_all().await;
 
         let registry = Arc::new(LogRegistry::new());
         let second: Rc<Buckets<LocalSender<AppendOutcome>>> = Buckets::new(appender(&config, &registry));
-        let (tx, rx) = local_channel::new_bounded(1);
-        second
-            .submit(job(&table, 1, batch(&[r#"{"id": 2}"#], Compression::None), 1), tx)
-            .await;
-        assert_eq!(rx.recv().await.unwrap().expect("appended").base_offset, 1);
+        assert_eq!(
+            submit_one(&second, &table, 1, r#"{"id": 2}"#)
+                .await
+                .expect("appended")
+                .base_offset,
+            1
+        );
         let before = second.appender().opened_logs();
         assert_eq!(before, 1);
         let catalog = Catalog::open(CatalogConfig::new(&config.data_dir)).unwrap();
@@ -974,11 +974,13 @@ fn open_existing_skips_a_bucket_that_already_has_an_actor() {
             before,
             "the running bucket was not opened again"
         );
-        let (tx, rx) = local_channel::new_bounded(1);
-        second
-            .submit(job(&table, 1, batch(&[r#"{"id": 3}"#], Compression::None), 1), tx)
-            .await;
-        assert_eq!(rx.recv().await.unwrap().expect("appended").base_offset, 2);
+        assert_eq!(
+            submit_one(&second, &table, 1, r#"{"id": 3}"#)
+                .await
+                .expect("appended")
+                .base_offset,
+            2
+        );
         second.close_all().await;
     });
 }
