@@ -50,6 +50,12 @@ fn attempt(server: SocketAddr, password: &str) -> (ErrorCode, Instant, Instant) 
 /// SaslHandshake v1 and SaslAuthenticate on a fresh connection: the connection, the code, and
 /// when the SaslAuthenticate was sent.
 fn login(server: SocketAddr, password: &str) -> (TcpStream, ErrorCode, Instant) {
+    let (stream, answer, sent) = login_with(server, Bytes::from(format!("\0writer\0{password}")));
+    (stream, answer.error_code, sent)
+}
+
+/// [`login`] with any PLAIN message: the connection, the answer, and when it was sent.
+fn login_with(server: SocketAddr, auth_bytes: Bytes) -> (TcpStream, SaslAuthenticateResponse, Instant) {
     let mut stream = TcpStream::connect_timeout(&server, Duration::from_secs(10)).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
@@ -63,14 +69,8 @@ fn login(server: SocketAddr, password: &str) -> (TcpStream, ErrorCode, Instant) 
     );
     assert_eq!(handshake.error_code, ErrorCode::None);
     let sent = Instant::now();
-    let answer: SaslAuthenticateResponse = exchange(
-        &mut stream,
-        2,
-        &SaslAuthenticateRequest {
-            auth_bytes: Bytes::from(format!("\0writer\0{password}")),
-        },
-    );
-    (stream, answer.error_code, sent)
+    let answer: SaslAuthenticateResponse = exchange(&mut stream, 2, &SaslAuthenticateRequest { auth_bytes });
+    (stream, answer, sent)
 }
 
 #[test]
@@ -271,34 +271,15 @@ fn a_user_name_cannot_forge_a_log_line() {
             "security.sasl.plain.credentials=writer:secret",
         ],
     );
-    let mut stream = TcpStream::connect_timeout(&server.kafka, Duration::from_secs(10)).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let handshake: SaslHandshakeResponse = exchange(
-        &mut stream,
-        1,
-        &SaslHandshakeRequest {
-            mechanism: "PLAIN".into(),
-        },
-    );
-    assert_eq!(handshake.error_code, ErrorCode::None);
     let forged = "\0eve\n2026-12-07T07:50:00Z  INFO kafluss_broker::kafka::sasl: FORGED user=admin\0pw";
-    let answer: SaslAuthenticateResponse = exchange(
-        &mut stream,
-        2,
-        &SaslAuthenticateRequest {
-            auth_bytes: Bytes::from(forged),
-        },
-    );
+    let (_stream, answer, _) = login_with(server.kafka, Bytes::from(forged));
     assert_eq!(answer.error_code, ErrorCode::SaslAuthenticationFailed);
-    let started = Instant::now();
-    while !server.logs().contains("SASL authentication failed") && started.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        server.log_shows("SASL authentication failed", Duration::from_secs(10)),
+        "{}",
+        server.logs()
+    );
     let logs = server.logs();
-    assert!(logs.contains("SASL authentication failed"), "{logs}");
     assert!(
         !logs.lines().any(|line| line.starts_with("2026-12-07T07:50:00Z")),
         "a log line began with the client's text:\n{logs}"
@@ -331,18 +312,11 @@ fn a_large_frame_before_login_closes_the_connection() {
         Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
     };
     assert!(closed, "a 16 KiB + 1 frame before login is refused");
-    let started = Instant::now();
-    while !server
-        .logs()
-        .contains("larger than allowed before SASL authentication")
-        && started.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
     assert!(
-        server
-            .logs()
-            .contains("larger than allowed before SASL authentication"),
+        server.log_shows(
+            "larger than allowed before SASL authentication",
+            Duration::from_secs(10)
+        ),
         "{}",
         server.logs()
     );

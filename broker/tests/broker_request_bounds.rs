@@ -8,7 +8,7 @@
 mod support;
 
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kafluss_protocol::{
     DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse, ErrorCode, MetadataRequest,
@@ -72,18 +72,6 @@ fn one_record() -> bytes::Bytes {
     builder.build().unwrap()
 }
 
-/// Waits up to `within` for `needle` in the server's log.
-fn log_shows(server: &Server, needle: &str, within: Duration) -> bool {
-    let started = Instant::now();
-    while started.elapsed() < within {
-        if server.logs().contains(needle) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    false
-}
-
 #[test]
 fn a_request_other_than_produce_over_its_bound_closes_and_produce_is_not_held_to_it() {
     let server = Server::start(1, &["kafka.max-other-request-size=2kb"]);
@@ -103,11 +91,7 @@ fn a_request_other_than_produce_over_its_bound_closes_and_produce_is_not_held_to
         large.is_closed(),
         "a 3 KB Metadata request is over the 2 KB bound"
     );
-    assert!(log_shows(
-        &server,
-        "kafka.max-other-request-size",
-        Duration::from_secs(10)
-    ));
+    assert!(server.log_shows("kafka.max-other-request-size", Duration::from_secs(10)));
 
     // A Produce request of 4 KB is bound by kafka.max-request-size only.
     let mut builder = RecordBatchBuilder::new(kafluss_protocol::Compression::None);
@@ -136,11 +120,7 @@ fn a_produce_request_naming_more_partitions_than_its_bound_closes() {
     let mut over = Raw::connect(server.kafka);
     over.send(9, &produce_to("t", 10, &records));
     assert!(over.is_closed(), "eleven entries are over the bound of ten");
-    assert!(log_shows(
-        &server,
-        "more than 10 topics and partitions",
-        Duration::from_secs(10)
-    ));
+    assert!(server.log_shows("more than 10 topics and partitions", Duration::from_secs(10)));
     assert_eq!(
         server.scan("fluss.t").len(),
         9,
@@ -252,8 +232,7 @@ fn a_client_that_reads_no_answers_is_closed_after_the_idle_time() {
         stuck
     });
     assert!(
-        log_shows(
-            &server,
+        server.log_shows(
             "its answers were not read within kafka.connection.max-idle-time",
             Duration::from_secs(30)
         ),

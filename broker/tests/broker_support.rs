@@ -70,6 +70,20 @@ impl Server {
         self.server.logs()
     }
 
+    /// Waits up to `within` for `needle` in the server's log.
+    pub fn log_shows(&self, needle: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if self.logs().contains(needle) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.server.pid()
