@@ -541,12 +541,10 @@ fn produce_without_write_learns_nothing_of_what_exists() {
             "super.users=User:admin",
         ],
     );
-    let (status, body) = http_as(
-        server.fluss,
-        "POST",
-        "/v1/sql",
-        b"CREATE TABLE fluss.guarded (id INT) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '3')",
-        Some(("admin", "admin-secret")),
+    let (status, body) = sql_as(
+        &server,
+        ("admin", "admin-secret"),
+        "CREATE TABLE fluss.guarded (id INT) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '3')",
     );
     assert_eq!(status, 200, "{body}");
     let mut builder = kafluss_protocol::RecordBatchBuilder::new(kafluss_protocol::Compression::None);
