@@ -11,7 +11,6 @@
 //! cache and JSON scratch space, and the core's telemetry. It needs a glommio executor (the
 //! log does I/O through it) but no mesh, no socket and no other core.
 
-use crate::idhash::IdMap;
 use std::cell::RefCell;
 use std::future::Future;
 use std::ops::Range;
@@ -28,6 +27,7 @@ use super::plan_cache::{PlanCache, PlanError};
 use super::{AppendError, AppendJob, AppendOutcome, Appended, BatchRejection};
 use crate::catalog::model::TableInfo;
 use crate::config::ServerConfig;
+use crate::idhash::IdMap;
 use crate::log::checksum::custom_value;
 use crate::log::segment::VisitedBatch;
 use crate::log::{
@@ -497,7 +497,7 @@ impl Appender {
                 .iter()
                 .flat_map(|r| r.part.idempotent.iter().copied())
                 .collect();
-            let retried = if checked.len().saturating_mul(idempotent.len()) <= 256 {
+            let retried = if checked.len().saturating_mul(idempotent.len()) <= PAIRWISE_RETRY_CHECKS {
                 idempotent.iter().any(|b| checked.contains(b))
             } else {
                 let waiting: std::collections::HashSet<&ProducerBatch> = checked.iter().collect();
@@ -908,6 +908,10 @@ struct GroupMessage {
 /// 4-byte matches, five to seven times slower per byte on text of few letters; flat out the
 /// larger runs carry 21–60 % more requests per second at the same CPU (docs/benchmarks.md,
 /// "The merge bound again").
+/// Comparisons of a job's idempotent batches with the group's waiting ones made pairwise;
+/// more go through a set, so a job of many batches is checked in linear time.
+const PAIRWISE_RETRY_CHECKS: usize = 256;
+
 pub(crate) const MERGE_COLUMN_BYTES: usize = 512 << 10;
 
 /// The Arrow buffer bytes of each column of `batch`.

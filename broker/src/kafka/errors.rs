@@ -22,14 +22,19 @@ pub const MAX_ERROR_MESSAGE: usize = 1024;
 pub fn bounded_message(message: impl Into<String>) -> String {
     let mut message = message.into();
     if message.len() > MAX_ERROR_MESSAGE {
-        let mut cut = MAX_ERROR_MESSAGE - 3;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
+        message.truncate(char_floor(&message, MAX_ERROR_MESSAGE - 3));
         message.push_str("...");
     }
     message
+}
+
+/// The largest character boundary of `text` at or below `at` (its length if shorter).
+pub fn char_floor(text: &str, at: usize) -> usize {
+    let mut cut = at.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    cut
 }
 
 /// Bytes of error messages (partition, topic and record messages) one response carries in

@@ -22,7 +22,9 @@ use kafluss_protocol::{
 use kafluss_protocol::{ErrorCode, RequestHeader};
 
 use super::context::ConnectionContext;
-use super::errors::{bounded_message, KafkaCode, MessageBudget, PartitionRejection, RequestRejection};
+use super::errors::{
+    bounded_message, char_floor, KafkaCode, MessageBudget, PartitionRejection, RequestRejection,
+};
 use super::{Dispatch, HandlerError, PendingResponse, Response};
 use crate::append::{AppendError, AppendJob, AppendOutcome};
 use crate::catalog::model::TableInfo;
@@ -379,10 +381,7 @@ fn json_path(path: &str) -> String {
 /// boundary, `...` appended), so a client's 100 MB "name" is neither stored nor written whole,
 /// and escaped.
 fn shown_topic(topic: &str) -> String {
-    let mut cut = topic.len().min(MAX_TOPIC_NAME_LEN);
-    while !topic.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = char_floor(topic, MAX_TOPIC_NAME_LEN);
     // Escaped (`\n`, `\u{1b}`, ...): an invalid name cannot start a log line of its own.
     let shown = topic[..cut].escape_debug().to_string();
     if cut < topic.len() {
