@@ -350,9 +350,15 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
 
     /// Waits until no group fsync is running (or the log failed).
     async fn group_sync_finished(&self) -> Result<(), LogError> {
+        self.wait_until(|log| !log.commit.in_flight.get()).await
+    }
+
+    /// Waits, woken by each group-commit or roll completion, until `done` holds (or the log
+    /// failed).
+    async fn wait_until(&self, done: impl Fn(&Self) -> bool) -> Result<(), LogError> {
         loop {
             self.check_not_failed()?;
-            if !self.commit.in_flight.get() {
+            if done(self) {
                 return Ok(());
             }
             let seen = self.commit.completions.generation();
@@ -362,14 +368,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
 
     /// Waits until no roll's background fsync is running (or the log failed).
     async fn roll_finished(&self) -> Result<(), LogError> {
-        loop {
-            self.check_not_failed()?;
-            if self.state.borrow().rolling.is_none() {
-                return Ok(());
-            }
-            let seen = self.commit.completions.generation();
-            self.commit.completions.changed(seen).await;
-        }
+        self.wait_until(|log| log.state.borrow().rolling.is_none()).await
     }
 
     /// Waits for the bucket's single writer slot (appends, retention and close never overlap).
