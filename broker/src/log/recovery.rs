@@ -51,10 +51,15 @@ pub(super) async fn recover<S: SegmentStore>(
     // The bucket directory and the table and database directories above it that do not exist
     // yet: each new entry is made durable in its parent, or a power loss could take the
     // directory, and the rows acknowledged in it, away.
+    // An existing bucket directory's listing is the one recovery reads.
     let mut missing = Vec::new();
+    let mut listed = None;
     let mut level = Some(dir);
     while let Some(path) = level.filter(|_| missing.len() < NEW_DIRECTORY_LEVELS) {
-        if store.list(path).await.is_ok() {
+        if let Ok(names) = store.list(path).await {
+            if path == dir {
+                listed = Some(names);
+            }
             break;
         }
         missing.push(path.to_path_buf());
@@ -69,7 +74,11 @@ pub(super) async fn recover<S: SegmentStore>(
             sync_directory(store, parent).await?;
         }
     }
-    let (bases, mut pending) = list_segments(store, dir).await?;
+    let names = match listed {
+        Some(names) => names,
+        None => store.list(dir).await.map_err(|e| LogError::io(dir, "list", e))?,
+    };
+    let (bases, mut pending) = segments_in(dir, names)?;
     let mut recovered = Recovered {
         closed: VecDeque::new(),
         active: None,
@@ -297,8 +306,7 @@ fn checked_end(dir: &Path, base_offset: u64, rows: u64) -> Result<u64, LogError>
 /// Segment base offsets in `dir`, ascending, and those of pending segments (a roll's new
 /// segment before its rename). Other files are ignored with a warning, except `*.arrow` files
 /// whose name is not a segment name, which are refused.
-async fn list_segments<S: SegmentStore>(store: &S, dir: &Path) -> Result<(Vec<u64>, Vec<u64>), LogError> {
-    let names = store.list(dir).await.map_err(|e| LogError::io(dir, "list", e))?;
+fn segments_in(dir: &Path, names: Vec<String>) -> Result<(Vec<u64>, Vec<u64>), LogError> {
     let mut bases = Vec::with_capacity(names.len());
     let mut pending = Vec::new();
     for name in names {
