@@ -553,6 +553,83 @@ fn failed_logins_say_credentials_were_wrong_and_are_logged_without_the_password(
     assert!(alive(&mut server));
 }
 
+#[test]
+fn bodies_of_clients_without_valid_credentials_are_never_read() {
+    let mut server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:sasl,KAFKA:plaintext",
+            "security.sasl.plain.credentials=admin:admin-secret",
+            "security.login.failure-delay=0",
+            "admin.max-request-size=16mb",
+            // Far beyond the client's read timeout: a server that waited for the body
+            // would not answer before the client gives up.
+            "admin.body-timeout=120s",
+        ],
+    );
+    let basic = |user_password: &str| {
+        let token = base64::engine::general_purpose::STANDARD.encode(user_password);
+        format!("Authorization: Basic {token}\r\n")
+    };
+    // A 16 MB body of which only the first bytes are sent, in the head's segment.
+    let refused = |authorization: &str, expect: &str| -> Answer {
+        let mut stream = connect(&server);
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let started = Instant::now();
+        write!(
+            stream,
+            "POST /v1/sql HTTP/1.1\r\nHost: x\r\nContent-Length: 16000000\r\n{authorization}{expect}\r\nSHOW DATABASES; SHOW"
+        )
+        .unwrap();
+        let answer = read_to_close(&mut stream);
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        answer
+    };
+
+    let missing = refused("", "");
+    assert_eq!(missing.status, 401, "{missing:?}");
+    assert!(missing.body.contains("authentication required"), "{missing:?}");
+    assert!(
+        missing.head.to_ascii_lowercase().contains("connection: close"),
+        "{missing:?}"
+    );
+
+    let wrong = refused(&basic("admin:guess"), "");
+    assert_eq!(wrong.status, 401, "{wrong:?}");
+    assert!(wrong.body.contains("invalid user name or password"), "{wrong:?}");
+
+    // A client that waits for 100 Continue is refused without being asked for the body.
+    let waiting = refused("", "Expect: 100-continue\r\n");
+    assert_eq!(waiting.status, 401, "{waiting:?}");
+    assert!(!waiting.head.contains("100 Continue"), "{waiting:?}");
+
+    // With valid credentials the body is still waited for and read.
+    let mut stream = connect(&server);
+    write!(
+        stream,
+        "POST /v1/sql HTTP/1.1\r\nHost: x\r\nContent-Length: 14\r\nConnection: close\r\n{}\r\nSHOW DATAB",
+        basic("admin:admin-secret")
+    )
+    .unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let mut early = [0u8; 64];
+    let waited = stream.read(&mut early);
+    assert!(
+        matches!(&waited, Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)),
+        "answered before the body arrived: {waited:?}"
+    );
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+    stream.write_all(b"ASES").unwrap();
+    let answer = read_to_close(&mut stream);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(answer.body.contains("fluss"), "{answer:?}");
+    assert!(alive(&mut server));
+}
+
 /// One request against the limits: what is sent, and what the server must answer.
 #[derive(Debug, Clone)]
 enum Probe {

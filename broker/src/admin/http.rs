@@ -14,8 +14,8 @@
 //! credentials from the PLAIN credential store (401 with `WWW-Authenticate` otherwise: "required"
 //! when none were sent, "failed" when the ones sent are not valid, logged at WARN with the
 //! user and client address); the user becomes the principal for ACL checks. Unauthenticated
-//! listeners act as `User:ANONYMOUS`. Request bodies are read up to `max_body_bytes` (413
-//! beyond).
+//! listeners act as `User:ANONYMOUS`. The listener checks the credentials ([`authenticate`])
+//! before it reads a request body, up to `max_body_bytes` (413 beyond).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -261,14 +261,16 @@ pub(super) fn health(ctx: &AdminContext) -> Reply {
 const TEXT: &str = "text/plain; charset=UTF-8";
 
 /// Answers every request but scans (and `/healthz`, answered before any queueing).
-pub(super) fn answer(ctx: &AdminContext, request: &RequestInfo, body: Vec<u8>) -> Reply {
+/// `principal` is the one [`authenticate`] found.
+pub(super) fn answer(
+    ctx: &AdminContext,
+    request: &RequestInfo,
+    principal: Principal,
+    body: Vec<u8>,
+) -> Reply {
     if request.route == Route::Health {
         return health(ctx);
     }
-    let principal = match authenticate(ctx, request) {
-        Ok(principal) => principal,
-        Err(reply) => return reply,
-    };
     let host = request.peer.ip();
     match &request.route {
         Route::Health => health(ctx),
@@ -292,18 +294,18 @@ pub(super) fn answer(ctx: &AdminContext, request: &RequestInfo, body: Vec<u8>) -
     }
 }
 
-/// A scan's checks (authentication, table, ACL, parameters) and its body producer, or the
-/// reply that answers instead.
+/// A scan's checks (table, ACL, parameters) for the principal [`authenticate`] found, and its
+/// body producer, or the reply that answers instead.
 pub(super) fn prepare_scan(
     ctx: &AdminContext,
     request: &RequestInfo,
+    principal: &Principal,
     name: &str,
 ) -> Result<ScanResponse, Reply> {
-    let principal = authenticate(ctx, request)?;
     let Some(hook) = &ctx.scan else {
         return Err(unavailable("scan"));
     };
-    let table = find_table(ctx, name, Operation::Read, &principal, request.peer.ip())?;
+    let table = find_table(ctx, name, Operation::Read, principal, request.peer.ip())?;
     hook(&table, &request.query).map_err(|error| hook_reply(&error))
 }
 
@@ -326,7 +328,7 @@ fn unauthorized(message: &str) -> Reply {
 
 /// The request's principal, or the 401 to answer. Failed logins are logged at WARN with the
 /// user and the client address, never the password.
-fn authenticate(ctx: &AdminContext, request: &RequestInfo) -> Result<Principal, Reply> {
+pub(super) fn authenticate(ctx: &AdminContext, request: &RequestInfo) -> Result<Principal, Reply> {
     let Some(store) = &ctx.credentials else {
         return Ok(Principal::anonymous());
     };

@@ -7,7 +7,8 @@
 //!   (so an idle keep-alive connection is closed after that long too) and be at most
 //!   `max_header_bytes` (431 otherwise); a body within `body_timeout` (408);
 //! - a `Content-Length` over `max_body_bytes` is answered 413 before any body byte is read,
-//!   and a chunked body is counted as it arrives (413 once over);
+//!   and a chunked body is counted as it arrives (413 once over); with Basic auth required
+//!   the credentials are checked first and a 401 closes the connection unread;
 //! - work that may block (SQL, table descriptions, metrics, authentication) runs on the
 //!   runtime's blocking pool behind a semaphore of `max_concurrent_requests` permits, scans
 //!   behind their own `max_concurrent_scans`: requests queue in order, at most `queue_timeout`
@@ -40,7 +41,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Sleep;
 
-use super::http::{answer, health, prepare_scan, AdminContext, AdminLimits, Reply, RequestInfo, Route};
+use kafluss_auth::Principal;
+
+use super::http::{
+    answer, authenticate, health, prepare_scan, AdminContext, AdminLimits, Reply, RequestInfo, Route,
+};
 use super::stream::{self, AdminBody, Message, Produced, Started};
 
 #[derive(Debug, Error)]
@@ -347,6 +352,14 @@ async fn serve_request(
         route,
         peer,
     };
+    // Who asks is settled before any body byte is read: a client without valid credentials
+    // never makes the server hold a body (the refusal closes the connection, whose body
+    // was not read).
+    let principal = match login(&shared, &info).await {
+        Ok(principal) => principal,
+        Err(reply) if info.route.reads_body() => return Ok(respond(reply.closing())),
+        Err(reply) => return Ok(respond(reply)),
+    };
     let body = if info.route.reads_body() {
         match read_body(request.into_body(), limit, ctx.limits.body_timeout).await {
             Ok(body) => body,
@@ -357,27 +370,49 @@ async fn serve_request(
     };
     if let Route::Scan(name) = &info.route {
         let name = name.clone();
-        return Ok(scan(&shared, info, name).await);
+        return Ok(scan(&shared, info, principal, name).await);
     }
+    let reply = on_pool(&shared, move |ctx| answer(ctx, &info, principal, body)).await;
+    Ok(respond(reply.unwrap_or_else(|refused| refused)))
+}
+
+/// The request's principal, or the reply that refuses it. With Basic auth required the check
+/// (the login throttle, a password derivation) runs on the blocking pool behind a permit of
+/// `admin.max-concurrent-requests`; otherwise everyone is `User:ANONYMOUS` at once.
+async fn login(shared: &Arc<Shared>, info: &RequestInfo) -> Result<Principal, Reply> {
+    if shared.ctx.credentials.is_none() {
+        return Ok(Principal::anonymous());
+    }
+    let info = info.clone();
+    on_pool(shared, move |ctx| authenticate(ctx, &info)).await?
+}
+
+/// Runs `work` on the blocking pool holding a permit of `admin.max-concurrent-requests`;
+/// `Err` is the 503 when none frees within `admin.queue-timeout` (or a 500 when `work`
+/// panicked).
+async fn on_pool<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&AdminContext) -> T + Send + 'static,
+) -> Result<T, Reply> {
+    let ctx = &shared.ctx;
     let Some(permit) = queue(&shared.requests, ctx.limits.queue_timeout).await else {
-        return Ok(respond(busy("admin.max-concurrent-requests", &ctx.limits)));
+        return Err(busy("admin.max-concurrent-requests", &ctx.limits));
     };
     let work_ctx = Arc::clone(ctx);
-    let reply = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        answer(&work_ctx, &info, body)
+        work(&work_ctx)
     })
     .await
-    .unwrap_or_else(|error| {
+    .map_err(|error| {
         tracing::error!(%error, "admin request handler failed");
         Reply::error(500, "INTERNAL_ERROR", "the request handler failed")
-    });
-    Ok(respond(reply))
+    })
 }
 
 /// A scan: checks and rows on a blocking thread holding a scan permit; the answer starts
 /// once the first rows (or an error) are there.
-async fn scan(shared: &Shared, info: RequestInfo, name: String) -> Response<AdminBody> {
+async fn scan(shared: &Shared, info: RequestInfo, principal: Principal, name: String) -> Response<AdminBody> {
     let limits = &shared.ctx.limits;
     let Some(permit) = queue(&shared.scans, limits.queue_timeout).await else {
         return respond(busy("admin.max-concurrent-scans", limits));
@@ -386,7 +421,7 @@ async fn scan(shared: &Shared, info: RequestInfo, name: String) -> Response<Admi
     let ctx = Arc::clone(&shared.ctx);
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        match prepare_scan(&ctx, &info, &name) {
+        match prepare_scan(&ctx, &info, &principal, &name) {
             Err(reply) => {
                 let _ = sender.blocking_send(Message::Reply(reply));
             }
