@@ -5,8 +5,10 @@
 //! `failure-delay × 2^(n-1)` (at most `max-failure-delay`) between attempts. An attempt first
 //! *reserves* its turn ([`LoginThrottle::reserve`]): it gets the time to wait before its
 //! password may be checked, and takes the key's next turn, so that many parallel connections
-//! guessing for one user or from one address are serialised at the delay, not multiplied. A
-//! success clears both keys. Keys idle for longer than `6 × max-failure-delay` are forgotten;
+//! guessing for one user or from one address are serialised at the delay, not multiplied. An
+//! attempt that ends before its turn came (its connection closed) gives the turn back
+//! ([`HeldTurn`]), so attempts abandoned by the thousand cannot push a user's next login
+//! arbitrarily far away. A success clears both keys. Keys idle for longer than `6 × max-failure-delay` are forgotten;
 //! at most `max-tracked` keys are kept (when the table is full of recent keys, a new key is not
 //! tracked: the other key of the attempt still is).
 //!
@@ -15,7 +17,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The limits of a [`LoginThrottle`] (server keys `security.login.*`).
@@ -51,6 +53,47 @@ struct Entry {
     /// The earliest time the key's next attempt may be checked.
     next_turn: Instant,
     last_seen: Instant,
+    /// When the last failure was booked: no turn given back comes before its delay.
+    last_failure: Instant,
+    /// Told apart from an entry of the same key made after this one was cleared.
+    generation: u64,
+}
+
+/// A turn taken by [`LoginThrottle::reserve`]: how long the attempt waits before its password
+/// may be checked, and what it added to its keys' next turns (given back by
+/// [`LoginThrottle::give_back`] when the attempt is abandoned before its turn).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Turn {
+    pub wait: Duration,
+    taken: Vec<(Key, u64, Duration)>,
+}
+
+/// A waiting attempt's [`Turn`]: dropped before [`HeldTurn::come`], the turn is given back.
+#[derive(Debug)]
+pub struct HeldTurn {
+    throttle: Arc<LoginThrottle>,
+    turn: Option<Turn>,
+}
+
+impl HeldTurn {
+    /// How long the attempt waits for its turn.
+    pub fn wait(&self) -> Duration {
+        self.turn.as_ref().map(|turn| turn.wait).unwrap_or_default()
+    }
+
+    /// The turn has come and the attempt is checked: nothing is given back.
+    pub fn come(mut self) {
+        self.turn = None;
+    }
+}
+
+impl Drop for HeldTurn {
+    fn drop(&mut self) {
+        if let Some(turn) = self.turn.take() {
+            self.throttle.give_back(&turn);
+        }
+    }
 }
 
 /// Failed-login bookkeeping shared by every listener of a server (SASL and HTTP Basic).
@@ -60,6 +103,7 @@ pub struct LoginThrottle {
     entries: Mutex<HashMap<Key, Entry>>,
     failures: AtomicU64,
     delayed: AtomicU64,
+    generations: AtomicU64,
 }
 
 impl LoginThrottle {
@@ -69,6 +113,7 @@ impl LoginThrottle {
             entries: Mutex::new(HashMap::new()),
             failures: AtomicU64::new(0),
             delayed: AtomicU64::new(0),
+            generations: AtomicU64::new(0),
         }
     }
 
@@ -78,7 +123,7 @@ impl LoginThrottle {
 
     /// How long an attempt by `user` from `address` must wait before its password is checked;
     /// takes the keys' next turns (see the module documentation).
-    pub fn reserve(&self, now: Instant, address: IpAddr, user: &str) -> Duration {
+    pub fn reserve(&self, now: Instant, address: IpAddr, user: &str) -> Turn {
         let mut entries = self.lock();
         let keys = [Key::Address(address), Key::User(user.to_string())];
         let turn = keys
@@ -87,10 +132,17 @@ impl LoginThrottle {
             .filter(|entry| entry.failures > 0)
             .map(|entry| entry.next_turn)
             .fold(now, Instant::max);
-        for key in &keys {
-            if let Some(entry) = entries.get_mut(key) {
+        let mut taken = Vec::new();
+        for key in keys {
+            if let Some(entry) = entries.get_mut(&key) {
                 if entry.failures > 0 {
-                    entry.next_turn = turn + self.delay(entry.failures);
+                    let after = turn + self.delay(entry.failures);
+                    taken.push((
+                        key,
+                        entry.generation,
+                        after.saturating_duration_since(entry.next_turn),
+                    ));
+                    entry.next_turn = after;
                     entry.last_seen = now;
                 }
             }
@@ -99,7 +151,29 @@ impl LoginThrottle {
         if !wait.is_zero() {
             self.delayed.fetch_add(1, Ordering::Relaxed);
         }
-        wait
+        Turn { wait, taken }
+    }
+
+    /// [`reserve`](Self::reserve) for an attempt that waits: the turn is given back if the
+    /// attempt is dropped before it comes.
+    pub fn hold(self: &Arc<Self>, now: Instant, address: IpAddr, user: &str) -> HeldTurn {
+        HeldTurn {
+            throttle: Arc::clone(self),
+            turn: Some(self.reserve(now, address, user)),
+        }
+    }
+
+    /// Gives back what `turn` added to its keys' next turns (never earlier than a key's last
+    /// failure plus its delay); keys cleared or forgotten since are left alone.
+    pub fn give_back(&self, turn: &Turn) {
+        let mut entries = self.lock();
+        for (key, generation, added) in &turn.taken {
+            if let Some(entry) = entries.get_mut(key).filter(|e| e.generation == *generation) {
+                let floor = entry.last_failure + self.delay(entry.failures);
+                let back = entry.next_turn.checked_sub(*added).unwrap_or(floor);
+                entry.next_turn = back.max(floor);
+            }
+        }
     }
 
     /// For callers that refuse instead of waiting (HTTP answers 429): `Ok` when the attempt may
@@ -121,7 +195,7 @@ impl LoginThrottle {
             self.delayed.fetch_add(1, Ordering::Relaxed);
             return Err(wait);
         }
-        self.reserve(now, address, user);
+        let _taken = self.reserve(now, address, user);
         Ok(())
     }
 
@@ -133,14 +207,17 @@ impl LoginThrottle {
             if !entries.contains_key(&key) && !self.make_room(&mut entries, now) {
                 continue;
             }
-            let entry = entries.entry(key).or_insert(Entry {
+            let entry = entries.entry(key).or_insert_with(|| Entry {
                 failures: 0,
                 next_turn: now,
                 last_seen: now,
+                last_failure: now,
+                generation: self.generations.fetch_add(1, Ordering::Relaxed),
             });
             entry.failures = entry.failures.saturating_add(1);
             entry.next_turn = entry.next_turn.max(now + self.delay(entry.failures));
             entry.last_seen = now;
+            entry.last_failure = now;
         }
     }
 
@@ -214,12 +291,16 @@ mod tests {
     fn delays_double_per_failure_up_to_the_bound() {
         let t = throttle();
         let now = Instant::now();
-        assert_eq!(t.reserve(now, ip(1), "u"), Duration::ZERO, "no failure, no wait");
+        assert_eq!(
+            t.reserve(now, ip(1), "u").wait,
+            Duration::ZERO,
+            "no failure, no wait"
+        );
         let mut waits = Vec::new();
         let mut clock = now;
         for _ in 0..6 {
             t.failed(clock, ip(1), "u");
-            let wait = t.reserve(clock, ip(1), "u");
+            let wait = t.reserve(clock, ip(1), "u").wait;
             waits.push(wait);
             clock += wait;
         }
@@ -238,12 +319,12 @@ mod tests {
             t.failed(now, ip(1), "admin");
         }
         // Three failures: 400 ms between turns. Ten parallel attempts wait 400, 800, ... ms.
-        let waits: Vec<Duration> = (0..4).map(|_| t.reserve(now, ip(1), "admin")).collect();
+        let waits: Vec<Duration> = (0..4).map(|_| t.reserve(now, ip(1), "admin").wait).collect();
         assert_eq!(waits, [400 * MS, 800 * MS, 1200 * MS, 1600 * MS]);
         // The user key holds even from another address; the address key for another user.
-        assert_eq!(t.reserve(now, ip(2), "admin"), 2000 * MS);
-        assert_eq!(t.reserve(now, ip(1), "other"), 2000 * MS);
-        assert_eq!(t.reserve(now, ip(3), "other"), Duration::ZERO);
+        assert_eq!(t.reserve(now, ip(2), "admin").wait, 2000 * MS);
+        assert_eq!(t.reserve(now, ip(1), "other").wait, 2000 * MS);
+        assert_eq!(t.reserve(now, ip(3), "other").wait, Duration::ZERO);
     }
 
     #[test]
@@ -255,7 +336,7 @@ mod tests {
         let now = Instant::now();
         for _ in 0..5 {
             t.failed(now, ip(1), "u");
-            assert_eq!(t.reserve(now, ip(1), "u"), Duration::ZERO);
+            assert_eq!(t.reserve(now, ip(1), "u").wait, Duration::ZERO);
             assert_eq!(t.try_now(now, ip(1), "u"), Ok(()));
         }
         assert_eq!(t.failures_total(), 5, "failures are still counted");
@@ -291,18 +372,58 @@ mod tests {
         let now = Instant::now();
         t.failed(now, ip(1), "a");
         t.succeeded(ip(1), "a");
-        assert_eq!(t.reserve(now, ip(1), "a"), Duration::ZERO);
+        assert_eq!(t.reserve(now, ip(1), "a").wait, Duration::ZERO);
         t.failed(now, ip(1), "a");
         t.failed(now, ip(2), "b");
         assert_eq!(t.tracked(), 4);
         // Full of recent keys: a new pair is not tracked, the table stays bounded.
         t.failed(now, ip(3), "c");
         assert_eq!(t.tracked(), 4);
-        assert_eq!(t.reserve(now, ip(3), "c"), Duration::ZERO);
+        assert_eq!(t.reserve(now, ip(3), "c").wait, Duration::ZERO);
         // Much later the old keys are forgotten to make room.
         let later = now + 800 * MS * 7;
         t.failed(later, ip(3), "c");
         assert_eq!(t.tracked(), 2);
-        assert_eq!(t.reserve(later, ip(3), "c"), 100 * MS);
+        assert_eq!(t.reserve(later, ip(3), "c").wait, 100 * MS);
+    }
+
+    #[test]
+    fn abandoned_turns_are_given_back() {
+        let t = Arc::new(throttle());
+        let now = Instant::now();
+        t.failed(now, ip(1), "admin");
+        // Twenty attempts for admin from other addresses wait 100, 200, ... ms, then their
+        // connections close before their turns: the next attempt waits as if they never were.
+        let held: Vec<HeldTurn> = (0..20).map(|i| t.hold(now, ip(10 + i), "admin")).collect();
+        assert_eq!(held[19].wait(), 2000 * MS);
+        drop(held);
+        assert_eq!(t.reserve(now, ip(2), "admin").wait, 100 * MS);
+
+        // A turn that came is kept; one given back never goes below the last failure's delay.
+        let first = t.hold(now, ip(3), "admin");
+        assert_eq!(first.wait(), 200 * MS);
+        first.come();
+        assert_eq!(t.reserve(now, ip(4), "admin").wait, 300 * MS);
+        let later = t.hold(now, ip(5), "admin");
+        t.failed(now + 50 * MS, ip(6), "admin"); // 2 failures: 200 ms after this one
+        drop(later);
+        assert_eq!(t.reserve(now + 50 * MS, ip(7), "admin").wait, 400 * MS - 50 * MS);
+
+        // A key cleared and made again is not shortened by a turn of the old one.
+        let old = t.hold(now, ip(8), "admin");
+        t.succeeded(ip(8), "admin");
+        t.failed(now, ip(9), "admin");
+        assert_eq!(t.reserve(now, ip(12), "admin").wait, 100 * MS);
+        drop(old);
+        assert_eq!(t.reserve(now, ip(11), "admin").wait, 200 * MS);
+
+        // A failure booked while a turn waits sets a floor the give-back does not go under.
+        let t = Arc::new(throttle());
+        t.failed(now, ip(1), "u");
+        let waiting = t.hold(now, ip(13), "u");
+        assert_eq!(waiting.wait(), 100 * MS);
+        t.failed(now + 50 * MS, ip(14), "u"); // 2 failures: not before now + 250 ms
+        drop(waiting);
+        assert_eq!(t.reserve(now + 50 * MS, ip(15), "u").wait, 200 * MS);
     }
 }

@@ -323,3 +323,74 @@ fn a_large_frame_before_login_closes_the_connection() {
     let (_stream, code, _) = login(server.kafka, "secret");
     assert_eq!(code, ErrorCode::None, "a login still fits");
 }
+
+/// Attempts whose clients close before their turn give the turn back, unchecked: twenty
+/// connections that send a guess for `writer` and go away at once do not push the next
+/// login of `writer` twenty turns (20 s here) away, and are not counted as failures.
+#[test]
+fn attempts_abandoned_before_their_turn_give_it_back() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
+            "security.sasl.plain.credentials=writer:secret",
+            "security.login.failure-delay=1s",
+            "security.login.max-failure-delay=1s",
+        ],
+    );
+    let kafka = server.kafka;
+    let (code, _, _) = attempt(kafka, WRONG);
+    assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
+    for _ in 0..20 {
+        let mut stream = TcpStream::connect_timeout(&kafka, Duration::from_secs(10)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        let handshake: SaslHandshakeResponse = exchange(
+            &mut stream,
+            1,
+            &SaslHandshakeRequest {
+                mechanism: "PLAIN".into(),
+            },
+        );
+        assert_eq!(handshake.error_code, ErrorCode::None);
+        let header = RequestHeader::new(SaslAuthenticateRequest::API_KEY, 2, 8, Some("guesser"));
+        let mut frame = BytesMut::new();
+        let guess = SaslAuthenticateRequest {
+            auth_bytes: Bytes::from(format!("\0writer\0{WRONG}")),
+        };
+        encode_request_frame(&mut frame, &header, &guess).expect("encode");
+        stream.write_all(&frame).expect("send");
+        // Closed without waiting for the answer.
+    }
+    let value = |name: &str| -> u64 {
+        let (_, metrics) = server.get("/metrics");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"))
+    };
+    // Every guess took a turn (each waited), then its connection closed.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while value("kafluss_login_delayed_total") < 20 {
+        assert!(
+            Instant::now() < deadline,
+            "the 20 guesses never waited for their turns"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+
+    let (code, sent, answered) = attempt(kafka, "secret");
+    assert_eq!(code, ErrorCode::None);
+    let waited = answered - sent;
+    assert!(
+        waited < Duration::from_secs(8),
+        "the right password was answered {waited:?} after it was sent: the abandoned guesses kept their turns"
+    );
+    assert_eq!(
+        value("kafluss_login_failures_total"),
+        1,
+        "the abandoned guesses were never checked"
+    );
+}

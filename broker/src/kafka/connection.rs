@@ -315,6 +315,7 @@ pub async fn serve(
         sasl: RefCell::new(sasl),
         writes: Default::default(),
         listener,
+        client_gone: StopSignal::default(),
     });
     let stream = SharedStream(Rc::new(RefCell::new(stream)));
     let (queue, queued) = local_channel::new_bounded::<Queued>(config.max_inflight_requests);
@@ -378,6 +379,9 @@ pub async fn serve(
             }
         }
     };
+    if matches!(reason, CloseReason::PeerClosed | CloseReason::Io(_)) {
+        context.client_gone.stop();
+    }
     match &reason {
         CloseReason::FrameTooLarge(error) => {
             let (size, max) = match *error {

@@ -50,6 +50,9 @@ pub struct ConnectionContext {
     pub sasl: RefCell<kafluss_auth::SaslSession>,
     /// Which core this connection's appends went to, request after request.
     pub writes: WriteAffinity,
+    /// Set when the client has closed its side or the socket failed: a wait only the client
+    /// cares about (a login waiting for its turn) ends then instead of running on.
+    pub client_gone: StopSignal,
 }
 
 impl ConnectionContext {

@@ -132,22 +132,38 @@ pub fn raw_token(context: &Rc<ConnectionContext>, token: &Bytes) -> Dispatch {
 
 /// Runs `answer` once this attempt's turn under the login throttle has come: at once when the
 /// client address and user have no recent failures, else after the throttle's wait (the
-/// password is not checked before then, so parallel guesses are serialised).
+/// password is not checked before then, so parallel guesses are serialised). An attempt whose
+/// client goes away before its turn is dropped unanswered and gives its turn back, so closed
+/// connections do not push the next logins of their address and user further away.
 fn after_turn(
     context: &Rc<ConnectionContext>,
     user: &str,
     answer: impl FnOnce(&ConnectionContext) -> Response + 'static,
 ) -> PendingResponse {
     let throttle = &context.core.runtime().login_throttle;
-    let wait = throttle.reserve(Instant::now(), context.peer.ip(), user);
+    let turn = throttle.hold(Instant::now(), context.peer.ip(), user);
+    let wait = turn.wait();
     if wait.is_zero() {
+        turn.come();
         return PendingResponse::Ready(answer(context));
     }
     let context = Rc::clone(context);
-    PendingResponse::Later(Box::pin(async move {
-        glommio::timer::sleep(wait).await;
-        answer(&context)
-    }))
+    let gone = Rc::clone(&context);
+    PendingResponse::Later(Box::pin(futures_lite::future::or(
+        async move {
+            glommio::timer::sleep(wait).await;
+            turn.come();
+            answer(&context)
+        },
+        async move {
+            gone.client_gone.stopping().await;
+            Response {
+                frame: None,
+                close_after: true,
+                failed: true,
+            }
+        },
+    )))
 }
 
 /// Runs one authentication step of the session and books its outcome with the throttle; a
