@@ -1,6 +1,7 @@
 //! Crash test: a confluent-kafka producer with acks=-1 streams rows; the server is SIGKILLed
 //! mid-stream and restarted on the same data dir. Every acknowledged row must be there exactly
-//! once, in order, and producing continues at the next offset.
+//! once, in order, and producing continues at the next offset. A core that panics aborts the
+//! server, and what was acknowledged is there after the restart.
 
 #[path = "broker_support.rs"]
 mod support;
@@ -12,7 +13,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{kcat_produce, python, Server};
+use support::{kcat, kcat_produce, python, run_with_timeout, Raw, Server};
 
 const STREAM: &str = r#"
 import json, sys
@@ -137,4 +138,60 @@ fn acknowledged_rows_survive_sigkill_exactly_once_in_order() {
 #[test]
 fn sigterm_under_load_exits_zero_and_keeps_acknowledged_rows() {
     stop_mid_stream_and_check(Stop::Terminate, 1000);
+}
+
+/// A panic on a core (a bug; debug builds panic on request for this test) aborts the process
+/// at once: the core's idle connection is closed instead of left open unserved, the panic is
+/// logged, and the rows acknowledged before it (acks=1) are there after a restart.
+#[test]
+fn a_panicking_core_aborts_the_server_and_loses_no_acknowledged_row() {
+    let mut server = Server::start_with(2, &[], |config| {
+        config.with_env("KAFLUSS_DEBUG_PANIC_CLIENT_ID", "panic-now")
+    });
+    server.sql_ok("CREATE TABLE fluss.survive (seq BIGINT) WITH ('table.kafka.enabled' = 'true')");
+    let lines = [r#"{"seq": 1}"#, r#"{"seq": 2}"#, r#"{"seq": 3}"#];
+    let (ok, _, err) = kcat_produce(&server, "survive", 0, &lines, &["-X", "acks=1"]);
+    assert!(ok, "{err}");
+    // Idle connections, so that whichever core panics has one.
+    let mut idle: Vec<Raw> = (0..4).map(|_| Raw::connect(server.kafka)).collect();
+
+    let mut metadata = std::process::Command::new(kcat());
+    metadata.args([
+        "-L",
+        "-b",
+        &server.bootstrap(),
+        "-X",
+        "client.id=panic-now",
+        "-m",
+        "5",
+    ]);
+    let _ = run_with_timeout(&mut metadata, b"", Duration::from_secs(20));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while server.is_running() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server still runs 20 s after a core panicked\n{}",
+            server.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = server.terminate().expect("the exit status");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(6), "aborted (SIGABRT): {status:?}");
+    let logs = server.logs();
+    assert!(
+        logs.contains("a core panicked") && logs.contains("KAFLUSS_DEBUG_PANIC_CLIENT_ID"),
+        "{logs}"
+    );
+    for connection in &mut idle {
+        assert!(connection.is_closed(), "a connection stayed open after the abort");
+    }
+
+    let restarted = Server::start_in(&server.data_dir, 2, &[]);
+    let seqs: Vec<i64> = restarted
+        .scan("fluss.survive")
+        .iter()
+        .map(|row| row["row"]["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, [1, 2, 3]);
 }

@@ -33,6 +33,16 @@ impl Server {
         Server::launch(KaflussServer::start, cores, extra)
     }
 
+    /// [`Server::start`] with the launch configuration adjusted by `adjust` (an environment
+    /// variable, say).
+    pub fn start_with(
+        cores: usize,
+        extra: &[&str],
+        adjust: impl FnOnce(ServerConfig) -> ServerConfig,
+    ) -> Server {
+        Server::launch(|config| KaflussServer::start(adjust(config)), cores, extra)
+    }
+
     /// Starts a server on an existing data dir (restart after a crash).
     pub fn start_in(data_dir: &Path, cores: usize, extra: &[&str]) -> Server {
         Server::launch(|config| KaflussServer::start_in(data_dir, config), cores, extra)

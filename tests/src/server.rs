@@ -85,6 +85,8 @@ pub struct ServerConfig {
     http_auth: Option<BasicAuth>,
     stderr_log: bool,
     binary: Option<PathBuf>,
+    /// Environment variables set for the server process.
+    env: Vec<(String, String)>,
 }
 
 impl ServerConfig {
@@ -122,6 +124,12 @@ impl ServerConfig {
     /// [`KaflussServer::log_tail`] then shows stdout's lines, then the end of that file.
     pub fn with_stderr_log(mut self) -> Self {
         self.stderr_log = true;
+        self
+    }
+
+    /// One more environment variable for the server process.
+    pub fn with_env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
         self
     }
 
@@ -233,6 +241,7 @@ impl KaflussServer {
                 "RUST_LOG",
                 std::env::var("KAFLUSS_SUITE_RUST_LOG").unwrap_or_else(|_| "info".into()),
             )
+            .envs(config.env.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
         let stderr_log = if config.stderr_log {

@@ -162,6 +162,17 @@ pub fn framed(body: &[u8]) -> Bytes {
     Bytes::from(frame)
 }
 
+/// Debug builds only: a request whose client id is the value of `KAFLUSS_DEBUG_PANIC_CLIENT_ID`
+/// (read once) panics its core, so that tests can check what a core's panic does to the server.
+#[cfg(debug_assertions)]
+fn debug_panic(header: &RequestHeader) {
+    static CLIENT_ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let wanted = CLIENT_ID.get_or_init(|| std::env::var("KAFLUSS_DEBUG_PANIC_CLIENT_ID").ok());
+    if wanted.is_some() && header.client_id == *wanted {
+        panic!("KAFLUSS_DEBUG_PANIC_CLIENT_ID: a request of client id {wanted:?} panics its core (debug builds only)");
+    }
+}
+
 /// Handles one frame; awaits only to hand produce partitions to their owners.
 pub async fn dispatch(context: &Rc<ConnectionContext>, frame: Bytes) -> Dispatch {
     if context.sasl.borrow().expects_raw_token() {
@@ -175,6 +186,8 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, frame: Bytes) -> Dispatch
             }
         }
     };
+    #[cfg(debug_assertions)]
+    debug_panic(&header);
     let api_key = header.api_key.0;
     let gate = context.sasl.borrow_mut().on_request(api_key);
     if gate == kafluss_auth::Gate::CloseSilently {

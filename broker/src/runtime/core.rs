@@ -42,8 +42,9 @@ pub struct CoreStart {
     pub reply_mesh: MeshBuilder<MeshReply, Full>,
     pub handoff_mesh: MeshBuilder<Handoff, Full>,
     pub ready: crossbeam_channel::Sender<Result<usize, CoreError>>,
-    /// Told the core's index when `run_core` returns (or unwinds), so the main thread notices
-    /// a core that died.
+    /// Told the core's index when `run_core` returns, so the main thread notices a core that
+    /// ended. (A panic never unwinds out of it: glommio keeps the executor's futures, and the
+    /// server aborts on a core's panic, see `server::abort_on_core_panic`.)
     pub exited: crossbeam_channel::Sender<usize>,
     pub control: ControlReceiver,
 }

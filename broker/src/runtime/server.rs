@@ -342,6 +342,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     let mut control_senders = Vec::with_capacity(cores);
     let mut handles = Vec::with_capacity(cores);
     let cpus = cpu_ids();
+    abort_on_core_panic();
     for index in 0..cores {
         let (control_tx, control_rx) = control_channel(64);
         control_senders.push(control_tx);
@@ -355,7 +356,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
             control: control_rx,
         };
         let mut builder = LocalExecutorBuilder::new(Placement::Fixed(cpus[index % cpus.len()]))
-            .name(&format!("kafluss-core-{index}"));
+            .name(&format!("{CORE_THREAD}{index}"));
         if !config.spin_before_park.is_zero() {
             builder = builder.spin_before_park(config.spin_before_park);
         }
@@ -450,6 +451,36 @@ fn signal_channel() -> Result<crossbeam_channel::Receiver<()>, ServerError> {
 }
 
 /// Sets the shutdown flag and wakes every core to see it.
+/// The start of every core thread's name (glommio appends `<index>-<executor id>`).
+const CORE_THREAD: &str = "kafluss-core-";
+
+/// A panic on a core thread aborts the process, after the panic message and an ERROR line.
+///
+/// A core cannot go on without the task that panicked, nor be wound down: glommio leaves its
+/// executor in place when a task's panic unwinds the thread (nothing it holds is dropped), so
+/// the core's connections and its listener socket would stay open and unserved, its mesh
+/// peers would wait for answers that never come, and shutdown would wait for its drain for
+/// ever. Aborting closes every socket, so clients reconnect and retry; what was acknowledged
+/// is in the page cache (acks=1) or on disk (acks=-1) and is recovered at the next start.
+/// Other threads keep Rust's default (the admin server answers 500 when a handler panics).
+fn abort_on_core_panic() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            default(info);
+            let thread = std::thread::current();
+            if let Some(name) = thread.name().filter(|name| name.starts_with(CORE_THREAD)) {
+                tracing::error!(
+                    thread = name,
+                    "a core panicked ({info}); aborting the process: the core's connections and buckets cannot be served or drained without it"
+                );
+                std::process::abort();
+            }
+        }));
+    });
+}
+
 fn stop_cores(shutdown: &AtomicBool, cores: &[ControlSender]) {
     shutdown.store(true, Ordering::SeqCst);
     for core in cores {
