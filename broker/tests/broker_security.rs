@@ -220,6 +220,28 @@ fn metadata_and_the_admin_api_answer_not_authorized() {
     let (status, body) = sql_as(reader, "SHOW TABLES FROM fluss");
     assert_eq!(status, 403, "{body}");
     assert!(body.contains("AUTHORIZATION_FAILED"), "{body}");
+    // So does USE, for a database that exists and one that does not.
+    for database in ["fluss", "nosuch"] {
+        let (status, body) = sql_as(reader, &format!("USE {database}"));
+        assert_eq!(status, 403, "USE {database}: {body}");
+        assert!(
+            body.contains(&format!("not authorized to DESCRIBE database '{database}'")),
+            "{body}"
+        );
+    }
+    let (status, body) = sql_as(admin, "USE nosuch");
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("DATABASE_NOT_FOUND"), "{body}");
+    // /metrics needs DESCRIBE on the cluster (a super user has it).
+    let (status, body) = http_as(server.fluss, "GET", "/metrics", b"", reader);
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("principal User:reader is not authorized to DESCRIBE the cluster"),
+        "{body}"
+    );
+    let (status, body) = http_as(server.fluss, "GET", "/metrics", b"", admin);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("kafluss_requests_total"), "{body}");
     let scan_path = "/v1/tables/fluss.guarded/scan";
     let scan = |user| http_as(server.fluss, "GET", scan_path, b"", user);
     let (status, body) = scan(reader);
@@ -255,6 +277,8 @@ fn metadata_and_the_admin_api_answer_not_authorized() {
     let (status, body) = sql_as(reader, "SHOW TABLES FROM fluss");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("guarded"), "{body}");
+    let (status, body) = sql_as(reader, "USE fluss");
+    assert_eq!(status, 200, "{body}");
     let (status, body) = scan(reader);
     assert_eq!(status, 403, "{body}");
     assert!(
@@ -270,6 +294,9 @@ fn metadata_and_the_admin_api_answer_not_authorized() {
     assert_eq!(status, 200, "{body}");
     let (code, stderr) = kafluss_scan("reader-secret");
     assert_eq!(code, Some(0), "{stderr}");
+    acl("CLUSTER", "User:reader", "DESCRIBE");
+    let (status, body) = http_as(server.fluss, "GET", "/metrics", b"", reader);
+    assert_eq!(status, 200, "{body}");
     // Credentials given but wrong: the CLI says so.
     let (code, stderr) = kafluss_scan("nope");
     assert_eq!(code, Some(1));

@@ -278,9 +278,14 @@ pub(super) fn answer(
             Ok(sql) => execute_sql(ctx, &sql, principal, host),
             Err(_) => Reply::error(400, "BAD_REQUEST", "the SQL text must be UTF-8"),
         },
-        Route::Metrics => match &ctx.metrics {
-            Some(metrics) => Reply::text(200, "text/plain; version=0.0.4", metrics()),
-            None => unavailable("metrics"),
+        Route::Metrics => match (
+            &ctx.metrics,
+            ctx.catalog
+                .authorized_cluster(Operation::Describe, &principal, host),
+        ) {
+            (_, Err(error)) => sql_error_reply(&error),
+            (Some(metrics), Ok(())) => Reply::text(200, "text/plain; version=0.0.4", metrics()),
+            (None, Ok(())) => unavailable("metrics"),
         },
         Route::Table(name) => describe_table(ctx, name, &principal, host),
         // Scans stream: the listener runs them through prepare_scan, never here.

@@ -370,34 +370,74 @@ impl Catalog {
         StatementResult::rows(&["database name"], rows)
     }
 
-    /// The tables of a database the principal may DESCRIBE. A principal that may describe
-    /// neither the database nor any of its tables is refused rather than shown an empty list
-    /// (or told the database is missing, which would say whether it exists).
+    /// The tables of a database the principal may DESCRIBE (see `describable_tables`).
     pub(crate) fn show_tables(
         &self,
         database: Option<String>,
         session: &Session,
     ) -> Result<StatementResult, SqlError> {
         let database = database.unwrap_or_else(|| session.current_db.clone());
+        let rows = self.describable_tables(&database, session)?;
+        Ok(StatementResult::rows(
+            &["table name"],
+            rows.into_iter().map(|table| vec![table]).collect(),
+        ))
+    }
+
+    /// `USE database`: the session's current database becomes `database`, under the rule of
+    /// [`Catalog::describable_tables`] (so a principal that may see nothing of it is refused
+    /// whether it exists or not).
+    pub(crate) fn use_database(
+        &self,
+        database: String,
+        session: &mut Session,
+    ) -> Result<StatementResult, SqlError> {
+        self.describable_tables(&database, session)?;
+        let done = StatementResult::done(format!("Using database {database}"));
+        session.current_db = database;
+        Ok(done)
+    }
+
+    /// The tables of `database` the principal may DESCRIBE. A principal that may describe
+    /// neither the database nor any of its tables is refused, whether the database exists or
+    /// not (being told it is missing, or shown an empty list, would say whether it exists).
+    fn describable_tables(&self, database: &str, session: &Session) -> Result<Vec<String>, SqlError> {
         let snapshot = self.snapshot();
-        let resource = Resource::database(&database);
+        let resource = Resource::database(database);
         let may_describe_database = self.may_describe(session, &resource);
-        let Some(db) = snapshot.databases.get(&database) else {
+        let Some(db) = snapshot.databases.get(database) else {
             if may_describe_database {
-                return Err(SqlError::DatabaseNotFound(database));
+                return Err(SqlError::DatabaseNotFound(database.to_string()));
             }
             return Err(unauthorized(&session.principal, Operation::Describe, &resource));
         };
-        let rows: Vec<Vec<String>> = db
+        let tables: Vec<String> = db
             .tables
             .keys()
-            .filter(|table| self.may_describe(session, &Resource::table(&database, table)))
-            .map(|table| vec![table.clone()])
+            .filter(|table| self.may_describe(session, &Resource::table(database, table)))
+            .cloned()
             .collect();
-        if rows.is_empty() && !may_describe_database {
+        if tables.is_empty() && !may_describe_database {
             return Err(unauthorized(&session.principal, Operation::Describe, &resource));
         }
-        Ok(StatementResult::rows(&["table name"], rows))
+        Ok(tables)
+    }
+
+    /// Whether `principal` may `operation` the cluster (`/metrics` needs DESCRIBE).
+    pub fn authorized_cluster(
+        &self,
+        operation: Operation,
+        principal: &Principal,
+        host: IpAddr,
+    ) -> Result<(), SqlError> {
+        if self
+            .authorizer()
+            .authorize(principal, host, operation, &Resource::Cluster)
+        {
+            Ok(())
+        } else {
+            Err(unauthorized(principal, operation, &Resource::Cluster))
+        }
     }
 
     pub(crate) fn qualify(&self, name: &ObjectName, session: &Session) -> (String, String) {

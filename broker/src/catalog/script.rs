@@ -133,13 +133,7 @@ impl Catalog {
                     vec![vec![show_create_table(&table)]],
                 ))
             }
-            Statement::Use { database } => {
-                if !self.snapshot().databases.contains_key(&database) {
-                    return Err(SqlError::DatabaseNotFound(database));
-                }
-                session.current_db = database.clone();
-                Ok(StatementResult::done(format!("Using database {database}")))
-            }
+            Statement::Use { database } => self.use_database(database, session),
             Statement::Call {
                 namespace,
                 procedure,
