@@ -93,6 +93,22 @@ fn a_request_other_than_produce_over_its_bound_closes_and_produce_is_not_held_to
     );
     assert!(server.log_shows("kafka.max-other-request-size", Duration::from_secs(10)));
 
+    // Refused from its first six bytes: a Metadata frame declaring 10 MB whose body never
+    // comes is closed at once, not held (and its 10 MB reserved) until the idle time.
+    let mut declared = Raw::connect(server.kafka);
+    let mut head = (10_000_000i32).to_be_bytes().to_vec();
+    head.extend_from_slice(&3i16.to_be_bytes());
+    head.extend_from_slice(&9i16.to_be_bytes());
+    declared.stream.write_all(&head).unwrap();
+    assert!(
+        declared.is_closed(),
+        "a Metadata frame declared over the bound is refused before its body"
+    );
+    assert!(server.log_shows(
+        "api key 3 request of 10000000 bytes is over kafka.max-other-request-size",
+        Duration::from_secs(10)
+    ));
+
     // A Produce request of 4 KB is bound by kafka.max-request-size only.
     let mut builder = RecordBatchBuilder::new(kafluss_protocol::Compression::None);
     let value = format!(r#"{{"n": 1, "pad": "{}"}}"#, "x".repeat(4000));

@@ -22,7 +22,7 @@ use glommio::sync::StaticPermit;
 use kafluss_protocol::{frame_len, FrameError, FrameSplitter, FRAME_PREFIX_LEN};
 
 use super::context::{ConnectionContext, KafkaCore};
-use super::{Dispatch, PendingResponse, Response};
+use super::{Dispatch, HandlerError, PendingResponse, Response};
 use crate::runtime::{KafkaListener, StopSignal};
 
 /// How many bytes the reader asks the socket for at most while waiting for a frame prefix
@@ -43,6 +43,9 @@ enum CloseReason {
     Idle,
     Shutdown,
     FrameTooLarge(FrameError),
+    /// A request other than Produce declared over `kafka.max-other-request-size`
+    /// ([`HandlerError::OtherTooLarge`]), refused before its body is read.
+    OtherTooLarge(HandlerError),
     Io(std::io::Error),
     Handler,
     /// Its requests append on core `.0`: it goes on there (see [`Served::Move`]).
@@ -116,15 +119,38 @@ struct FrameReader {
     splitter: FrameSplitter,
     /// The current frame's reservation, taken once its size prefix is known.
     reserved: Option<StaticPermit>,
+    /// `kafka.max-other-request-size`: the bound of a frame whose API key is not Produce's.
+    other_limit: usize,
+    /// Whether the next frame starts with a request header (not a raw SASL v0 token), so its
+    /// API key can be read before its body.
+    headed: bool,
 }
 
+/// The size prefix and a request header's API key.
+const PREFIX_AND_KEY: usize = FRAME_PREFIX_LEN + 2;
+
 impl FrameReader {
-    fn new(max_frame: usize) -> Self {
+    fn new(max_frame: usize, other_limit: usize) -> Self {
         Self {
             buffer: BytesMut::new(),
             splitter: FrameSplitter::new(max_frame),
             reserved: None,
+            other_limit,
+            headed: true,
         }
+    }
+
+    /// A frame of a request other than Produce declared over `other_limit`, known from its
+    /// first six bytes: refused before any memory is reserved for its body.
+    fn other_too_large(&self, size: usize) -> Option<CloseReason> {
+        let key = self.buffer.get(FRAME_PREFIX_LEN..PREFIX_AND_KEY)?;
+        let api_key = i16::from_be_bytes([key[0], key[1]]);
+        let over = self.headed && api_key != kafluss_protocol::ApiKey::PRODUCE.0 && size > self.other_limit;
+        over.then_some(CloseReason::OtherTooLarge(HandlerError::OtherTooLarge {
+            api_key,
+            size,
+            limit: self.other_limit,
+        }))
     }
 
     /// The body size the buffered prefix declares, once its four bytes are here; checked
@@ -179,7 +205,17 @@ impl FrameReader {
                 Ok(size) => size,
                 Err(reason) => return FrameEvent::Closed(reason),
             };
+            // A header's API key is read first (two bytes more), so that a request other
+            // than Produce over its own bound is refused before anything is reserved for it.
+            let key_pending = size.is_some_and(|size| {
+                self.reserved.is_none() && self.headed && size >= 2 && self.buffer.len() < PREFIX_AND_KEY
+            });
             if let (Some(size), None) = (size, self.reserved.as_ref()) {
+                if let Some(reason) = self.other_too_large(size) {
+                    return FrameEvent::Closed(reason);
+                }
+            }
+            if let (Some(size), None, false) = (size, self.reserved.as_ref(), key_pending) {
                 let remaining = idle_deadline.saturating_duration_since(Instant::now());
                 let reserved = futures_lite::future::or(
                     async { Some(core.request_memory.acquire_static_permit(4 + size as u64).await) },
@@ -330,7 +366,7 @@ pub async fn serve(
         closing.clone(),
     ));
 
-    let mut reader = FrameReader::new(config.max_request_size);
+    let mut reader = FrameReader::new(config.max_request_size, config.max_other_request_size);
     reader.buffer = buffered;
     let mut read_stream = stream.clone();
     let reason = loop {
@@ -339,6 +375,7 @@ pub async fn serve(
             Some(limit) => limit.min(config.max_request_size),
             None => config.max_request_size,
         });
+        reader.headed = !context.sasl.borrow().expects_raw_token();
         let (frame, memory) = match reader
             .next(&mut read_stream, config.connection_max_idle_time, &core, &closing)
             .await
@@ -394,6 +431,7 @@ pub async fn serve(
                 tracing::info!(%peer, size, max, "closing Kafka connection: request larger than kafka.max-request-size")
             }
         }
+        CloseReason::OtherTooLarge(why) => tracing::info!(%peer, "closing Kafka connection: {why}"),
         CloseReason::Io(e) => tracing::info!(%peer, "Kafka connection I/O error: {e}"),
         CloseReason::Moving(_) => {}
         other => tracing::debug!(%peer, "Kafka connection closing: {other:?}"),
@@ -634,7 +672,7 @@ mod tests {
 
     #[test]
     fn frame_reader_checks_the_prefix_before_the_body() {
-        let mut reader = FrameReader::new(10);
+        let mut reader = FrameReader::new(10, 10);
         reader.buffer.extend_from_slice(&11i32.to_be_bytes());
         assert!(matches!(
             reader.take_frame(),
@@ -644,14 +682,46 @@ mod tests {
             }))
         ));
         assert!(reader.declared_size().is_err());
-        let mut reader = FrameReader::new(10);
+        let mut reader = FrameReader::new(10, 10);
         reader.buffer.extend_from_slice(&(-1i32).to_be_bytes());
         assert!(reader.take_frame().is_err());
     }
 
     #[test]
+    fn a_request_other_than_produce_is_bounded_from_its_api_key() {
+        let frame = |api_key: i16| {
+            let mut reader = FrameReader::new(10_000, 100);
+            reader.buffer.extend_from_slice(&1000i32.to_be_bytes());
+            reader.buffer.extend_from_slice(&api_key.to_be_bytes()[..1]);
+            assert!(reader.other_too_large(1000).is_none(), "the key is not read yet");
+            reader.buffer.extend_from_slice(&api_key.to_be_bytes()[1..]);
+            reader
+        };
+        let metadata = frame(3);
+        assert!(matches!(
+            metadata.other_too_large(1000),
+            Some(CloseReason::OtherTooLarge(HandlerError::OtherTooLarge {
+                api_key: 3,
+                size: 1000,
+                limit: 100
+            }))
+        ));
+        assert!(metadata.other_too_large(100).is_none(), "at the bound");
+        assert!(
+            frame(0).other_too_large(1000).is_none(),
+            "Produce has its own bound"
+        );
+        let mut raw_token = frame(3);
+        raw_token.headed = false;
+        assert!(
+            raw_token.other_too_large(1000).is_none(),
+            "a raw SASL token has no key"
+        );
+    }
+
+    #[test]
     fn frame_reader_splits_pipelined_frames() {
-        let mut reader = FrameReader::new(100);
+        let mut reader = FrameReader::new(100, 100);
         for body in [&b"abc"[..], b"", b"defg"] {
             reader
                 .buffer
@@ -664,7 +734,7 @@ mod tests {
         assert_eq!(reader.take_frame().unwrap().unwrap(), Bytes::from_static(b"defg"));
         assert!(reader.take_frame().unwrap().is_none());
         assert_eq!(reader.want(), READ_CHUNK);
-        let empty = FrameReader::new(100);
+        let empty = FrameReader::new(100, 100);
         assert_eq!(
             empty.want(),
             IDLE_READ,
