@@ -8,13 +8,17 @@
 //! guessing for one user or from one address are serialised at the delay, not multiplied. An
 //! attempt that ends before its turn came (its connection closed) gives the turn back
 //! ([`HeldTurn`]), so attempts abandoned by the thousand cannot push a user's next login
-//! arbitrarily far away. A success clears both keys. Keys idle for longer than `6 × max-failure-delay` are forgotten;
+//! arbitrarily far away. A success clears its user's key, and its address's key only when
+//! every failure counted there was for that same user (someone mistyping their own password):
+//! an address guessing other users' passwords keeps its delay however often it also logs in
+//! with an account of its own. Keys idle for longer than `6 × max-failure-delay` are forgotten;
 //! at most `max-tracked` keys are kept (when the table is full of recent keys, a new key is not
 //! tracked: the other key of the attempt still is).
 //!
 //! The clock is passed in, so the rules are tested without sleeping. No secret is ever held.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,6 +61,25 @@ struct Entry {
     last_failure: Instant,
     /// Told apart from an entry of the same key made after this one was cleared.
     generation: u64,
+    /// An address's failures: whose they were (a hash of the user name, so a key holds no
+    /// client-chosen string).
+    failed_users: FailedUsers,
+}
+
+/// Whose failures an address key counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FailedUsers {
+    One(u64),
+    Several,
+}
+
+impl FailedUsers {
+    fn with(self, user: u64) -> Self {
+        match self {
+            FailedUsers::One(only) if only == user => self,
+            _ => FailedUsers::Several,
+        }
+    }
 }
 
 /// A turn taken by [`LoginThrottle::reserve`]: how long the attempt waits before its password
@@ -104,6 +127,8 @@ pub struct LoginThrottle {
     failures: AtomicU64,
     delayed: AtomicU64,
     generations: AtomicU64,
+    /// Hashes user names for [`FailedUsers`].
+    hasher: std::collections::hash_map::RandomState,
 }
 
 impl LoginThrottle {
@@ -114,6 +139,7 @@ impl LoginThrottle {
             failures: AtomicU64::new(0),
             delayed: AtomicU64::new(0),
             generations: AtomicU64::new(0),
+            hasher: Default::default(),
         }
     }
 
@@ -202,6 +228,7 @@ impl LoginThrottle {
     /// A failed attempt: both keys' failure counts grow, and so does their delay.
     pub fn failed(&self, now: Instant, address: IpAddr, user: &str) {
         self.failures.fetch_add(1, Ordering::Relaxed);
+        let whose = self.hasher.hash_one(user);
         let mut entries = self.lock();
         for key in [Key::Address(address), Key::User(user.to_string())] {
             if !entries.contains_key(&key) && !self.make_room(&mut entries, now) {
@@ -213,7 +240,9 @@ impl LoginThrottle {
                 last_seen: now,
                 last_failure: now,
                 generation: self.generations.fetch_add(1, Ordering::Relaxed),
+                failed_users: FailedUsers::One(whose),
             });
+            entry.failed_users = entry.failed_users.with(whose);
             entry.failures = entry.failures.saturating_add(1);
             entry.next_turn = entry.next_turn.max(now + self.delay(entry.failures));
             entry.last_seen = now;
@@ -221,10 +250,18 @@ impl LoginThrottle {
         }
     }
 
-    /// A successful login clears both keys.
+    /// A successful login clears its user's key, and its address's key when every failure
+    /// counted there was this user's (see the module documentation).
     pub fn succeeded(&self, address: IpAddr, user: &str) {
+        let whose = self.hasher.hash_one(user);
         let mut entries = self.lock();
-        entries.remove(&Key::Address(address));
+        let address = Key::Address(address);
+        if entries
+            .get(&address)
+            .is_some_and(|entry| entry.failed_users == FailedUsers::One(whose))
+        {
+            entries.remove(&address);
+        }
         entries.remove(&Key::User(user.to_string()));
     }
 
@@ -385,6 +422,30 @@ mod tests {
         t.failed(later, ip(3), "c");
         assert_eq!(t.tracked(), 2);
         assert_eq!(t.reserve(later, ip(3), "c").wait, 100 * MS);
+    }
+
+    #[test]
+    fn a_success_keeps_the_delay_of_an_address_guessing_other_users() {
+        let t = throttle();
+        let now = Instant::now();
+        // Someone mistyping their own password: their success clears the address too.
+        t.failed(now, ip(1), "alice");
+        t.failed(now, ip(1), "alice");
+        t.succeeded(ip(1), "alice");
+        assert_eq!(t.reserve(now, ip(1), "carol").wait, Duration::ZERO);
+        // Guesses for bob and carol between logins as alice: the address keeps its delay and
+        // it keeps growing, while alice's own key is cleared.
+        let mut clock = now;
+        let mut waits = Vec::new();
+        for victim in ["bob", "carol", "dave", "erin"] {
+            let wait = t.reserve(clock, ip(2), victim).wait;
+            waits.push(wait);
+            clock += wait;
+            t.failed(clock, ip(2), victim);
+            t.succeeded(ip(2), "alice");
+        }
+        assert_eq!(waits, [Duration::ZERO, 100 * MS, 200 * MS, 400 * MS]);
+        assert_eq!(t.reserve(clock, ip(3), "alice").wait, Duration::ZERO);
     }
 
     #[test]
