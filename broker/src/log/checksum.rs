@@ -77,7 +77,7 @@ pub fn seal_into(
     body: &[u8],
     tags: &[(&str, &str)],
 ) -> Result<(), SealError> {
-    let parsed = arrow_ipc::root_as_message(metadata).map_err(|_| SealError("invalid metadata"))?;
+    let parsed = super::ipc::message(metadata).map_err(|_| SealError("invalid metadata"))?;
     if parsed.header_type() != MessageHeader::RecordBatch {
         return Err(SealError("not a record batch message"));
     }
@@ -362,7 +362,7 @@ impl<R: Read> VerifyingReader<R> {
                 }
                 Part::Metadata { start, len, got } if got.len() == *len => {
                     let start = *start;
-                    match arrow_ipc::root_as_message(got) {
+                    match super::ipc::message(got) {
                         Ok(message) => {
                             let expected = match message.header_type() {
                                 MessageHeader::RecordBatch => match body_checksum(&message) {

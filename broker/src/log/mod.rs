@@ -19,6 +19,7 @@ pub mod encode;
 pub mod error;
 pub mod file;
 mod group_commit;
+pub mod ipc;
 mod recovery;
 pub mod registry;
 pub mod segment;

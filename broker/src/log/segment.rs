@@ -313,7 +313,7 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
         if (metadata.len() as u64) < metadata_len {
             return Ok(scan.torn(format!("short read of message metadata at byte {pos}")));
         }
-        let message = match arrow_ipc::root_as_message(&metadata) {
+        let message = match super::ipc::message(&metadata) {
             Ok(message) => message,
             Err(err) => return Ok(scan.torn(format!("invalid message metadata at byte {pos}: {err}"))),
         };

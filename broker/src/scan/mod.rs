@@ -1,7 +1,7 @@
 //! Reading rows back from bucket logs: `GET /v1/tables/{db}.{table}/scan` and `kafluss scan`.
 //!
 //! Runs on any thread (the admin HTTP thread): plain std::fs reads of the segment files with
-//! arrow-ipc's `StreamReader`, bounded per bucket by the high watermark the owner core
+//! `log::ipc::SegmentReader` (arrow-ipc's record-batch decoding), bounded per bucket by the high watermark the owner core
 //! publishes in the [`LogRegistry`], so half-written batches are never read.
 //!
 //! Output formats:

@@ -5,9 +5,9 @@ use std::io::BufReader;
 use std::path::Path;
 
 use arrow_array::RecordBatch;
-use arrow_ipc::reader::StreamReader;
 
 use crate::log::checksum::{is_checksum_error, VerifyingReader};
+use crate::log::ipc::SegmentReader;
 
 use super::ScanError;
 use crate::log::segment::{
@@ -114,7 +114,7 @@ fn read_segment(
         }
     };
     // Every batch body is checked against its stored CRC32C as it is read.
-    let reader = match StreamReader::try_new(VerifyingReader::new(BufReader::new(file)), None) {
+    let reader = match SegmentReader::try_new(VerifyingReader::new(BufReader::new(file))) {
         Ok(reader) => reader,
         // A segment whose schema is not complete yet holds no rows.
         Err(_) if high_watermark.is_none_or(|hwm| hwm <= base) => return Ok(true),
