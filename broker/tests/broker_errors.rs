@@ -178,6 +178,32 @@ fn per_partition_errors_are_isolated_and_append_nothing() {
     );
 }
 
+/// A Produce partition of more than one record batch is refused INVALID_RECORD, as Kafka
+/// refuses it from v3, and none of its batches is stored (kafluss took them as one job: a
+/// retry of an idempotent batch beside a new one answered both as the retry and stored
+/// neither). A partition of one batch beside it is stored.
+#[test]
+fn a_partition_of_several_batches_is_refused_and_stores_nothing() {
+    let server = Server::start(1, &[]);
+    setup(&server);
+    let mut raw = Raw::connect(server.kafka);
+    let two = Bytes::from([batch(&[r#"{"id":1}"#]), batch(&[r#"{"id":2}"#])].concat());
+    let response = raw.produce(
+        8,
+        &request(
+            1,
+            vec![("good", vec![(0, Some(two)), (1, Some(batch(&[r#"{"id":3}"#])))])],
+        ),
+    );
+    let got = outcomes(&response);
+    assert_eq!(got[0].2, ErrorCode::InvalidRecord, "{got:?}");
+    assert!(got[0].4.contains("exactly one record batch"), "{}", got[0].4);
+    assert_eq!(got[1].2, ErrorCode::None, "{got:?}");
+    let rows = server.scan("fluss.good");
+    let ids: Vec<i64> = rows.iter().map(|r| r["row"]["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, [3], "{rows:?}");
+}
+
 #[test]
 fn whole_request_rejections_give_every_partition_the_code() {
     let server = Server::start(1, &[]);

@@ -87,8 +87,8 @@ pub use produce::{
     ProducePartitionResponse, ProduceRequest, ProduceResponse, ProduceTopicData, ProduceTopicResponse,
 };
 pub use record_batch::{
-    BatchAttributes, Header, HeaderRef, HeadersRef, Record, RecordBatch, RecordBatchError, RecordBatches,
-    RecordRef, Records, TimestampType, RECORD_BATCH_HEADER_LEN,
+    bytes_after_first_batch, BatchAttributes, Header, HeaderRef, HeadersRef, Record, RecordBatch,
+    RecordBatchError, RecordBatches, RecordRef, Records, TimestampType, RECORD_BATCH_HEADER_LEN,
 };
 pub use record_builder::RecordBatchBuilder;
 pub use request::{decode_request, encode_error_response, Request};

@@ -252,6 +252,20 @@ fn be_i16(bytes: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([bytes[at], bytes[at + 1]])
 }
 
+/// How many bytes of `records` follow its first record batch, read from that batch's length
+/// field alone (nothing is parsed or checked: a malformed batch is the decoder's to refuse);
+/// 0 when the bytes end with it or are too few to tell. Produce v3+ carries exactly one batch
+/// per partition (Kafka's `ProduceRequest.validateRecords`).
+pub fn bytes_after_first_batch(records: &[u8]) -> usize {
+    if records.len() < BATCH_LENGTH_PREFIX {
+        return 0;
+    }
+    usize::try_from(be_i32(records, 8))
+        .ok()
+        .and_then(|len| len.checked_add(BATCH_LENGTH_PREFIX))
+        .map_or(0, |end| records.len().saturating_sub(end))
+}
+
 impl RecordBatch {
     /// Parses exactly one batch; bytes after it are an error (use [`RecordBatches`] for a
     /// records field holding several).
@@ -778,6 +792,22 @@ mod tests {
     use super::*;
     use crate::primitives::{put_varint, put_varlong};
     use proptest::prelude::*;
+
+    #[test]
+    fn the_bytes_after_the_first_batch_are_counted_from_its_length() {
+        let mut builder = crate::RecordBatchBuilder::new(crate::Compression::None);
+        builder.append(0, None, Some(b"v"), &[]);
+        let one = builder.build().unwrap();
+        assert_eq!(bytes_after_first_batch(&one), 0);
+        let two = [&one[..], &one[..]].concat();
+        assert_eq!(bytes_after_first_batch(&two), one.len());
+        assert_eq!(bytes_after_first_batch(&two[..one.len() + 3]), 3);
+        assert_eq!(bytes_after_first_batch(&one[..one.len() - 1]), 0, "truncated");
+        assert_eq!(bytes_after_first_batch(&one[..11]), 0, "no length yet");
+        let mut negative = one.to_vec();
+        negative[8..12].copy_from_slice(&(-1i32).to_be_bytes());
+        assert_eq!(bytes_after_first_batch(&negative), 0);
+    }
 
     /// A record's bytes as a client lays them out; `offset_delta` need not be its index, and
     /// the length prefix says `misstated` bytes more than the body has.

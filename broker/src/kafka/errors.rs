@@ -196,6 +196,8 @@ pub enum PartitionRejection {
         database: String,
         table: String,
     },
+    #[error("a partition of a Produce request carries exactly one record batch (as Kafka requires from v3); this one has {0} more bytes after its first")]
+    SeveralBatches(usize),
 }
 
 impl KafkaCode for PartitionRejection {
@@ -205,6 +207,7 @@ impl KafkaCode for PartitionRejection {
             PartitionRejection::NegativePartition(_) => ErrorCode::InvalidRequest,
             PartitionRejection::NoSuchPartition { .. } => ErrorCode::UnknownTopicOrPartition,
             PartitionRejection::NotAuthorized { .. } => ErrorCode::TopicAuthorizationFailed,
+            PartitionRejection::SeveralBatches(_) => ErrorCode::InvalidRecord,
         }
     }
 }
@@ -351,6 +354,12 @@ mod tests {
             ErrorCode::MessageTooLarge
         );
         assert_eq!(BatchRejection::Empty.code(), ErrorCode::InvalidRecord);
+        let several = PartitionRejection::SeveralBatches(61);
+        assert_eq!(several.code(), ErrorCode::InvalidRecord);
+        assert!(
+            several.to_string().contains("exactly one record batch"),
+            "{several}"
+        );
     }
 
     #[test]

@@ -130,14 +130,16 @@ fn named_twice(request: &ProduceRequest) -> bool {
 }
 
 /// Per-partition checks on the connection's core: topic name, WRITE on the table it names,
-/// then table, partition range. WRITE comes before the table is looked up, as Kafka checks
-/// authorization first: a principal without it learns nothing of whether the table exists,
-/// how many buckets it has or whether it is mapped.
+/// then table, partition range, and one record batch (as Kafka checks, in this order). WRITE
+/// comes before the table is looked up, as Kafka checks authorization first: a principal
+/// without it learns nothing of whether the table exists, how many buckets it has or whether
+/// it is mapped.
 pub fn prepare_partition(
     context: &ConnectionContext,
     snapshot: &crate::catalog::model::CatalogSnapshot,
     topic: &str,
     partition: i32,
+    records: Option<&Bytes>,
 ) -> Result<(Arc<TableInfo>, u32), PartitionRejection> {
     let runtime = context.core.runtime();
     let default_db = &context.core.config().kafka_default_database;
@@ -171,7 +173,10 @@ pub fn prepare_partition(
             partition,
         });
     }
-    Ok((table, partition as u32))
+    match records.map_or(0, |records| kafluss_protocol::bytes_after_first_batch(records)) {
+        0 => Ok((table, partition as u32)),
+        extra => Err(PartitionRejection::SeveralBatches(extra)),
+    }
 }
 
 /// Decodes the request, runs the checks, hands every valid partition to its owner core (in
@@ -218,7 +223,13 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
                 // A request of many refused partitions awaits nothing else: let the core's other
                 // connections run when its time slice is used up.
                 glommio::yield_if_needed().await;
-                let slot = match prepare_partition(context, &snapshot, &topic.name, partition.index) {
+                let slot = match prepare_partition(
+                    context,
+                    &snapshot,
+                    &topic.name,
+                    partition.index,
+                    partition.records.as_ref(),
+                ) {
                     Err(rejection) => Slot::Done(PartitionAnswer::rejected(&rejection)),
                     Ok((table, bucket)) => {
                         let table_id = table.id;

@@ -202,7 +202,8 @@ impl ProducerStates {
     }
 
     /// Checks a job's idempotent batches, in order, against the state; changes nothing. The
-    /// first batch that duplicates a cached one makes the whole job a duplicate (as Kafka).
+    /// first batch that duplicates a cached one makes the whole job a duplicate (a job from a
+    /// Produce request carries one batch: the Kafka layer refuses more, as Kafka does).
     pub fn check(&self, batches: &[ProducerBatch], now_ms: i64) -> Result<Verdict, SequenceError> {
         // (producer id, epoch, last seq) of the job's earlier batches; past
         // `PAIRWISE_PENDING` of them, the index of each producer's latest in a map, so a job
@@ -256,8 +257,10 @@ impl ProducerStates {
                         first_seq: batch.first_seq,
                     });
                 }
-            } else if stored_epoch != NO_EPOCH {
-                // Without stored state (a producer new to this bucket) any sequence is taken.
+            } else if stored_epoch != NO_EPOCH || earlier.is_some() {
+                // Without stored state (a producer new to this bucket) its first batch may
+                // start at any sequence; every later one, stored or still in this job,
+                // continues the one before.
                 let expected = last_seq.map_or(0, |last| increment_sequence(last, 1));
                 if batch.first_seq != expected {
                     return Err(SequenceError::OutOfOrder {
@@ -608,6 +611,27 @@ mod tests {
         assert!(matches!(
             s.check(&[batch(0, 0, 2), batch(0, 2, 1)], NOW),
             Ok(Verdict::Duplicate(_))
+        ));
+    }
+
+    /// A producer new to the bucket: its first batch may start anywhere, the next one in the
+    /// same job must continue it (a gap or an overlap was taken, and an overlapping retry
+    /// stored twice, when the continuity check waited for stored state).
+    #[test]
+    fn a_new_producers_later_batches_continue_its_first() {
+        let s = states();
+        assert_eq!(s.check(&[batch(0, 40, 2)], NOW), Ok(Verdict::Append));
+        assert_eq!(
+            s.check(&[batch(0, 0, 2), batch(0, 2, 1)], NOW),
+            Ok(Verdict::Append)
+        );
+        assert!(matches!(
+            s.check(&[batch(0, 0, 2), batch(0, 7, 1)], NOW),
+            Err(SequenceError::OutOfOrder { expected: 2, .. })
+        ));
+        assert!(matches!(
+            s.check(&[batch(0, 0, 2), batch(0, 0, 1)], NOW),
+            Err(SequenceError::OutOfOrder { expected: 2, .. })
         ));
     }
 
