@@ -1,7 +1,7 @@
 //! Listener addresses another process already serves: start-up fails with "address already in
 //! use" naming the listener, instead of a second server silently sharing the port through
 //! SO_REUSEPORT (which splits the connections between two servers). The first server keeps
-//! serving.
+//! serving. A restart on the same ports binds while the stopped server's connections linger.
 
 #[path = "broker_support.rs"]
 mod support;
@@ -72,4 +72,35 @@ fn a_busy_kafka_or_fluss_address_is_a_start_up_error() {
         3,
         "every record reached the first server"
     );
+}
+
+/// A server stopped while clients stay connected closes their connections first, so its side of
+/// each lingers (FIN-WAIT-2, then TIME_WAIT) for up to a minute; a restart on the same port
+/// right away still binds (it failed with "Address already in use": the accepted sockets lacked
+/// SO_REUSEADDR, which the start-up's exclusive bind check needs them to have).
+#[test]
+fn a_restart_on_the_same_port_binds_while_old_connections_linger() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let listeners = format!("bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:{port}");
+    let mut server = Server::start(1, &[&listeners]);
+    assert_eq!(server.kafka.port(), port);
+    // Connections the server has accepted (each answered once), left open by their clients.
+    let clients: Vec<support::Raw> = (0..3)
+        .map(|_| {
+            let mut raw = support::Raw::connect(server.kafka);
+            let correlation = raw.send(3, &kafluss_protocol::ApiVersionsRequest::default());
+            let _: kafluss_protocol::ApiVersionsResponse = raw.recv(3, correlation);
+            raw
+        })
+        .collect();
+    let status = server.terminate().expect("the first server exits");
+    assert!(status.success(), "{status:?}");
+
+    let restarted = Server::start_in(&server.data_dir, 1, &[&listeners]);
+    assert_eq!(restarted.kafka.port(), port);
+    assert_eq!(restarted.get("/healthz").0, 200);
+    drop(clients);
 }

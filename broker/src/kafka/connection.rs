@@ -340,6 +340,11 @@ pub async fn serve(
         Err(_) => return Served::Closed,
     };
     let _ = stream.set_nodelay(true);
+    // The listener (glommio's) sets only SO_REUSEPORT, which accepted sockets inherit; without
+    // SO_REUSEADDR too, the sockets this server closes first (at shutdown) keep the port in
+    // FIN-WAIT-2 / TIME_WAIT for up to a minute against the next start's exclusive bind check,
+    // and a restart failed with "Address already in use".
+    let _ = socket2::SockRef::from(&stream).set_reuse_address(true);
     let config = core.config();
     let (buffered, sasl) = match carried.map(|carried| *carried) {
         Some(Carried { buffered, sasl }) => (buffered, sasl),
