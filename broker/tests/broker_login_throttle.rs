@@ -54,8 +54,8 @@ fn login(server: SocketAddr, password: &str) -> (TcpStream, ErrorCode, Instant) 
     (stream, answer.error_code, sent)
 }
 
-/// [`login`] with any PLAIN message: the connection, the answer, and when it was sent.
-fn login_with(server: SocketAddr, auth_bytes: Bytes) -> (TcpStream, SaslAuthenticateResponse, Instant) {
+/// A fresh connection that has done SaslHandshake v1 for PLAIN.
+fn handshaken(server: SocketAddr) -> TcpStream {
     let mut stream = TcpStream::connect_timeout(&server, Duration::from_secs(10)).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
@@ -68,6 +68,12 @@ fn login_with(server: SocketAddr, auth_bytes: Bytes) -> (TcpStream, SaslAuthenti
         },
     );
     assert_eq!(handshake.error_code, ErrorCode::None);
+    stream
+}
+
+/// [`login`] with any PLAIN message: the connection, the answer, and when it was sent.
+fn login_with(server: SocketAddr, auth_bytes: Bytes) -> (TcpStream, SaslAuthenticateResponse, Instant) {
+    let mut stream = handshaken(server);
     let sent = Instant::now();
     let answer: SaslAuthenticateResponse = exchange(&mut stream, 2, &SaslAuthenticateRequest { auth_bytes });
     (stream, answer, sent)
@@ -342,18 +348,7 @@ fn attempts_abandoned_before_their_turn_give_it_back() {
     let (code, _, _) = attempt(kafka, WRONG);
     assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
     for _ in 0..20 {
-        let mut stream = TcpStream::connect_timeout(&kafka, Duration::from_secs(10)).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .expect("timeout");
-        let handshake: SaslHandshakeResponse = exchange(
-            &mut stream,
-            1,
-            &SaslHandshakeRequest {
-                mechanism: "PLAIN".into(),
-            },
-        );
-        assert_eq!(handshake.error_code, ErrorCode::None);
+        let mut stream = handshaken(kafka);
         let header = RequestHeader::new(SaslAuthenticateRequest::API_KEY, 2, 8, Some("guesser"));
         let mut frame = BytesMut::new();
         let guess = SaslAuthenticateRequest {
