@@ -181,6 +181,7 @@ impl<'p> BatchBuilder<'p> {
                         rescue: self.plan.has_rescue.then(Rescue::default),
                         record_index: index,
                         bytes: std::mem::take(&mut self.bytes),
+                        reserved_names: true,
                     };
                     let written = writer.write_row(columns, shape, doc.root(), &Path::Root, true);
                     finish_record(writer, written, &doc, &mut self.rescue_text, &mut self.bytes)?
@@ -198,6 +199,7 @@ impl<'p> BatchBuilder<'p> {
                         rescue: self.plan.has_rescue.then(Rescue::default),
                         record_index: index,
                         bytes: std::mem::take(&mut self.bytes),
+                        reserved_names: false,
                     };
                     let written = writer.write(column, 0, &Path::Root);
                     finish_record(writer, written, &doc, &mut self.rescue_text, &mut self.bytes)?

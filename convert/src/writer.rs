@@ -84,6 +84,11 @@ pub(crate) struct ValueWriter<'d, 's> {
     pub rescue: Option<Rescue<'d>>,
     pub record_index: usize,
     pub bytes: Vec<u8>,
+    /// The flat layout: the root object's members map onto the table's top-level columns,
+    /// where system column names are reserved. In the nested layout the root maps onto
+    /// `_kafka_value`'s fields, where they are ordinary names (the seed: "reserved at the
+    /// table's top level, but ordinary names inside business ROWs").
+    pub reserved_names: bool,
 }
 
 impl<'d, 's> ValueWriter<'d, 's> {
@@ -245,10 +250,11 @@ impl<'d, 's> ValueWriter<'d, 's> {
             }
             let Some(field) = field else {
                 if root && key == RESCUE_COLUMN && matches!(doc.value(value), JsonValue::Null) {
-                    // A null `_kafka_rescue` member carries nothing to rescue.
+                    // A null `_kafka_rescue` member carries nothing to rescue (in either
+                    // layout: behaviour.md rescues one "with a non-null value").
                     continue;
                 }
-                let reason = unknown_member_reason(key, root);
+                let reason = unknown_member_reason(key, root && self.reserved_names);
                 self.refuse_member(&mut node, key, value, &member_path, reason)?;
                 continue;
             };
@@ -406,9 +412,9 @@ impl FieldSet {
     }
 }
 
-fn unknown_member_reason(key: &str, root: bool) -> String {
+fn unknown_member_reason(key: &str, reserved: bool) -> String {
     use crate::mapping::{HEADERS_COLUMN, KEY_COLUMN, METADATA_COLUMN, VALUE_COLUMN};
-    if root
+    if reserved
         && [
             KEY_COLUMN,
             HEADERS_COLUMN,

@@ -176,4 +176,15 @@ fn without_rescue_column_each_kind_fails() {
         convert_one(&plan, r#"{"_kafka_rescue":null,"id":1}"#).unwrap(),
         r#"{"id":1,"r":null}"#
     );
+    // In the nested layout system names are ordinary inside `_kafka_value`: such a member is
+    // an unknown field like any other, and its refusal says so.
+    let nested = nested_plan(vec![col("_kafka_value", row(vec![col("a", DataType::Int)]))]);
+    for name in ["_kafka_key", "_kafka_rescue"] {
+        assert_eq!(
+            convert_one(&nested, &format!(r#"{{"{name}":1}}"#))
+                .unwrap_err()
+                .to_string(),
+            format!("record 0: $.{name}: unknown field and there is no _kafka_rescue column"),
+        );
+    }
 }
