@@ -300,3 +300,41 @@ fn every_compression_codec_is_stored() {
     let expected: Vec<i64> = (0..5).flat_map(|n| (0..50).map(move |i| n * 100 + i)).collect();
     assert_eq!(ids, expected);
 }
+
+/// An ALTER of `table.log.ttl` applies to the buckets already open, without a restart: raised,
+/// the rows stay (retention went on deleting them on the TTL the bucket was opened with);
+/// lowered, the old segments go at the next check.
+#[test]
+fn an_altered_ttl_applies_to_open_buckets() {
+    let server = Server::start(1, &["log.segment.size=64kb", "log.retention.check-interval=1s"]);
+    server.sql_ok(
+        "CREATE TABLE fluss.ttl (v STRING) WITH ('table.kafka.enabled' = 'true', 'table.log.ttl' = '3s', \
+         'table.log.arrow.compression.type' = 'NONE')",
+    );
+    let pad = "x".repeat(200);
+    for round in 0..6 {
+        let lines: Vec<String> = (0..500)
+            .map(|i| format!(r#"{{"v":"{round}-{i}-{pad}"}}"#))
+            .collect();
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (ok, _, err) = kcat_produce(&server, "ttl", 0, &lines, &[]);
+        assert!(ok, "{err}");
+    }
+    server.sql_ok("ALTER TABLE fluss.ttl SET ('table.log.ttl' = '7d')");
+    // Past the old TTL and several checks.
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(rows_of(&server, "fluss.ttl").len(), 3000, "{}", server.logs());
+    assert!(!server.logs().contains("retention deleted log segments"));
+
+    server.sql_ok("ALTER TABLE fluss.ttl SET ('table.log.ttl' = '1s')");
+    assert!(
+        server.log_shows("retention deleted log segments", Duration::from_secs(15)),
+        "{}",
+        server.logs()
+    );
+    let left = rows_of(&server, "fluss.ttl").len();
+    assert!(
+        left < 3000 && left > 0,
+        "{left} rows left (the last segment stays)"
+    );
+}

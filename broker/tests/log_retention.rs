@@ -62,6 +62,8 @@ fn recovered_segments_age_from_their_modification_time() {
     });
 }
 
+/// The task takes the TTL in force from its `current_ttl` at every check: the log opened with
+/// 60 s keeps its segments until the table's TTL (an ALTER) says 1 ms.
 #[test]
 fn the_periodic_task_deletes_expired_segments_and_stops_with_the_log() {
     let tmp = tempfile::tempdir().unwrap();
@@ -70,7 +72,7 @@ fn the_periodic_task_deletes_expired_segments_and_stops_with_the_log() {
         let log = Rc::new(
             BucketLog::open(
                 &dir,
-                config(Duration::from_millis(1)),
+                config(Duration::from_secs(60)),
                 Arc::new(BucketStats::default()),
             )
             .await
@@ -79,8 +81,18 @@ fn the_periodic_task_deletes_expired_segments_and_stops_with_the_log() {
         for i in 0..5 {
             log.append(&batch(i * 10, 10)).await.unwrap();
         }
-        assert!(log.segment_count() >= 3);
-        let task = glommio::spawn_local(run_retention(Rc::downgrade(&log), Duration::from_millis(5)));
+        let segments = log.segment_count();
+        assert!(segments >= 3);
+        let altered = Rc::new(std::cell::Cell::new(None));
+        let ttl = altered.clone();
+        let task = glommio::spawn_local(run_retention(
+            Rc::downgrade(&log),
+            Duration::from_millis(5),
+            move || ttl.get(),
+        ));
+        glommio::timer::sleep(Duration::from_millis(100)).await;
+        assert_eq!(log.segment_count(), segments, "the 60 s TTL keeps them");
+        altered.set(Some(Duration::from_millis(1)));
         // Bounded wait: up to 2 s for the task to run.
         for _ in 0..200 {
             if log.segment_count() == 1 {

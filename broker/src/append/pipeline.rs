@@ -227,6 +227,9 @@ pub enum OwnerResult {
 /// What the append pipeline of one core uses.
 pub struct Appender {
     config: ServerConfig,
+    /// The live catalog, for what an open bucket must follow between appends (its table's
+    /// `table.log.ttl`); None in tests that run the append path alone.
+    catalog: Option<Arc<crate::catalog::Catalog>>,
     log_stats: Arc<LogRegistry>,
     telemetry: Rc<CoreTelemetry>,
     plans: RefCell<PlanCache>,
@@ -242,6 +245,7 @@ impl Appender {
     pub fn new(config: ServerConfig, log_stats: Arc<LogRegistry>, telemetry: Rc<CoreTelemetry>) -> Self {
         Self {
             config,
+            catalog: None,
             log_stats,
             telemetry,
             plans: RefCell::new(PlanCache::default()),
@@ -257,6 +261,12 @@ impl Appender {
 
     pub fn telemetry(&self) -> &Rc<CoreTelemetry> {
         &self.telemetry
+    }
+
+    /// Open buckets follow `catalog`'s changes of their table between appends (the TTL).
+    pub fn with_catalog(mut self, catalog: Arc<crate::catalog::Catalog>) -> Self {
+        self.catalog = Some(catalog);
+        self
     }
 
     /// The conversion plan of `table`'s current version (cached per core).
@@ -307,11 +317,7 @@ impl Appender {
     ) -> Result<BucketState, LogError> {
         let config = &self.config;
         let stats = self.log_stats.register(table.id, bucket);
-        let retention = table
-            .options
-            .get("table.log.ttl")
-            .and_then(|v| crate::log::parse_ttl(v))
-            .unwrap_or(config.log_ttl);
+        let retention = table_ttl(table, config.log_ttl);
         let log_config = LogConfig {
             segment_size: config.segment_size,
             writeback_size: config.writeback_size,
@@ -348,9 +354,18 @@ impl Appender {
         }
         let log =
             Rc::new(log.with_sync_observer(Box::new(move |took| telemetry.metrics().record_fsync(took))));
+        // The table's TTL as the catalog has it now, not as the job that opened the bucket saw
+        // it: an ALTER of `table.log.ttl` applies to open buckets at their next check.
+        let (catalog, table_id, default_ttl) = (self.catalog.clone(), table.id, config.log_ttl);
         glommio::spawn_local(crate::log::run_retention(
             Rc::downgrade(&log),
             config.retention_check_interval,
+            move || {
+                let snapshot = catalog.as_ref()?.snapshot();
+                snapshot
+                    .table_by_id(table_id)
+                    .map(|table| table_ttl(table, default_ttl))
+            },
         ))
         .detach();
         Ok(BucketState {
@@ -1185,6 +1200,15 @@ impl DecodedBatch {
 fn range_in(whole: &[u8], part: &[u8]) -> Range<usize> {
     let start = (part.as_ptr() as usize).wrapping_sub(whole.as_ptr() as usize);
     start..start.wrapping_add(part.len())
+}
+
+/// A table's `table.log.ttl`, or `default` (the server's) when it sets none.
+fn table_ttl(table: &TableInfo, default: Duration) -> Duration {
+    table
+        .options
+        .get("table.log.ttl")
+        .and_then(|v| crate::log::parse_ttl(v))
+        .unwrap_or(default)
 }
 
 /// Parses every batch of a partition's `records`, all-or-nothing.

@@ -76,6 +76,8 @@ pub struct BucketLog<S: SegmentStore = GlommioStore> {
     /// The compression of the next appended batch (`config.compression`, then
     /// [`BucketLog::set_compression`]).
     compression: Cell<ArrowCompression>,
+    /// `table.log.ttl` in force (`config.retention`, then what [`BucketLog::set_retention`] set).
+    retention: Cell<Option<std::time::Duration>>,
     /// The task finishing the last roll (fsync of the closed segment, rename, directory
     /// fsync). Dropping the log cancels it; recovery finishes such a roll on the next open.
     roll_task: RefCell<Option<glommio::Task<()>>>,
@@ -217,6 +219,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         stats.opened.store(true, Ordering::Release);
         let commit = CommitState::default();
         let compression = Cell::new(config.compression);
+        let retention = Cell::new(config.retention);
         // Every closed segment was fsync'd when it was rolled (or by recovery, which finishes
         // an interrupted roll), the last one just above.
         commit.durable.set(next_offset);
@@ -238,6 +241,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             commit: Rc::new(commit),
             on_sync: None,
             compression,
+            retention,
             roll_task: RefCell::new(None),
             syncs_expected: Cell::new(false),
             codec_history: RefCell::default(),
@@ -260,6 +264,12 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
     /// `table.log.arrow.compression.*`); batches already written stay as they are.
     pub fn set_compression(&self, compression: ArrowCompression) {
         self.compression.set(compression);
+    }
+
+    /// Retention deletes segments older than `ttl` from the next check on (an ALTER of the
+    /// table's `table.log.ttl`); None keeps every segment.
+    pub fn set_retention(&self, ttl: Option<std::time::Duration>) {
+        self.retention.set(ttl);
     }
 
     /// The store's clock (wall clock in production).
@@ -905,7 +915,7 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
     /// `table.log.ttl` before `now`. The last segment file is never deleted (it carries the next
     /// offset across restarts). Returns how many segments were deleted.
     pub async fn enforce_retention(&self, now: SystemTime) -> Result<usize, LogError> {
-        let Some(ttl) = self.config.retention else {
+        let Some(ttl) = self.retention.get() else {
             return Ok(0);
         };
         let _permit = self.exclusive().await?;

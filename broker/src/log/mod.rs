@@ -181,15 +181,23 @@ pub fn remove_table_dir(table_dir: &Path) -> Result<(), LogError> {
     }
 }
 
-/// The periodic retention task of one bucket: every `interval`, delete expired segments.
-/// Spawn it on the owner core (`glommio::spawn_local(run_retention(Rc::downgrade(&log), ..))`);
-/// it ends when the log is dropped. Errors are logged, not fatal.
-pub async fn run_retention<S: SegmentStore + 'static>(log: Weak<BucketLog<S>>, interval: Duration) {
+/// The periodic retention task of one bucket: every `interval`, take the table's `table.log.ttl`
+/// from `current_ttl` (None: keep the one in force) and delete expired segments. Spawn it on
+/// the owner core (`glommio::spawn_local(run_retention(Rc::downgrade(&log), ..))`); it ends
+/// when the log is dropped. Errors are logged, not fatal.
+pub async fn run_retention<S: SegmentStore + 'static>(
+    log: Weak<BucketLog<S>>,
+    interval: Duration,
+    current_ttl: impl Fn() -> Option<Duration>,
+) {
     loop {
         glommio::timer::sleep(interval).await;
         let Some(log) = log.upgrade() else {
             return;
         };
+        if let Some(ttl) = current_ttl() {
+            log.set_retention(Some(ttl));
+        }
         if let Err(err) = log.enforce_retention(log.now()).await {
             tracing::warn!(dir = %log.dir().display(), %err, "log retention failed");
         }

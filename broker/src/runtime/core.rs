@@ -120,11 +120,14 @@ pub async fn run_core(start: CoreStart) {
         config.log_repeat_interval,
         config.log_repeat_keys,
     ));
-    let appender = Rc::new(Appender::new(
-        config.clone(),
-        shared.runtime.log_stats.clone(),
-        telemetry.clone(),
-    ));
+    let appender = Rc::new(
+        Appender::new(
+            config.clone(),
+            shared.runtime.log_stats.clone(),
+            telemetry.clone(),
+        )
+        .with_catalog(shared.runtime.catalog.clone()),
+    );
     let buckets: Rc<Buckets<ReplyTo>> = Buckets::new(appender);
     let router = Router::new(
         telemetry.clone(),
