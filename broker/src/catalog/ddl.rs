@@ -259,6 +259,8 @@ impl Catalog {
 
     /// Applies `change` to a copy of the stored catalog, saves it, then publishes it. The
     /// change returns the statement result and the tables it dropped (hooked after the save).
+    /// It runs under the catalog's lock: meanwhile [`Catalog::snapshot`] is the snapshot of
+    /// the catalog it is given.
     pub(crate) fn change<T>(
         &self,
         change: impl FnOnce(&mut StoredCatalog) -> Result<(T, Vec<TableInfo>), SqlError>,
@@ -335,8 +337,9 @@ impl Catalog {
         session: &Session,
     ) -> Result<StatementResult, SqlError> {
         self.authorize(session, Operation::Drop, Resource::database(name))?;
-        let snapshot = self.snapshot();
         self.change(|stored| {
+            // Under the lock: the snapshot of `stored` (see `drop_table`).
+            let snapshot = self.snapshot();
             let Some(tables) = stored.databases.get(name) else {
                 if if_exists {
                     return Ok((

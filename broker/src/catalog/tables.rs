@@ -174,8 +174,11 @@ impl Catalog {
         let (database, table_name) = self.qualify(name, session);
         let path = format!("{database}.{table_name}");
         self.authorize(session, Operation::Drop, Resource::table(&database, &table_name))?;
-        let snapshot = self.snapshot();
         self.change(|stored| {
+            // Read under the catalog's lock, so it is the snapshot of `stored`: taken before
+            // the lock, a table created under this name meanwhile was removed from the catalog
+            // without being dropped (its logs stayed open and its directory for ever).
+            let snapshot = self.snapshot();
             let Some(tables) = stored.databases.get_mut(&database) else {
                 if if_exists {
                     return Ok((
