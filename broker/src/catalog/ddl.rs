@@ -169,6 +169,12 @@ impl Catalog {
         Arc::clone(&self.credentials)
     }
 
+    /// The id the next CREATE TABLE gets: every id below it was given to a table (ids are
+    /// never reused), so one below it that is not in the catalog belongs to a dropped table.
+    pub fn next_table_id(&self) -> u64 {
+        self.lock().stored.next_table_id
+    }
+
     pub fn cluster_id(&self) -> String {
         self.snapshot.load().cluster_id.clone()
     }

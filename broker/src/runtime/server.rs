@@ -97,6 +97,66 @@ fn open_catalog(
     Catalog::open(catalog_config).map_err(ServerError::Catalog)
 }
 
+/// Removes the directories of tables dropped by a DROP that did not finish (the server stopped
+/// or crashed after the catalog was saved, before the directory was deleted): a
+/// `<data.dir>/<db>/<table>-<id>` directory holding only `bucket-<n>` directories whose id is
+/// below the catalog's next table id and not a table of the catalog (ids are never reused).
+/// Anything else is left alone. Each removal is logged at WARN.
+fn remove_dropped_table_dirs(config: &ServerConfig, catalog: &Catalog) {
+    let snapshot = catalog.snapshot();
+    let next_id = catalog.next_table_id();
+    let Ok(databases) = std::fs::read_dir(&config.data_dir) else {
+        return;
+    };
+    for database in databases.filter_map(Result::ok) {
+        let Ok(tables) = std::fs::read_dir(database.path()) else {
+            continue;
+        };
+        for table in tables.filter_map(Result::ok) {
+            let path = table.path();
+            let name = table.file_name();
+            let Some(id) = name
+                .to_str()
+                .and_then(|name| name.rsplit_once('-'))
+                .filter(|(_, id)| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|(_, id)| id.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if id >= next_id || snapshot.table_by_id(id).is_some() || !holds_only_buckets(&path) {
+                continue;
+            }
+            match crate::log::remove_table_dir(&path) {
+                Ok(()) => tracing::warn!(
+                    dir = %path.display(),
+                    table_id = id,
+                    "removed the directory of a dropped table: its DROP did not finish before the server stopped"
+                ),
+                Err(error) => tracing::warn!(
+                    dir = %path.display(),
+                    %error,
+                    "cannot remove the directory of a dropped table"
+                ),
+            }
+        }
+    }
+}
+
+/// Whether `dir` is a directory whose entries are all `bucket-<n>` directories.
+fn holds_only_buckets(dir: &std::path::Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).all(|entry| {
+        entry.file_type().is_ok_and(|kind| kind.is_dir())
+            && entry
+                .file_name()
+                .to_str()
+                .and_then(|name| name.strip_prefix("bucket-"))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
 /// Gives every bucket with data on disk its owner by the fixed rule before the cores start,
 /// so each core knows which of them to open (and recover) at once.
 fn seed_recovered_buckets(config: &ServerConfig, catalog: &Catalog, owners: &BucketOwners) {
@@ -320,6 +380,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
 
     let cores = config.cores;
     let bucket_owners = Arc::new(BucketOwners::new(cores));
+    remove_dropped_table_dirs(&config, &catalog);
     seed_recovered_buckets(&config, &catalog, &bucket_owners);
     let metrics = Arc::new(Metrics::new(cores).with_login_throttle(runtime.login_throttle.clone()));
     let shared = Arc::new(Shared {
