@@ -206,6 +206,8 @@ impl<R: Reply> Buckets<R> {
             }
             glommio::timer::sleep(Duration::from_millis(5)).await;
         }
+        // Its actors are done: nothing of the table is converted here again.
+        self.appender.forget_table(table_id);
     }
 
     /// Shutdown: closing every queue ends each actor after its queued jobs, which flushes and

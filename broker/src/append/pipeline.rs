@@ -274,6 +274,18 @@ impl Appender {
         self.plans.borrow_mut().get(table)
     }
 
+    /// Tables whose conversion plan this core keeps (tests and diagnostics).
+    pub fn cached_plans(&self) -> usize {
+        self.plans.borrow().len()
+    }
+
+    /// Forgets what this core keeps of a dropped table: its conversion plan and whether its
+    /// buckets' opens failed on an fsync (ids are never reused: they would stay for ever).
+    pub fn forget_table(&self, table_id: u64) {
+        self.plans.borrow_mut().forget(table_id);
+        self.sync_failed.borrow_mut().retain(|(id, _), _| *id != table_id);
+    }
+
     /// Opens (recovering) the log of `table`'s `bucket`, rebuilding its producers' state from
     /// the tags of the batches recovery keeps.
     pub async fn open_bucket(&self, table: &TableInfo, bucket: u32) -> Result<BucketState, LogError> {

@@ -54,4 +54,36 @@ impl PlanCache {
         self.plans.insert(table.id, (table.clone(), plan.clone()));
         Ok(plan)
     }
+
+    /// Forgets a dropped table's plan (ids are never reused: it would stay for ever).
+    pub fn forget(&mut self, table_id: u64) {
+        self.plans.remove(&table_id);
+    }
+
+    /// Tables with a cached plan.
+    pub fn len(&self) -> usize {
+        self.plans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.plans.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::append::tests::fixture;
+
+    #[test]
+    fn a_dropped_tables_plan_is_forgotten() {
+        let (_dir, _config, table) = fixture();
+        let mut cache = PlanCache::default();
+        cache.get(&table).unwrap();
+        assert_eq!(cache.len(), 1);
+        cache.forget(table.id + 1);
+        assert_eq!(cache.len(), 1, "another table's id forgets nothing");
+        cache.forget(table.id);
+        assert!(cache.is_empty());
+    }
 }

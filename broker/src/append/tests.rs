@@ -177,11 +177,13 @@ fn bucket_actors_answer_in_order_and_a_dropped_table_stays_closed() {
         }
         assert!(buckets.has_open_logs(table.id));
 
+        assert_eq!(buckets.appender().cached_plans(), 1);
         buckets.close_table(table.id).await;
         assert!(
             !buckets.has_open_logs(table.id),
             "close_table returns once the logs are closed"
         );
+        assert_eq!(buckets.appender().cached_plans(), 0, "the plan is forgotten");
         let outcome = submit_one(&buckets, &table, 0, r#"{"id": 9}"#).await;
         assert!(matches!(outcome, Err(AppendError::TableDropped(_))));
         let outcome = submit_one(&buckets, &table, 1, r#"{"id": 9}"#).await;
