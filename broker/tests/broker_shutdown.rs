@@ -154,3 +154,58 @@ fn sigterm_under_load_answers_every_request_it_read() {
         stored.len()
     );
 }
+
+const SPREAD: &str = r#"
+import sys
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "enable.idempotence": False, "acks": "1",
+              "linger.ms": 5, "queue.buffering.max.messages": 1000000})
+pad = "x" * 300
+for i in range(60000):
+    while True:
+        try:
+            p.produce("big", ("{\"v\":\"%d-%s\"}" % (i, pad)).encode(), partition=i % 64)
+            break
+        except BufferError:
+            p.poll(0.01)
+assert p.flush(60) == 0
+"#;
+
+/// SIGTERM while a DROP TABLE of 64 buckets waits for the cores to close its logs: the DROP is
+/// answered, its directory removed, and the server exits at once. The cores' DROP tasks were
+/// left behind at shutdown, so the DROP waited until `admin.shutdown-timeout` (20 s here), its
+/// client saw the connection end, and the directory stayed.
+#[test]
+fn sigterm_during_a_drop_answers_it_and_exits_promptly() {
+    let mut server = Server::start(2, &["admin.shutdown-timeout=20s"]);
+    server.sql_ok(
+        "CREATE TABLE fluss.big (v STRING) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '64')",
+    );
+    support::python_ok(SPREAD, &[&server.bootstrap()]);
+    let fluss = server.fluss;
+    let table_dir = std::fs::read_dir(server.data_dir.join("fluss"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("big-"))
+        .expect("the table's directory")
+        .path();
+    let drop = std::thread::spawn(move || support::http(fluss, "POST", "/v1/sql", b"DROP TABLE fluss.big"));
+    // The catalog publishes the DROP before the cores close the table's logs: SIGTERM then.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.get("/v1/tables/fluss.big").0 != 404 {
+        assert!(Instant::now() < deadline, "the DROP never reached the catalog");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let started = Instant::now();
+    let status = server.terminate().expect("the server exits");
+    let took = started.elapsed();
+    assert!(status.success(), "{status:?}");
+    let (code, body) = drop.join().unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        took < Duration::from_secs(10),
+        "exited {took:?} after SIGTERM (admin.shutdown-timeout is 20 s)\n{}",
+        server.logs()
+    );
+    assert!(!table_dir.exists(), "{} stays", table_dir.display());
+}

@@ -156,12 +156,17 @@ pub async fn run_core(start: CoreStart) {
         .await;
     let mesh_tasks = router.spawn_receivers(append_rx, reply_rx);
     telemetry_thread(&shared, id);
+    // The DROP TABLE tasks: shutdown waits for them after closing every log, so each answers
+    // the DROP waiting on the admin thread (a task left behind never did: the DROP waited until
+    // admin.shutdown-timeout and its client was told nothing).
+    let drops = Rc::new(Gate::new());
     let control_task = glommio::spawn_local(watch_control(
         shared.clone(),
         buckets.clone(),
         router.clone(),
         stop.clone(),
         control,
+        drops.clone(),
     ));
     let serving = Rc::new(Serving {
         core: kafka.clone(),
@@ -194,6 +199,7 @@ pub async fn run_core(start: CoreStart) {
     control_task.cancel().await;
     // Closing the bucket queues ends each actor after its queued jobs, which flushes the log.
     buckets.close_all().await;
+    let _ = drops.close().await;
     for task in mesh_tasks.into_iter().chain(handoff_tasks) {
         task.cancel().await;
     }
@@ -207,6 +213,7 @@ async fn watch_control(
     router: Rc<Router>,
     stop: Rc<StopSignal>,
     control: ControlReceiver,
+    drops: Rc<Gate>,
 ) {
     loop {
         while let Ok(message) = control.queue.try_recv() {
@@ -216,13 +223,16 @@ async fn watch_control(
                     // however long that takes; meanwhile this loop goes on (shutdown). The
                     // owners this core looked up are forgotten once `close_table` has marked
                     // the table dropped, after which the router claims none for it.
+                    // Once shutdown has closed the gate the task is not spawned: `done` goes
+                    // unanswered, which the DROP reads as a core that exited.
                     let (buckets, router) = (buckets.clone(), router.clone());
-                    glommio::spawn_local(async move {
+                    if let Ok(task) = drops.spawn(async move {
                         buckets.close_table(table_id).await;
                         router.forget_table(table_id);
                         let _ = done.send(());
-                    })
-                    .detach();
+                    }) {
+                        task.detach();
+                    }
                 }
             }
         }
