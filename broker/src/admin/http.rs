@@ -14,7 +14,7 @@
 //! credentials from the PLAIN credential store (401 with `WWW-Authenticate` otherwise: "required"
 //! when none were sent, "failed" when the ones sent are not valid, logged at WARN with the
 //! user and client address); the user becomes the principal for ACL checks. Unauthenticated
-//! listeners act as `User:ANONYMOUS`. The listener checks the credentials ([`authenticate`])
+//! listeners act as `User:ANONYMOUS`. The listener checks the credentials (`authenticate`)
 //! before it reads a request body, up to `max_body_bytes` (413 beyond).
 
 use std::io::Write;
