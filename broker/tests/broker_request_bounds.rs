@@ -11,7 +11,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use kafluss_protocol::{
-    DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse, ErrorCode, MetadataRequest,
+    DeleteTopicState, DeleteTopicsRequest, DeleteTopicsResponse, ErrorCode, Message, MetadataRequest,
     MetadataRequestTopic, MetadataResponse, ProducePartitionData, ProduceRequest, ProduceResponse,
     ProduceTopicData, RecordBatchBuilder, Uuid,
 };
@@ -261,4 +261,42 @@ fn a_client_that_reads_no_answers_is_closed_after_the_idle_time() {
     let correlation = other.send(9, &metadata_request(&["t".to_string()]));
     let answer: MetadataResponse = other.recv(9, correlation);
     assert_eq!(answer.topics.len(), 1);
+}
+
+/// A client that sends its requests a byte at a time: each read takes only what decides the
+/// frame's reservation (its size prefix, then its API key), then the frame; every request is
+/// answered, Metadata and Produce alike.
+#[test]
+fn requests_sent_a_byte_at_a_time_are_answered() {
+    let server = Server::start(1, &[]);
+    server.sql_ok("CREATE TABLE fluss.t (n INT, pad STRING) WITH ('table.kafka.enabled' = 'true')");
+    let mut raw = Raw::connect(server.kafka);
+    raw.stream.set_nodelay(true).unwrap();
+    let mut trickle = |frame: &[u8]| {
+        for byte in frame {
+            raw.stream.write_all(std::slice::from_ref(byte)).unwrap();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    };
+    let mut frame = bytes::BytesMut::new();
+    let header = kafluss_protocol::RequestHeader::new(MetadataRequest::API_KEY, 9, 1, Some("slow"));
+    kafluss_protocol::encode_request_frame(&mut frame, &header, &metadata_request(&["t".to_string()]))
+        .unwrap();
+    trickle(&frame);
+    let mut records = RecordBatchBuilder::new(kafluss_protocol::Compression::None);
+    records.append(1_700_000_000_000, None, Some(br#"{"n": 1, "pad": "x"}"#), &[]);
+    let mut produce = bytes::BytesMut::new();
+    let header = kafluss_protocol::RequestHeader::new(ProduceRequest::API_KEY, 9, 2, Some("slow"));
+    kafluss_protocol::encode_request_frame(
+        &mut produce,
+        &header,
+        &produce_to("t", 1, &records.build().unwrap()),
+    )
+    .unwrap();
+    trickle(&produce);
+    let answer: MetadataResponse = raw.recv(9, 1);
+    assert_eq!(answer.topics.len(), 1);
+    let answer: ProduceResponse = raw.recv(9, 2);
+    assert_eq!(answer.topics[0].partitions[0].error_code, ErrorCode::None);
+    assert_eq!(server.scan("fluss.t").len(), 1);
 }

@@ -177,8 +177,16 @@ impl FrameReader {
         if self.buffer.is_empty() {
             return IDLE_READ;
         }
-        if self.buffer.len() < FRAME_PREFIX_LEN {
-            return READ_CHUNK;
+        // Until the frame's memory is reserved, only up to what decides the reservation: the
+        // size prefix and, for a request header, its API key (a client sending a few bytes at
+        // a time must not get a chunk read unreserved).
+        let decides = if self.headed {
+            PREFIX_AND_KEY
+        } else {
+            FRAME_PREFIX_LEN
+        };
+        if self.reserved.is_none() && self.buffer.len() < decides {
+            return decides - self.buffer.len();
         }
         self.splitter
             .bytes_needed(&self.buffer)
@@ -738,7 +746,10 @@ mod tests {
         assert_eq!(reader.take_frame().unwrap().unwrap(), Bytes::new());
         assert_eq!(reader.take_frame().unwrap().unwrap(), Bytes::from_static(b"defg"));
         assert!(reader.take_frame().unwrap().is_none());
-        assert_eq!(reader.want(), READ_CHUNK);
+        assert_eq!(reader.want(), 3, "up to the prefix and the API key, unreserved");
+        reader.headed = false;
+        assert_eq!(reader.want(), 1, "a raw SASL token: up to the prefix");
+        reader.headed = true;
         let empty = FrameReader::new(100, 100);
         assert_eq!(
             empty.want(),
@@ -747,6 +758,12 @@ mod tests {
         );
         reader.buffer.extend_from_slice(&[5, b'x']);
         assert_eq!(reader.declared_size().unwrap(), Some(5));
-        assert_eq!(reader.want(), 4);
+        assert_eq!(reader.want(), 1, "the API key's second byte");
+        reader.buffer.extend_from_slice(b"y");
+        assert_eq!(
+            reader.want(),
+            3,
+            "the key is read: the rest of the frame (reserved first)"
+        );
     }
 }
