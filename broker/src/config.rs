@@ -591,14 +591,8 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
 }
 
 fn parse_number(key: &str, value: &str) -> Result<u64, ConfigError> {
-    let digits = value.trim();
     // Digits only: `u64::from_str` would also take a leading `+`, which sizes and durations refuse.
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid(key, value, "expected a non-negative integer"));
-    }
-    digits
-        .parse()
-        .map_err(|_| invalid(key, value, "expected a non-negative integer"))
+    crate::units::digits(value.trim()).ok_or_else(|| invalid(key, value, "expected a non-negative integer"))
 }
 
 /// Sizes: [`crate::units::parse_size`]; an error names `key`.

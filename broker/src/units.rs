@@ -11,6 +11,15 @@
 
 use std::time::Duration;
 
+/// `text` as a count when it is nothing but decimal digits (no sign, no blank, no unit; `None`
+/// past `u64`): the counts of the config keys and the ids in data-dir names.
+pub fn digits(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
 /// Why a size or duration does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnitError {

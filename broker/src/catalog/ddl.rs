@@ -218,14 +218,25 @@ impl Catalog {
         operation: Operation,
         resource: Resource,
     ) -> Result<(), SqlError> {
+        self.authorize_as(&session.principal, session.host, operation, &resource)
+    }
+
+    /// `Ok` when `principal` at `host` may `operation` `resource`, else the refusal naming both.
+    fn authorize_as(
+        &self,
+        principal: &Principal,
+        host: IpAddr,
+        operation: Operation,
+        resource: &Resource,
+    ) -> Result<(), SqlError> {
         if self
             .authorizer
             .load()
-            .authorize(&session.principal, session.host, operation, &resource)
+            .authorize(principal, host, operation, resource)
         {
             Ok(())
         } else {
-            Err(unauthorized(&session.principal, operation, &resource))
+            Err(unauthorized(principal, operation, resource))
         }
     }
 
@@ -244,12 +255,9 @@ impl Catalog {
         let (database, table) = name
             .split_once('.')
             .unwrap_or((snapshot.default_database.as_str(), name));
-        let authorizer = self.authorizer();
         let resource = Resource::table(database, table);
         for operation in [Operation::Describe, operation] {
-            if !authorizer.authorize(principal, host, operation, &resource) {
-                return Err(unauthorized(principal, operation, &resource));
-            }
+            self.authorize_as(principal, host, operation, &resource)?;
         }
         snapshot
             .table(database, table)
@@ -439,14 +447,7 @@ impl Catalog {
         principal: &Principal,
         host: IpAddr,
     ) -> Result<(), SqlError> {
-        if self
-            .authorizer()
-            .authorize(principal, host, operation, &Resource::Cluster)
-        {
-            Ok(())
-        } else {
-            Err(unauthorized(principal, operation, &Resource::Cluster))
-        }
+        self.authorize_as(principal, host, operation, &Resource::Cluster)
     }
 
     pub(crate) fn qualify(&self, name: &ObjectName, session: &Session) -> (String, String) {

@@ -153,6 +153,18 @@ impl FrameReader {
         }))
     }
 
+    /// Bytes still to read before the frame's reservation is decided: up to its size prefix
+    /// and, for a request header, its API key (a frame too short to carry one: the prefix).
+    fn undecided(&self) -> usize {
+        let keyed = self.headed
+            && self
+                .buffer
+                .first_chunk::<FRAME_PREFIX_LEN>()
+                .is_none_or(|prefix| i32::from_be_bytes(*prefix) >= 2);
+        let decides = if keyed { PREFIX_AND_KEY } else { FRAME_PREFIX_LEN };
+        decides.saturating_sub(self.buffer.len())
+    }
+
     /// The body size the buffered prefix declares, once its four bytes are here; checked
     /// against the limit before any body byte is read.
     fn declared_size(&self) -> Result<Option<usize>, CloseReason> {
@@ -177,16 +189,11 @@ impl FrameReader {
         if self.buffer.is_empty() {
             return IDLE_READ;
         }
-        // Until the frame's memory is reserved, only up to what decides the reservation: the
-        // size prefix and, for a request header, its API key (a client sending a few bytes at
-        // a time must not get a chunk read unreserved).
-        let decides = if self.headed {
-            PREFIX_AND_KEY
-        } else {
-            FRAME_PREFIX_LEN
-        };
-        if self.reserved.is_none() && self.buffer.len() < decides {
-            return decides - self.buffer.len();
+        // Until the frame's memory is reserved, only up to what decides the reservation (a
+        // client sending a few bytes at a time must not get a chunk read unreserved).
+        let undecided = self.undecided();
+        if self.reserved.is_none() && undecided > 0 {
+            return undecided;
         }
         self.splitter
             .bytes_needed(&self.buffer)
@@ -215,9 +222,7 @@ impl FrameReader {
             };
             // A header's API key is read first (two bytes more), so that a request other
             // than Produce over its own bound is refused before anything is reserved for it.
-            let key_pending = size.is_some_and(|size| {
-                self.reserved.is_none() && self.headed && size >= 2 && self.buffer.len() < PREFIX_AND_KEY
-            });
+            let key_pending = size.is_some() && self.reserved.is_none() && self.undecided() > 0;
             if let (Some(size), None) = (size, self.reserved.as_ref()) {
                 if let Some(reason) = self.other_too_large(size) {
                     return FrameEvent::Closed(reason);

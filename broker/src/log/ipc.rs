@@ -48,12 +48,13 @@ impl<R: Read> SegmentReader<R> {
     /// Reads the schema message.
     pub fn try_new(mut reader: R) -> Result<Self, ArrowError> {
         let mut metadata = Vec::new();
-        let Some(_body) = next_message(&mut reader, &mut metadata)? else {
+        if !read_metadata(&mut reader, &mut metadata)? {
             return Err(ArrowError::IpcError(
                 "Expected schema message, found empty stream.".into(),
             ));
-        };
+        }
         let parsed = message(&metadata).map_err(invalid_metadata)?;
+        read_body(&mut reader, parsed.bodyLength())?;
         let schema = parsed
             .header_as_schema()
             .ok_or_else(|| ArrowError::IpcError("Expected a schema as the first message".into()))?;
@@ -66,15 +67,12 @@ impl<R: Read> SegmentReader<R> {
         })
     }
 
-    pub fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-
     fn next_batch(&mut self) -> Result<Option<RecordBatch>, ArrowError> {
-        let Some(body) = next_message(&mut self.reader, &mut self.metadata)? else {
+        if !read_metadata(&mut self.reader, &mut self.metadata)? {
             return Ok(None);
-        };
+        }
         let parsed = message(&self.metadata).map_err(invalid_metadata)?;
+        let body = read_body(&mut self.reader, parsed.bodyLength())?;
         match parsed.header_type() {
             MessageHeader::RecordBatch => {
                 let batch = parsed.header_as_record_batch().ok_or_else(|| {
@@ -116,14 +114,14 @@ fn invalid_metadata(error: flatbuffers::InvalidFlatbuffer) -> ArrowError {
     ArrowError::ParseError(format!("Unable to get root as message: {error:?}"))
 }
 
-/// Reads the next message's metadata into `metadata` (verified by the caller) and returns its
-/// body; `None` at an end-of-stream marker or at the end of the bytes before a message.
-/// Neither part's declared length is allocated up front: the buffers grow as bytes arrive.
-fn next_message<R: Read>(reader: &mut R, metadata: &mut Vec<u8>) -> Result<Option<Vec<u8>>, ArrowError> {
+/// Reads the next message's metadata into `metadata` (verified by the caller); false at an
+/// end-of-stream marker or at the end of the bytes before a message. The declared length is
+/// not allocated up front: the buffer grows as bytes arrive.
+fn read_metadata<R: Read>(reader: &mut R, metadata: &mut Vec<u8>) -> Result<bool, ArrowError> {
     let mut prefix = [0u8; 4];
     match reader.read_exact(&mut prefix) {
         Ok(()) => {}
-        Err(error) if error.kind() == ErrorKind::UnexpectedEof => return Ok(None),
+        Err(error) if error.kind() == ErrorKind::UnexpectedEof => return Ok(false),
         Err(error) => return Err(error.into()),
     }
     if prefix == [0xFF; 4] {
@@ -131,7 +129,7 @@ fn next_message<R: Read>(reader: &mut R, metadata: &mut Vec<u8>) -> Result<Optio
     }
     let len = i32::from_le_bytes(prefix);
     if len == 0 {
-        return Ok(None);
+        return Ok(false);
     }
     let len = usize::try_from(len)
         .map_err(|_| ArrowError::ParseError(format!("Invalid metadata length: {len}")))?;
@@ -142,7 +140,11 @@ fn next_message<R: Read>(reader: &mut R, metadata: &mut Vec<u8>) -> Result<Optio
             "Unexpected end of stream: expected {len} metadata bytes, got {read}"
         )));
     }
-    let body_len = message(metadata).map_err(invalid_metadata)?.bodyLength();
+    Ok(true)
+}
+
+/// Reads a message body of the length its metadata declares, growing as bytes arrive.
+fn read_body<R: Read>(reader: &mut R, body_len: i64) -> Result<Vec<u8>, ArrowError> {
     let body_len = u64::try_from(body_len)
         .map_err(|_| ArrowError::ParseError(format!("Invalid IPC message body length: {body_len}")))?;
     let mut body = Vec::new();
@@ -152,5 +154,5 @@ fn next_message<R: Read>(reader: &mut R, metadata: &mut Vec<u8>) -> Result<Optio
             "Unexpected end of stream: expected {body_len} body bytes, got {read}"
         )));
     }
-    Ok(Some(body))
+    Ok(body)
 }

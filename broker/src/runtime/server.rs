@@ -118,8 +118,7 @@ fn remove_dropped_table_dirs(config: &ServerConfig, catalog: &Catalog) {
             let Some(id) = name
                 .to_str()
                 .and_then(|name| name.rsplit_once('-'))
-                .filter(|(_, id)| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|(_, id)| id.parse::<u64>().ok())
+                .and_then(|(_, id)| crate::units::digits(id))
             else {
                 continue;
             };
@@ -153,7 +152,8 @@ fn holds_only_buckets(dir: &std::path::Path) -> bool {
                 .file_name()
                 .to_str()
                 .and_then(|name| name.strip_prefix("bucket-"))
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(crate::units::digits)
+                .is_some()
     })
 }
 
