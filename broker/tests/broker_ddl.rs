@@ -13,18 +13,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::{kcat_produce, Server};
 
-fn table_dirs(server: &Server, database: &str, prefix: &str) -> Vec<String> {
-    std::fs::read_dir(server.data_dir.join(database))
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|name| name.starts_with(prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn topic_id(server: &Server, table: &str) -> String {
     let (status, body) = server.get(&format!("/v1/tables/{table}"));
     assert_eq!(status, 200, "{body}");
@@ -44,11 +32,11 @@ fn drop_recreate_and_alter_reach_the_cores() {
         assert!(ok, "{err}");
     }
     assert_eq!(server.scan("fluss.events").len(), 4);
-    assert_eq!(table_dirs(&server, "fluss", "events-").len(), 1);
+    assert_eq!(server.table_dirs("fluss", "events-").len(), 1);
 
     server.sql_ok("DROP TABLE fluss.events");
     assert!(
-        table_dirs(&server, "fluss", "events-").is_empty(),
+        server.table_dirs("fluss", "events-").is_empty(),
         "the dropped table's directory is deleted"
     );
     let (ok, _, _) = kcat_produce(
@@ -130,7 +118,8 @@ fn a_start_removes_the_directory_a_drop_left_behind() {
         let (ok, _, err) = kcat_produce(&server, topic, 0, &[r#"{"v": 1}"#, r#"{"v": 2}"#], &[]);
         assert!(ok, "{err}");
     }
-    let gone = table_dirs(&server, "fluss", "gone-")
+    let gone = server
+        .table_dirs("fluss", "gone-")
         .pop()
         .expect("the table's directory");
     let data = server.data_dir.clone();
@@ -140,7 +129,7 @@ fn a_start_removes_the_directory_a_drop_left_behind() {
 
     let mut server = Server::start_in(&data, 1, &[]);
     server.sql_ok("DROP TABLE fluss.gone");
-    assert!(table_dirs(&server, "fluss", "gone-").is_empty());
+    assert!(server.table_dirs("fluss", "gone-").is_empty());
     assert!(server.terminate().expect("exits").success());
     copy_tree(keep.path(), &data.join("fluss").join(&gone));
     // Not dropped tables' directories: an id no table has had yet, and one with another file.
@@ -150,7 +139,7 @@ fn a_start_removes_the_directory_a_drop_left_behind() {
 
     let server = Server::start_in(&data, 1, &[]);
     assert!(
-        table_dirs(&server, "fluss", "gone-").is_empty(),
+        server.table_dirs("fluss", "gone-").is_empty(),
         "the dropped table's directory stays"
     );
     assert!(

@@ -183,12 +183,12 @@ fn sigterm_during_a_drop_answers_it_and_exits_promptly() {
     );
     support::python_ok(SPREAD, &[&server.bootstrap()]);
     let fluss = server.fluss;
-    let table_dir = std::fs::read_dir(server.data_dir.join("fluss"))
-        .unwrap()
-        .filter_map(Result::ok)
-        .find(|e| e.file_name().to_string_lossy().starts_with("big-"))
-        .expect("the table's directory")
-        .path();
+    let table_dir = server.data_dir.join("fluss").join(
+        server
+            .table_dirs("fluss", "big-")
+            .pop()
+            .expect("the table's directory"),
+    );
     let drop = std::thread::spawn(move || support::http(fluss, "POST", "/v1/sql", b"DROP TABLE fluss.big"));
     // The catalog publishes the DROP before the cores close the table's logs: SIGTERM then.
     let deadline = Instant::now() + Duration::from_secs(30);

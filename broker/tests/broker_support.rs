@@ -94,6 +94,20 @@ impl Server {
         }
     }
 
+    /// The names of `database`'s table directories in the data dir that start with `prefix`
+    /// (a table's is `<table>-<id>`).
+    pub fn table_dirs(&self, database: &str, prefix: &str) -> Vec<String> {
+        std::fs::read_dir(self.data_dir.join(database))
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().to_string())
+                    .filter(|name| name.starts_with(prefix))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.server.pid()
