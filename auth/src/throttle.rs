@@ -11,9 +11,10 @@
 //! arbitrarily far away. A success clears its user's key, and its address's key only when
 //! every failure counted there was for that same user (someone mistyping their own password):
 //! an address guessing other users' passwords keeps its delay however often it also logs in
-//! with an account of its own. Keys idle for longer than `6 × max-failure-delay` are forgotten;
-//! at most `max-tracked` keys are kept (when the table is full of recent keys, a new key is not
-//! tracked: the other key of the attempt still is).
+//! with an account of its own. A key whose last failure is `6 × max-failure-delay` old is
+//! forgotten (its next attempt neither waits nor takes a turn), however many attempts came
+//! since; at most `max-tracked` keys are kept (when the table is full of keys that failed
+//! recently, a new key is not tracked: the other key of the attempt still is).
 //!
 //! The clock is passed in, so the rules are tested without sleeping. No secret is ever held.
 
@@ -56,8 +57,8 @@ struct Entry {
     failures: u32,
     /// The earliest time the key's next attempt may be checked.
     next_turn: Instant,
-    last_seen: Instant,
-    /// When the last failure was booked: no turn given back comes before its delay.
+    /// When the last failure was booked: no turn given back comes before its delay, and the
+    /// key is forgotten `6 × max-failure-delay` after it.
     last_failure: Instant,
     /// Told apart from an entry of the same key made after this one was cleared.
     generation: u64,
@@ -152,6 +153,7 @@ impl LoginThrottle {
     pub fn reserve(&self, now: Instant, address: IpAddr, user: &str) -> Turn {
         let mut entries = self.lock();
         let keys = [Key::Address(address), Key::User(user.to_string())];
+        self.forget_expired(&mut entries, &keys, now);
         let turn = keys
             .iter()
             .filter_map(|key| entries.get(key))
@@ -169,7 +171,6 @@ impl LoginThrottle {
                         after.saturating_duration_since(entry.next_turn),
                     ));
                     entry.next_turn = after;
-                    entry.last_seen = now;
                 }
             }
         }
@@ -208,9 +209,10 @@ impl LoginThrottle {
     /// never push the next turn further away.
     pub fn try_now(&self, now: Instant, address: IpAddr, user: &str) -> Result<(), Duration> {
         let wait = {
-            let entries = self.lock();
-            [Key::Address(address), Key::User(user.to_string())]
-                .iter()
+            let mut entries = self.lock();
+            let keys = [Key::Address(address), Key::User(user.to_string())];
+            self.forget_expired(&mut entries, &keys, now);
+            keys.iter()
                 .filter_map(|key| entries.get(key))
                 .filter(|entry| entry.failures > 0)
                 .map(|entry| entry.next_turn.saturating_duration_since(now))
@@ -230,14 +232,15 @@ impl LoginThrottle {
         self.failures.fetch_add(1, Ordering::Relaxed);
         let whose = self.hasher.hash_one(user);
         let mut entries = self.lock();
-        for key in [Key::Address(address), Key::User(user.to_string())] {
+        let keys = [Key::Address(address), Key::User(user.to_string())];
+        self.forget_expired(&mut entries, &keys, now);
+        for key in keys {
             if !entries.contains_key(&key) && !self.make_room(&mut entries, now) {
                 continue;
             }
             let entry = entries.entry(key).or_insert_with(|| Entry {
                 failures: 0,
                 next_turn: now,
-                last_seen: now,
                 last_failure: now,
                 generation: self.generations.fetch_add(1, Ordering::Relaxed),
                 failed_users: FailedUsers::One(whose),
@@ -245,7 +248,6 @@ impl LoginThrottle {
             entry.failed_users = entry.failed_users.with(whose);
             entry.failures = entry.failures.saturating_add(1);
             entry.next_turn = entry.next_turn.max(now + self.delay(entry.failures));
-            entry.last_seen = now;
             entry.last_failure = now;
         }
     }
@@ -288,14 +290,27 @@ impl LoginThrottle {
             .min(self.config.max_failure_delay)
     }
 
-    /// Makes room for one more key: forgets idle keys when the table is full. False when every
-    /// tracked key is recent (the new key is then not tracked).
+    /// Whether `entry`'s last failure is old enough for the key to be forgotten.
+    fn expired(&self, entry: &Entry, now: Instant) -> bool {
+        now.saturating_duration_since(entry.last_failure) >= self.config.max_failure_delay.saturating_mul(6)
+    }
+
+    /// Forgets those of `keys` whose last failure is `6 × max-failure-delay` old.
+    fn forget_expired(&self, entries: &mut HashMap<Key, Entry>, keys: &[Key], now: Instant) {
+        for key in keys {
+            if entries.get(key).is_some_and(|entry| self.expired(entry, now)) {
+                entries.remove(key);
+            }
+        }
+    }
+
+    /// Makes room for one more key: forgets expired keys when the table is full. False when
+    /// every tracked key failed recently (the new key is then not tracked).
     fn make_room(&self, entries: &mut HashMap<Key, Entry>, now: Instant) -> bool {
         if entries.len() < self.config.max_tracked {
             return true;
         }
-        let forget_after = self.config.max_failure_delay.saturating_mul(6);
-        entries.retain(|_, entry| now.saturating_duration_since(entry.last_seen) < forget_after);
+        entries.retain(|_, entry| !self.expired(entry, now));
         entries.len() < self.config.max_tracked
     }
 
@@ -446,6 +461,48 @@ mod tests {
         }
         assert_eq!(waits, [Duration::ZERO, 100 * MS, 200 * MS, 400 * MS]);
         assert_eq!(t.reserve(clock, ip(3), "alice").wait, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_key_is_forgotten_six_max_delays_after_its_last_failure_whatever_came_since() {
+        let t = throttle();
+        let now = Instant::now();
+        // Failures for two users from one address: a success does not clear the address.
+        t.failed(now, ip(1), "x");
+        t.failed(now, ip(1), "y");
+        let mut clock = now;
+        let mut waits = Vec::new();
+        // Logins that succeed, one every 400 ms, for 6 x 800 ms: each waits for its turn.
+        while clock < now + 6 * 800 * MS {
+            let wait = t.reserve(clock, ip(1), "admin").wait;
+            waits.push(wait);
+            t.succeeded(ip(1), "admin");
+            clock += 400 * MS;
+        }
+        assert!(waits.iter().any(|w| !w.is_zero()), "{waits:?}");
+        // 6 x max-failure-delay after the last failure the address is forgotten: the logins
+        // since did not keep it, and the next ones neither wait nor are refused.
+        let later = now + 6 * 800 * MS;
+        assert_eq!(t.reserve(later, ip(1), "admin").wait, Duration::ZERO);
+        assert_eq!(t.reserve(later, ip(1), "admin").wait, Duration::ZERO);
+        assert_eq!(t.try_now(later, ip(1), "admin"), Ok(()));
+        assert_eq!(t.try_now(later, ip(1), "admin"), Ok(()));
+        assert_eq!(t.reserve(later, ip(3), "x").wait, Duration::ZERO, "x's key too");
+        assert_eq!(t.reserve(later, ip(3), "y").wait, Duration::ZERO, "y's key too");
+        assert_eq!(t.tracked(), 0);
+        // A failure after that starts again from the first delay.
+        t.failed(later, ip(1), "x");
+        assert_eq!(t.reserve(later, ip(1), "x").wait, 100 * MS);
+
+        // A key that keeps failing is kept: its delay is never forgotten mid-guessing.
+        let t = throttle();
+        let mut clock = now;
+        for _ in 0..20 {
+            let wait = t.reserve(clock, ip(2), "victim").wait;
+            clock += wait;
+            t.failed(clock, ip(2), "victim");
+        }
+        assert_eq!(t.reserve(clock, ip(2), "victim").wait, 800 * MS);
     }
 
     #[test]

@@ -227,6 +227,36 @@ fn failed_basic_logins_are_refused_for_a_while() {
     );
 }
 
+/// An address that failed for two users keeps its delay through the successes of a third
+/// (`a_success_keeps_the_delay_of_an_address_guessing_other_users` in the throttle's tests),
+/// but only until 6 x `security.login.max-failure-delay` after its last failure: then it is
+/// forgotten and the right password is checked at once, every time (the address was never
+/// forgotten while the throttle's table had room: its own logins kept it).
+#[test]
+fn an_address_is_forgotten_six_max_delays_after_its_last_failure() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:sasl,KAFKA:plaintext",
+            "security.sasl.plain.credentials=admin:secret,x:x-password,y:y-password",
+            "security.login.failure-delay=200ms",
+            "security.login.max-failure-delay=300ms",
+        ],
+    );
+    let fluss = server.fluss;
+    assert_eq!(get_with_basic(fluss, "x", WRONG).0, 401);
+    // The address waits 200 ms after that failure before the next password is checked.
+    std::thread::sleep(Duration::from_millis(400));
+    let failed = Instant::now();
+    assert_eq!(get_with_basic(fluss, "y", WRONG).0, 401);
+    // 6 x 300 ms after the last failure (and a margin): nothing counts against 127.0.0.1.
+    std::thread::sleep(Duration::from_millis(2_500).saturating_sub(failed.elapsed()));
+    let statuses: Vec<u16> = (0..5)
+        .map(|_| get_with_basic(fluss, "admin", "secret").0)
+        .collect();
+    assert_eq!(statuses, [200; 5], "{}", server.logs());
+}
+
 /// A refused login's answer is not followed at once by the end of the stream: the server waits
 /// for the client to close first (clients do once they have read the error), for at most 1 s.
 /// kafka-python 3.0 drops an answer that arrives together with the end of the stream and then
