@@ -52,6 +52,8 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("kafka.connection.max-inflight-requests", Some("32")),
     ("kafka.connection.move-after", Some("8")),
     ("kafka.max-request-memory", Some("256mb")),
+    ("kafka.max-answer-memory", Some("128mb")),
+    ("kafka.max-append-memory", Some("512mb")),
     ("kafka.producer.id.expiration", Some("1d")),
     ("kafka.producer.max-per-bucket", Some("1000")),
     ("server.cores", None),
@@ -166,6 +168,12 @@ pub struct ServerConfig {
     pub connection_move_after: u32,
     /// Bytes of Kafka requests one core holds at once (being read or being answered).
     pub max_request_memory: usize,
+    /// `kafka.max-answer-memory`: bytes one core holds, beyond request frames, for requests
+    /// from their decoding until their answer is written.
+    pub max_answer_memory: usize,
+    /// `kafka.max-append-memory`: bytes one core holds for the partitions it appends, from
+    /// their decoding until their rows are stored (beyond the frames they come in).
+    pub max_append_memory: usize,
     /// `kafka.producer.id.expiration`: an idempotent producer's state in a bucket is dropped
     /// this long after its last append there.
     pub producer_id_expiration: Duration,
@@ -434,6 +442,8 @@ impl ServerConfig {
             max_inflight_requests: max_inflight as usize,
             connection_move_after: move_after as u32,
             max_request_memory: max_request_memory as usize,
+            max_answer_memory: positive_size("kafka.max-answer-memory")? as usize,
+            max_append_memory: positive_size("kafka.max-append-memory")? as usize,
             producer_id_expiration: positive_duration("kafka.producer.id.expiration")?,
             producer_max_per_bucket: count("kafka.producer.max-per-bucket", 1 << 20)?,
             cores,

@@ -300,3 +300,182 @@ fn requests_sent_a_byte_at_a_time_are_answered() {
     assert_eq!(answer.topics[0].partitions[0].error_code, ErrorCode::None);
     assert_eq!(server.scan("fluss.t").len(), 1);
 }
+
+/// The peak resident memory of `pid` so far (VmHWM), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kb * 1024
+}
+
+/// A client that pipelines Produce requests naming many partitions and reads none of their
+/// answers: each request counts 512 bytes per topic and partition against
+/// `kafka.max-answer-memory` (here 1 MiB, less than one request needs: one request at a time)
+/// until its answer is written, so the server stops taking its requests once one answer waits
+/// in the socket. Before, every request of the in-flight window was decoded and routed, and each
+/// held about 330 bytes per partition until its answer was written (1 GiB per connection
+/// pipelining 40 requests of 100,000 partitions). Once the client reads, every request is
+/// answered and stored.
+#[test]
+fn a_client_that_reads_no_answers_holds_no_more_than_the_answer_memory() {
+    let server = Server::start(1, &["kafka.max-answer-memory=1mb"]);
+    server.sql_ok("CREATE TABLE fluss.t (n INT) WITH ('table.kafka.enabled' = 'true')");
+    let record = one_record();
+    // One stored row and 50,000 refused partitions (an unknown topic): about 1.7 MB of answer,
+    // of which the kernel's socket buffers take a few before the server's write waits.
+    let mut request = produce_to("t", 1, &record);
+    request.topics.push(ProduceTopicData {
+        name: "no_such_table".to_string(),
+        partitions: (0..50_000)
+            .map(|index| ProducePartitionData {
+                index,
+                records: Some(record.clone()),
+            })
+            .collect(),
+    });
+    const REQUESTS: usize = 30;
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&server.kafka.into()).unwrap();
+    let stream: std::net::TcpStream = socket.into();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut raw = Raw {
+        stream: stream.try_clone().unwrap(),
+        correlation: 0,
+    };
+    let frames: Vec<bytes::Bytes> = (1..=REQUESTS as i32)
+        .map(|correlation| {
+            let header = kafluss_protocol::RequestHeader::new(
+                kafluss_protocol::ApiKey::PRODUCE,
+                9,
+                correlation,
+                Some("stuck"),
+            );
+            let mut buf = bytes::BytesMut::new();
+            kafluss_protocol::encode_request_frame(&mut buf, &header, &request).unwrap();
+            buf.freeze()
+        })
+        .collect();
+    let writer = std::thread::spawn(move || {
+        let mut stream = stream;
+        for frame in frames {
+            stream
+                .write_all(&frame)
+                .expect("the server reads on once answers are read");
+        }
+    });
+    // Rows stop arriving while nothing is read.
+    let mut stored = 0;
+    for _ in 0..10 {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = server.scan("fluss.t").len();
+        if now == stored && now > 0 {
+            break;
+        }
+        stored = now;
+    }
+    assert!(
+        (1..=REQUESTS / 3).contains(&stored),
+        "{stored} of {REQUESTS} requests were taken while their answers were not read"
+    );
+    // Reading the answers lets the rest through, in order, each stored.
+    for correlation in 1..=REQUESTS as i32 {
+        let answer: ProduceResponse = raw.recv(9, correlation);
+        assert_eq!(answer.topics[0].partitions[0].error_code, ErrorCode::None);
+        assert_eq!(answer.topics[1].partitions.len(), 50_000);
+    }
+    writer.join().unwrap();
+    assert_eq!(server.scan("fluss.t").len(), REQUESTS);
+}
+
+/// One small Produce request whose partitions each carry a zstd batch that decompresses to
+/// 8 MiB: the records decompressed for the partitions being appended count against
+/// `kafka.max-append-memory` (here 8 MiB) until they are stored, so the partitions are
+/// appended one after the other and the server's peak memory grows by a few of them, not by
+/// all 16 (before: every partition decompressed and converted at once, about 256 MiB here;
+/// 3 GB for a 215 KB request of 48 partitions of 100 MiB).
+#[test]
+fn decompressed_records_count_against_the_append_memory() {
+    let server = Server::start(1, &["kafka.max-append-memory=8mb", "server.stall-threshold=0"]);
+    server.sql_ok(
+        "CREATE TABLE fluss.b (_kafka_value BYTES) WITH ('table.kafka.enabled' = 'true', \
+         'table.kafka.convert.value.type' = 'binary', 'bucket.num' = '16', \
+         'table.log.arrow.compression.type' = 'NONE')",
+    );
+    let batch = {
+        let mut builder = RecordBatchBuilder::new(kafluss_protocol::Compression::Zstd);
+        let value = vec![b'x'; 1 << 20];
+        for _ in 0..8 {
+            builder.append(1_700_000_000_000, None, Some(value.as_slice()), &[]);
+        }
+        builder.build().unwrap()
+    };
+    assert!(batch.len() < 64 << 10, "{} bytes", batch.len());
+    let mut raw = Raw::connect(server.kafka);
+    // One partition first: what any append costs once (buffers, the first segment).
+    let answer = raw.produce(9, &produce_to("b", 1, &batch));
+    assert_eq!(answer.topics[0].partitions[0].error_code, ErrorCode::None);
+    let before = peak_rss(server.pid());
+    let answer = raw.produce(9, &produce_to("b", 16, &batch));
+    for partition in &answer.topics[0].partitions {
+        assert_eq!(partition.error_code, ErrorCode::None, "{partition:?}");
+        let after_first = if partition.index == 0 { 8 } else { 0 };
+        assert_eq!(partition.base_offset, after_first, "{partition:?}");
+    }
+    let grew = peak_rss(server.pid()).saturating_sub(before);
+    assert!(
+        grew < 80 << 20,
+        "peak memory grew by {} MiB for 16 partitions of 8 MiB",
+        grew >> 20
+    );
+}
+
+/// Clients that pipeline small requests with large answers (Metadata of a 1,024-bucket table:
+/// 45 bytes asked, about 27 KB answered) and read none: an answer counts against
+/// `kafka.max-answer-memory` (here 4 MiB) from its making until it is written, so a core holds
+/// about that much of them, plus the one answer each waiting connection has made. Before, 100
+/// such connections held the answers of their whole in-flight window (32 each).
+#[test]
+fn unread_answers_of_small_requests_count_against_the_answer_memory() {
+    let server = Server::start(1, &["kafka.max-answer-memory=4mb", "server.stall-threshold=0"]);
+    server.sql_ok(
+        "CREATE TABLE fluss.wide (n INT) WITH ('table.kafka.enabled' = 'true', 'bucket.num' = '1024')",
+    );
+    let request = {
+        let header =
+            kafluss_protocol::RequestHeader::new(kafluss_protocol::ApiKey::METADATA, 9, 1, Some("stuck"));
+        let mut buf = bytes::BytesMut::new();
+        kafluss_protocol::encode_request_frame(&mut buf, &header, &metadata_request(&["wide".to_string()]))
+            .unwrap();
+        buf.freeze()
+    };
+    let mut probe = Raw::connect(server.kafka);
+    let correlation = probe.send(9, &metadata_request(&["wide".to_string()]));
+    let answer: MetadataResponse = probe.recv(9, correlation);
+    assert_eq!(answer.topics[0].partitions.len(), 1024);
+    let before = peak_rss(server.pid());
+    let mut stuck = Vec::new();
+    for _ in 0..100 {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        socket.connect(&server.kafka.into()).unwrap();
+        let mut stream: std::net::TcpStream = socket.into();
+        stream.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        for _ in 0..32 {
+            stream.write_all(&request).unwrap();
+        }
+        stuck.push(stream);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let grew = peak_rss(server.pid()).saturating_sub(before);
+    assert!(
+        grew < 40 << 20,
+        "peak memory grew by {} MiB for 100 connections not reading 32 answers of 27 KB",
+        grew >> 20
+    );
+    drop(stuck);
+}

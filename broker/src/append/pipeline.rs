@@ -176,6 +176,9 @@ struct Part {
     batch_rows: Vec<(Option<ProducerBatch>, u64)>,
     idempotent: Vec<ProducerBatch>,
     append_time_ms: i64,
+    /// What its decoded records hold of `kafka.max-append-memory`, given back once its rows
+    /// are stored (or refused).
+    _held: glommio::sync::StaticPermit,
 }
 
 impl Part {
@@ -237,6 +240,9 @@ pub struct Appender {
     /// Buckets of this core whose open failed on an fsync: never opened again in this process
     /// ([`LogError::SyncFailedEarlier`]).
     sync_failed: RefCell<IdMap<(u64, u32), String>>,
+    /// Bytes of this core's `kafka.max-append-memory`: what the partitions being appended hold
+    /// from their decoding until their rows are stored ([`held_by_decoded`]).
+    append_memory: Rc<glommio::sync::Semaphore>,
     /// Bucket logs this core has opened (recovered), for tests and diagnostics.
     opened: std::cell::Cell<u64>,
 }
@@ -244,6 +250,7 @@ pub struct Appender {
 impl Appender {
     pub fn new(config: ServerConfig, log_stats: Arc<LogRegistry>, telemetry: Rc<CoreTelemetry>) -> Self {
         Self {
+            append_memory: Rc::new(glommio::sync::Semaphore::new(config.max_append_memory as u64)),
             config,
             catalog: None,
             log_stats,
@@ -491,11 +498,14 @@ impl Appender {
         let config = &self.config;
         let append_time_ms = now_ms();
         let decoding = std::time::Instant::now();
-        let batches = match decode_batches(
-            job.records.as_ref(),
-            config.max_request_size,
-            config.max_record_size,
-        ) {
+        let decode = || {
+            decode_batches(
+                job.records.as_ref(),
+                config.max_request_size,
+                config.max_record_size,
+            )
+        };
+        let mut batches = match decode() {
             Ok(batches) => batches,
             Err(rejection) => {
                 tracing::debug!(
@@ -516,6 +526,28 @@ impl Appender {
             decoding,
             config.stall_threshold,
         );
+        // The decoded records count against the core's kafka.max-append-memory until they
+        // are stored. When it is held by others, this job waits; the group's jobs that wait
+        // for their write hold some of it too, so they are written first.
+        let wanted = held_by_decoded(&batches, job.records.as_ref()).min(config.max_append_memory) as u64;
+        let held = match self.append_memory.try_acquire_static_permit(wanted) {
+            Ok(held) => held,
+            Err(_) => {
+                drop(batches);
+                self.commit(bucket, ready, results, slice).await;
+                let Ok(held) = self.append_memory.acquire_static_permit(wanted).await else {
+                    return Prepared::Done(OwnerResult::Done(Err(AppendError::ShuttingDown)));
+                };
+                // The same bytes decode to the same records.
+                batches = match decode() {
+                    Ok(batches) => batches,
+                    Err(rejection) => {
+                        return Prepared::Done(OwnerResult::Done(Err(AppendError::Batch(rejection))))
+                    }
+                };
+                held
+            }
+        };
         let idempotent: Vec<ProducerBatch> = batches.iter().filter_map(|b| b.producer).collect();
         if !idempotent.is_empty() {
             // The state does not know the group's waiting batches yet: check this job's
@@ -570,6 +602,7 @@ impl Appender {
                 batch_rows,
                 idempotent,
                 append_time_ms,
+                _held: held,
             },
             conversion,
         })
@@ -1221,6 +1254,32 @@ fn table_ttl(table: &TableInfo, default: Duration) -> Duration {
         .get("table.log.ttl")
         .and_then(|v| crate::log::parse_ttl(v))
         .unwrap_or(default)
+}
+
+/// What a partition's decoded batches hold beyond the frame their `records` came in: the
+/// records decompressed from compressed batches (an uncompressed batch's are the frame's own
+/// bytes) and the index of every record and header.
+pub fn held_by_decoded(batches: &[DecodedBatch], records: Option<&Bytes>) -> usize {
+    let in_frame = |data: &Bytes| {
+        records.is_some_and(|frame| {
+            let (start, end) = (frame.as_ptr() as usize, frame.as_ptr() as usize + frame.len());
+            let at = data.as_ptr() as usize;
+            start <= at && at + data.len() <= end
+        })
+    };
+    batches
+        .iter()
+        .map(|batch| {
+            let inflated = if in_frame(&batch.data) {
+                0
+            } else {
+                batch.data.len()
+            };
+            inflated
+                + batch.records.capacity() * std::mem::size_of::<RecordSpan>()
+                + batch.headers.capacity() * std::mem::size_of::<HeaderSpan>()
+        })
+        .sum()
 }
 
 /// Parses every batch of a partition's `records`, all-or-nothing.

@@ -12,7 +12,7 @@ use kafluss_auth::Principal;
 use kafluss_protocol::{Compression, RecordBatchBuilder};
 
 use super::bucket::Buckets;
-use super::pipeline::{decode_batches, Appender, OwnerResult};
+use super::pipeline::{decode_batches, held_by_decoded, Appender, HeaderSpan, OwnerResult, RecordSpan};
 use super::{AppendError, AppendJob, AppendOutcome, BatchRejection};
 use crate::catalog::model::TableInfo;
 use crate::catalog::{Catalog, CatalogConfig};
@@ -221,6 +221,38 @@ fn existing_buckets_reopen_before_the_first_job() {
         second.close_all().await;
         assert!(!second.has_open_logs(table.id));
     });
+}
+
+/// What decoded records count against `kafka.max-append-memory`: the records a compressed batch
+/// decompressed to, and the index of every record and header; an uncompressed batch's records
+/// are the frame's own bytes (counted with the frame) and are not counted again.
+#[test]
+fn decoded_records_hold_their_decompressed_bytes_and_their_index() {
+    assert_eq!(
+        (
+            std::mem::size_of::<RecordSpan>(),
+            std::mem::size_of::<HeaderSpan>()
+        ),
+        (72, 40),
+        "docs/configuration.md (kafka.max-append-memory) quotes these"
+    );
+    let value = vec![b'v'; 100_000];
+    let mut plain = RecordBatchBuilder::new(Compression::None);
+    plain.append(0, None, Some(&value), &[(b"h", Some(b"x"))]);
+    let frame = plain.build().unwrap();
+    let decoded = decode_batches(Some(&frame), 1 << 20, 1 << 20).unwrap();
+    let index = decoded[0].records.capacity() * 72 + decoded[0].headers.capacity() * 40;
+    assert_eq!(held_by_decoded(&decoded, Some(&frame)), index);
+
+    let mut zstd = RecordBatchBuilder::new(Compression::Zstd);
+    zstd.append(0, None, Some(&value), &[(b"h", Some(b"x"))]);
+    let frame = zstd.build().unwrap();
+    assert!(frame.len() < 1_000);
+    let decoded = decode_batches(Some(&frame), 1 << 20, 1 << 20).unwrap();
+    let index = decoded[0].records.capacity() * 72 + decoded[0].headers.capacity() * 40;
+    let held = held_by_decoded(&decoded, Some(&frame));
+    assert_eq!(held, decoded[0].data.len() + index);
+    assert!(held > 100_000, "{held}");
 }
 
 #[test]

@@ -103,6 +103,8 @@ struct Queued {
     response: PendingResponse,
     /// The request's share of `kafka.max-request-memory`, given back once it is answered.
     _memory: StaticPermit,
+    /// What it holds of `kafka.max-answer-memory`, given back once it is answered.
+    _held: Option<StaticPermit>,
 }
 
 /// Outcome of waiting for the next frame.
@@ -404,14 +406,37 @@ pub async fn serve(
         let request_bytes = frame.len() + 4;
         let received = Instant::now();
         match super::dispatch(&context, frame).await {
-            Dispatch::Respond { api_key, response } => {
+            Dispatch::Respond {
+                api_key,
+                response,
+                mut held,
+            } => {
                 let close_after = response.closes_connection();
+                if let (
+                    PendingResponse::Ready(Response {
+                        frame: Some(frame), ..
+                    }),
+                    None,
+                ) = (&response, &held)
+                {
+                    // An answer is counted from its making until it is written: a client that
+                    // pipelines small requests with large answers and never reads them holds
+                    // no more than kafka.max-answer-memory of a core (this one answer beyond).
+                    match core.hold_answer_memory(frame.len()).await {
+                        Ok(permit) => held = Some(permit),
+                        Err(why) => {
+                            tracing::info!(%peer, "closing Kafka connection: {why}");
+                            break CloseReason::Handler;
+                        }
+                    }
+                }
                 let item = Queued {
                     api_key,
                     received,
                     request_bytes,
                     response,
                     _memory: memory,
+                    _held: held,
                 };
                 if queue.send(item).await.is_err() {
                     break CloseReason::Handler;

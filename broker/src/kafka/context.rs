@@ -6,8 +6,9 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use glommio::sync::Semaphore;
+use glommio::sync::{Semaphore, StaticPermit};
 
+use super::HandlerError;
 use crate::append::Submit;
 use crate::config::ServerConfig;
 use crate::metrics::CoreMetrics;
@@ -25,6 +26,9 @@ pub struct KafkaCore {
     /// connection reserves a request's size before reading its body and keeps the reservation
     /// until the answer is written.
     pub request_memory: Rc<Semaphore>,
+    /// Units are bytes held beyond request frames (`kafka.max-answer-memory`): what a request
+    /// costs from its decoding until its answer is written ([`KafkaCore::hold_answer_memory`]).
+    pub answer_memory: Rc<Semaphore>,
 }
 
 impl KafkaCore {
@@ -38,6 +42,32 @@ impl KafkaCore {
 
     pub fn metrics(&self) -> &CoreMetrics {
         self.telemetry.metrics()
+    }
+
+    /// Takes `bytes` of this core's `kafka.max-answer-memory` (all of it for a request that
+    /// needs more), held until the request's answer is written. When answers not yet written
+    /// hold it, this waits (the connection reads nothing more meanwhile, so its client is
+    /// pushed back) until they give memory back: at most `kafka.connection.max-idle-time`, and
+    /// not past the start of shutdown.
+    pub async fn hold_answer_memory(&self, bytes: usize) -> Result<StaticPermit, HandlerError> {
+        let bytes = (bytes as u64).min(self.config().max_answer_memory as u64);
+        if let Ok(permit) = self.answer_memory.try_acquire_static_permit(bytes) {
+            return Ok(permit);
+        }
+        let started = std::time::Instant::now();
+        let limit = self.config().connection_max_idle_time;
+        let waited = futures_lite::future::or(
+            async { self.answer_memory.acquire_static_permit(bytes).await.ok() },
+            async {
+                futures_lite::future::or(glommio::timer::sleep(limit), self.stop.stopping()).await;
+                None
+            },
+        )
+        .await;
+        waited.ok_or_else(|| HandlerError::AnswerMemory {
+            bytes: bytes as usize,
+            waited: started.elapsed(),
+        })
     }
 }
 

@@ -104,6 +104,11 @@ pub enum HandlerError {
     },
     #[error("API key {0} is advertised for librdkafka's feature detection but not served: kafluss accepts producers only")]
     NotServed(i16),
+    #[error("a request that needs {bytes} bytes of kafka.max-answer-memory waited {waited:?} for them (answers that this core's clients do not read hold it) or the server is stopping")]
+    AnswerMemory {
+        bytes: usize,
+        waited: std::time::Duration,
+    },
 }
 
 impl HandlerError {
@@ -126,11 +131,12 @@ pub enum Dispatch {
     Respond {
         api_key: i16,
         response: PendingResponse,
+        /// What the request holds of `kafka.max-answer-memory` until its answer is written
+        /// (a Produce request's entries; the connection takes an answer's own size).
+        held: Option<glommio::sync::StaticPermit>,
     },
     /// Close without answering (undecodable frame, request refused before authentication).
-    Close {
-        why: HandlerError,
-    },
+    Close { why: HandlerError },
 }
 
 /// Decodes a request body like the Java broker does: fields are read in order and bytes after
@@ -223,7 +229,11 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, frame: Bytes) -> Dispatch
         }
         Handler::SaslAuthenticate => {
             return match sasl::authenticate(context, &header, body) {
-                Ok(response) => Dispatch::Respond { api_key, response },
+                Ok(response) => Dispatch::Respond {
+                    api_key,
+                    response,
+                    held: None,
+                },
                 Err(why) => Dispatch::Close { why },
             }
         }
@@ -237,6 +247,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, frame: Bytes) -> Dispatch
         Ok(response) => Dispatch::Respond {
             api_key,
             response: PendingResponse::Ready(response),
+            held: None,
         },
         Err(why) => Dispatch::Close { why },
     }

@@ -102,6 +102,12 @@ pub fn whole_request_error(request: &ProduceRequest, version: i16) -> Option<Req
     named_twice(request).then_some(RequestRejection::DuplicatePartition)
 }
 
+/// What one topic or partition of a Produce request is counted in `kafka.max-answer-memory`
+/// from its decoding until the answer is written: its decoded entry, its slot (an owner's
+/// reply channel), its result and its part of the answer (a bound of what they take: a request
+/// of 100,000 partitions held about 330 bytes per entry until it was answered).
+pub const ENTRY_BYTES: usize = 512;
+
 /// Partitions a request may name before [`named_twice`] sets them apart with a hash set
 /// rather than by comparing each with the ones before it.
 const FEW_PARTITIONS: usize = 16;
@@ -195,6 +201,17 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
                 why: HandlerError::undecodable("Produce", version, e),
             }
         }
+    };
+    // What the request holds until its answer is written, counted before anything is routed:
+    // per topic and partition named, its slot, result and answer (ENTRY_BYTES).
+    let entries = request.topics.len() + request.topics.iter().map(|t| t.partitions.len()).sum::<usize>();
+    let held = match context
+        .core
+        .hold_answer_memory(entries.saturating_mul(ENTRY_BYTES))
+        .await
+    {
+        Ok(held) => held,
+        Err(why) => return Dispatch::Close { why },
     };
     let acks = request.acks;
     // Slots in request order: either an immediate answer or a receiver from the owner.
@@ -312,6 +329,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
     Dispatch::Respond {
         api_key,
         response: PendingResponse::Later(answers),
+        held: Some(held),
     }
 }
 

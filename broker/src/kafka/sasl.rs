@@ -127,6 +127,7 @@ pub fn raw_token(context: &Rc<ConnectionContext>, token: &Bytes) -> Dispatch {
     Dispatch::Respond {
         api_key: kafluss_protocol::ApiKey::SASL_AUTHENTICATE.0,
         response: after_turn(context, &user, answer),
+        held: None,
     }
 }
 

@@ -143,6 +143,7 @@ pub async fn run_core(start: CoreStart) {
         router: router.clone(),
         stop: stop.clone(),
         request_memory: Rc::new(Semaphore::new(config.max_request_memory as u64)),
+        answer_memory: Rc::new(Semaphore::new(config.max_answer_memory as u64)),
     });
     let connections = Rc::new(Gate::new());
 
