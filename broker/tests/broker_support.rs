@@ -160,6 +160,48 @@ impl Server {
             .collect()
     }
 
+    /// GET with the raw answer: (status, body with chunk framing removed, whether the chunked
+    /// body ended with its terminating chunk).
+    pub fn get_chunked(&self, path: &str) -> (u16, String, bool) {
+        let mut stream = TcpStream::connect(self.fluss).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        let text = String::from_utf8_lossy(&answer).to_string();
+        let (head, mut rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        if !head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+            return (status, rest.to_string(), true);
+        }
+        let mut body = String::new();
+        let mut terminated = false;
+        while let Some((size, after)) = rest.split_once("\r\n") {
+            let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+                break;
+            };
+            if size == 0 {
+                terminated = true;
+                break;
+            }
+            if after.len() < size {
+                body.push_str(after);
+                break;
+            }
+            body.push_str(&after[..size]);
+            rest = after[size..].trim_start_matches("\r\n");
+        }
+        (status, body, terminated)
+    }
+
     /// `GET path` on the Fluss listener.
     pub fn get(&self, path: &str) -> (u16, String) {
         http(self.fluss, "GET", path, b"")

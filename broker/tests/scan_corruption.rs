@@ -7,11 +7,8 @@
 #[path = "broker_support.rs"]
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 use kafluss_protocol::{Compression, ErrorCode, RecordBatchBuilder};
 use support::{Raw, Server};
@@ -56,48 +53,6 @@ fn segments(data_dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// GET with the raw answer: (status, body with chunk framing removed, whether the chunked
-/// body ended with its terminating chunk).
-fn get(server: &Server, path: &str) -> (u16, String, bool) {
-    let mut stream = TcpStream::connect(server.fluss).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = Vec::new();
-    let _ = stream.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).to_string();
-    let (head, mut rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    if !head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        return (status, rest.to_string(), true);
-    }
-    let mut body = String::new();
-    let mut terminated = false;
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 {
-            terminated = true;
-            break;
-        }
-        if after.len() < size {
-            body.push_str(after);
-            break;
-        }
-        body.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
-    }
-    (status, body, terminated)
-}
-
 #[test]
 fn a_damaged_batch_is_reported_not_served_short_and_the_repair_works() {
     let mut server = Server::start(1, &["log.segment.size=4kb"]);
@@ -133,7 +88,7 @@ fn a_damaged_batch_is_reported_not_served_short_and_the_repair_works() {
     );
 
     // The scan says where, and is visibly incomplete: an error line, no terminating chunk.
-    let (status, body, terminated) = get(&server, "/v1/tables/fluss.t/scan?format=jsonl");
+    let (status, body, terminated) = server.get_chunked("/v1/tables/fluss.t/scan?format=jsonl");
     assert_eq!(status, 200, "rows came before the damage");
     assert!(!terminated, "the body must not end like a complete answer");
     let last = body.lines().last().unwrap_or_default();
@@ -162,10 +117,9 @@ fn a_damaged_batch_is_reported_not_served_short_and_the_repair_works() {
     );
 
     // The rows before the damage read back completely with an explicit range.
-    let (status, body, terminated) = get(
-        &server,
-        &format!("/v1/tables/fluss.t/scan?format=jsonl&limit={from_offset}"),
-    );
+    let (status, body, terminated) = server.get_chunked(&format!(
+        "/v1/tables/fluss.t/scan?format=jsonl&limit={from_offset}"
+    ));
     assert_eq!(status, 200);
     assert!(terminated, "a range before the damage is a complete answer");
     assert_eq!(body.lines().count(), from_offset);

@@ -27,6 +27,13 @@ pub(crate) const MAX_METADATA_LEN: u64 = 16 << 20;
 /// The custom-metadata key of a record-batch message's body checksum.
 pub const CHECKSUM_KEY: &str = "kafluss.crc32c";
 
+/// The custom-metadata key of the checksum of a record-batch message's framing and metadata:
+/// the CRC32C of its first `8 + metadata length` bytes (continuation marker, metadata length,
+/// the metadata with its padding) as stored, with this value's own 8 digits taken as `0`s.
+/// It covers what the body checksum does not: the row count, the buffers' offsets and lengths,
+/// the body length, and the body checksum itself. Messages written before it are read without.
+pub const METADATA_CHECKSUM_KEY: &str = "kafluss.crc32c.meta";
+
 /// The padding of `prefix + metadata`, as the IPC writer's default (64-byte alignment).
 const ALIGNMENT: usize = 64;
 
@@ -157,17 +164,21 @@ pub(crate) fn frame_sealed(
             variadicBufferCounts: variadic,
         },
     );
-    let key = fbb.create_string(CHECKSUM_KEY);
-    let value = fbb.create_string(CHECKSUM_PLACEHOLDER);
-    let pair = KeyValue::create(
-        fbb,
-        &KeyValueArgs {
-            key: Some(key),
-            value: Some(value),
-        },
-    );
-    let mut pairs = Vec::with_capacity(1 + tags.len());
-    pairs.push(pair);
+    let mut pairs = Vec::with_capacity(2 + tags.len());
+    let mut placeholder = |key: &str| {
+        let key = fbb.create_string(key);
+        let value = fbb.create_string(CHECKSUM_PLACEHOLDER);
+        pairs.push(KeyValue::create(
+            fbb,
+            &KeyValueArgs {
+                key: Some(key),
+                value: Some(value),
+            },
+        ));
+        value
+    };
+    let value = placeholder(CHECKSUM_KEY);
+    let meta_value = placeholder(METADATA_CHECKSUM_KEY);
     for (key, value) in tags {
         let key = fbb.create_string(key);
         let value = fbb.create_string(value);
@@ -195,8 +206,13 @@ pub(crate) fn frame_sealed(
     // A flatbuffer offset counts from the end of the buffer; a string is its u32 length, then
     // its bytes.
     let value_at = metadata.len() - value.value() as usize + 4;
+    let meta_at = metadata.len() - meta_value.value() as usize + 4;
     debug_assert_eq!(
         metadata.get(value_at..value_at + 8),
+        Some(CHECKSUM_PLACEHOLDER.as_bytes())
+    );
+    debug_assert_eq!(
+        metadata.get(meta_at..meta_at + 8),
         Some(CHECKSUM_PLACEHOLDER.as_bytes())
     );
     let padded = (8 + metadata.len()).next_multiple_of(ALIGNMENT) - 8;
@@ -209,10 +225,46 @@ pub(crate) fn frame_sealed(
     let body = out.len();
     write_body(out);
     let crc = kafluss_protocol::crc::crc32c(&out[body..]);
-    let digits = &mut out[start + 8 + value_at..][..8];
+    write_hex(&mut out[start + 8 + value_at..][..8], crc);
+    // Then the framing and metadata, the body's checksum included, with this one's digits as
+    // the placeholder's zeros.
+    let crc = kafluss_protocol::crc::crc32c(&out[start..body]);
+    write_hex(&mut out[start + 8 + meta_at..][..8], crc);
+}
+
+/// `value` as 8 lowercase hex digits into `digits`.
+fn write_hex(digits: &mut [u8], value: u32) {
     for (i, digit) in digits.iter_mut().enumerate() {
-        *digit = b"0123456789abcdef"[(crc >> (28 - 4 * i) & 0xf) as usize];
+        *digit = b"0123456789abcdef"[(value >> (28 - 4 * i) & 0xf) as usize];
     }
+}
+
+/// Checks a record-batch message's framing and metadata against the checksum its metadata
+/// declares ([`METADATA_CHECKSUM_KEY`]): None when it matches or the message has none (written
+/// before it), else what is wrong. `prefix` is the message's first 8 bytes (continuation marker
+/// and metadata length), `metadata` the bytes after them up to the body (padding included),
+/// and `message` is parsed from `metadata`.
+pub fn metadata_mismatch(prefix: &[u8], metadata: &[u8], message: &Message<'_>) -> Option<String> {
+    let value = custom_value(message, METADATA_CHECKSUM_KEY)?;
+    let at = (value.as_ptr() as usize).wrapping_sub(metadata.as_ptr() as usize);
+    let stored = match (value.len(), u32::from_str_radix(value, 16)) {
+        (8, Ok(stored)) if at.checked_add(8).is_some_and(|end| end <= metadata.len()) => stored,
+        _ => return Some(format!("unreadable metadata checksum {value:?}")),
+    };
+    let mut crc = kafluss_protocol::crc::crc32c_append(0, prefix);
+    crc = kafluss_protocol::crc::crc32c_append(crc, &metadata[..at]);
+    crc = kafluss_protocol::crc::crc32c_append(crc, CHECKSUM_PLACEHOLDER.as_bytes());
+    crc = kafluss_protocol::crc::crc32c_append(crc, &metadata[at + 8..]);
+    (crc != stored).then(|| {
+        format!(
+            "the framing and metadata do not match their checksum (stored {stored:08x}, computed {crc:08x})"
+        )
+    })
+}
+
+/// Whether a message declares a [`METADATA_CHECKSUM_KEY`] checksum.
+pub fn has_metadata_checksum(message: &Message<'_>) -> bool {
+    custom_value(message, METADATA_CHECKSUM_KEY).is_some()
 }
 
 /// The body checksum a message's metadata declares: None when it has none (written before
@@ -275,8 +327,13 @@ pub fn mismatch(position: u64, stored: u32, computed: u32) -> String {
 enum Part {
     /// Collecting the 8-byte prefix of the message starting at `start`.
     Prefix { start: u64, got: Vec<u8> },
-    /// Collecting `len` bytes of metadata.
-    Metadata { start: u64, len: usize, got: Vec<u8> },
+    /// Collecting `len` bytes of metadata after the 8-byte `prefix`.
+    Metadata {
+        start: u64,
+        prefix: [u8; 8],
+        len: usize,
+        got: Vec<u8>,
+    },
     /// `left` body bytes to come, checked against `expected` when known.
     Body {
         start: u64,
@@ -355,15 +412,30 @@ impl<R: Read> VerifyingReader<R> {
                     } else {
                         Part::Metadata {
                             start: *start,
+                            prefix: [got[0], got[1], got[2], got[3], got[4], got[5], got[6], got[7]],
                             len,
                             got: Vec::with_capacity(len),
                         }
                     }
                 }
-                Part::Metadata { start, len, got } if got.len() == *len => {
+                Part::Metadata {
+                    start,
+                    prefix,
+                    len,
+                    got,
+                } if got.len() == *len => {
                     let start = *start;
                     match super::ipc::message(got) {
                         Ok(message) => {
+                            if message.header_type() == MessageHeader::RecordBatch {
+                                // Before the IPC reader sees the metadata: damage there (a
+                                // buffer's length or offset, the row count) must not reach
+                                // arrow's decoder, which trusts it.
+                                if let Some(reason) = metadata_mismatch(prefix, got, &message) {
+                                    self.part = Part::Unchecked;
+                                    return Err(invalid(format!("the batch at byte {start}: {reason}")));
+                                }
+                            }
                             let expected = match message.header_type() {
                                 MessageHeader::RecordBatch => match body_checksum(&message) {
                                     Some(Ok(crc)) => Some(crc),
@@ -538,6 +610,51 @@ mod tests {
                     assert_eq!(custom_value(&message, key), Some(*value));
                 }
             }
+        }
+    }
+
+    /// The framing and metadata checksum covers every byte before the body: any one byte
+    /// changed there (the marker, the length, the row count, a buffer's offset or length, the
+    /// body's checksum, a tag, the padding) is a mismatch or no longer parses, and the sealed
+    /// bytes as written match. Its own digits are what it leaves out.
+    #[test]
+    fn any_byte_of_the_framing_and_metadata_changed_is_found() {
+        let mut writer = StreamWriter::try_new(Vec::new(), batch(0, 1).schema_ref()).unwrap();
+        std::mem::take(writer.get_mut());
+        writer.write(&batch(5, 20)).unwrap();
+        let plain = std::mem::take(writer.get_mut());
+        let sealed = seal_with(&plain, &[("kafluss.producers", "1;7,0,0,19,20")]).unwrap();
+        let metadata_len = u32::from_le_bytes(sealed[4..8].try_into().unwrap()) as usize;
+        let check = |bytes: &[u8]| -> Option<String> {
+            let len = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+            let Some(metadata) = bytes.get(8..8 + len) else {
+                return Some("shorter than its length".into());
+            };
+            let Ok(message) = super::super::ipc::message(metadata) else {
+                return Some("does not parse".into());
+            };
+            if !has_metadata_checksum(&message) {
+                return Some("no metadata checksum".into());
+            }
+            metadata_mismatch(&bytes[..8], metadata, &message)
+        };
+        let message = arrow_ipc::root_as_message(&sealed[8..8 + metadata_len]).unwrap();
+        let digits = custom_value(&message, METADATA_CHECKSUM_KEY).unwrap();
+        let digits_at = digits.as_ptr() as usize - sealed.as_ptr() as usize;
+        assert_eq!(check(&sealed), None);
+        for at in 0..8 + metadata_len {
+            let mut changed = sealed.clone();
+            changed[at] ^= 0x04;
+            if (digits_at..digits_at + 8).contains(&at) {
+                // Its own digits: a different value, which the bytes no longer give.
+                assert!(check(&changed).is_some(), "byte {at}");
+                continue;
+            }
+            assert!(
+                check(&changed).is_some(),
+                "byte {at} of {} changed and not found",
+                8 + metadata_len
+            );
         }
     }
 

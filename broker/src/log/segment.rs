@@ -268,8 +268,10 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
     };
     let mut pos = 0u64;
     let mut window = ReadWindow::default();
-    // Whether a record-batch message before this one carried a checksum.
+    // Whether a record-batch message before this one carried a checksum, and one of its
+    // framing and metadata.
     let mut checksummed = false;
+    let mut meta_checksummed = false;
     loop {
         if pos == file_len {
             return Ok(scan);
@@ -280,14 +282,16 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
         }
         let header = window.read(file, pos, 8, file_len).await?;
         if header.len() < 8 {
-            return Ok(scan.torn(format!("short read of message header at byte {pos}")));
+            let reason = format!("short read of message header at byte {pos}");
+            return torn_or_damaged(scan, reason, file, pos, verify).await;
         }
         if header[..4] != CONTINUATION {
             if zeros_to_end(file, pos, file_len).await? {
                 scan.zero_tail = true;
                 return Ok(scan.torn(format!("zeros written ahead of the appends from byte {pos}")));
             }
-            return Ok(scan.torn(format!("no IPC continuation marker at byte {pos}")));
+            let reason = format!("no IPC continuation marker at byte {pos}");
+            return torn_or_damaged(scan, reason, file, pos, verify).await;
         }
         let metadata_len = u64::from(u32::from_le_bytes([header[4], header[5], header[6], header[7]]));
         if metadata_len == 0 {
@@ -296,34 +300,44 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
             if scan.valid_len != file_len && zeros_to_end(file, scan.valid_len, file_len).await? {
                 scan.zero_tail = true;
             } else if scan.valid_len != file_len {
-                return Ok(scan.torn(format!(
-                    "bytes after the end-of-stream marker at byte {}",
-                    pos + 8
-                )));
+                let reason = format!("bytes after the end-of-stream marker at byte {}", pos + 8);
+                return torn_or_damaged(scan, reason, file, pos, verify).await;
             }
             return Ok(scan);
         }
         if metadata_len > MAX_METADATA_LEN || metadata_len > remaining - 8 {
-            return Ok(scan.torn(format!("partial message metadata at byte {pos}")));
+            let reason = format!("partial message metadata at byte {pos}");
+            return torn_or_damaged(scan, reason, file, pos, verify).await;
         }
         // Bounded by MAX_METADATA_LEN and by the file length checked just above.
         let metadata = window
             .read(file, pos + 8, metadata_len as usize, file_len)
             .await?;
         if (metadata.len() as u64) < metadata_len {
-            return Ok(scan.torn(format!("short read of message metadata at byte {pos}")));
+            let reason = format!("short read of message metadata at byte {pos}");
+            return torn_or_damaged(scan, reason, file, pos, verify).await;
         }
         let message = match super::ipc::message(&metadata) {
             Ok(message) => message,
-            Err(err) => return Ok(scan.torn(format!("invalid message metadata at byte {pos}: {err}"))),
+            Err(err) => {
+                let reason = format!("invalid message metadata at byte {pos}: {err}");
+                return torn_or_damaged(scan, reason, file, pos, verify).await;
+            }
         };
         let body_len = message.bodyLength();
         let Ok(body_len) = u64::try_from(body_len) else {
-            return Ok(scan.torn(format!("negative body length at byte {pos}")));
+            let reason = format!("negative body length at byte {pos}");
+            return torn_or_damaged(scan, reason, file, pos, verify).await;
         };
         let end = pos + 8 + metadata_len;
         if body_len > file_len - end {
-            return Ok(scan.torn(format!("partial message body at byte {pos}")));
+            // Its metadata says more than the file holds: torn, unless the metadata is what
+            // is damaged and complete messages follow.
+            let reason = match super::checksum::metadata_mismatch(&header, &metadata, &message) {
+                Some(problem) if verify => format!("{problem} (message at byte {pos})"),
+                _ => format!("partial message body at byte {pos}"),
+            };
+            return torn_or_damaged(scan, reason, file, pos, verify).await;
         }
         match message.header_type() {
             MessageHeader::Schema if scan.schema.is_none() => {
@@ -342,6 +356,21 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
                     // parses, every field at its default) is damage, not a batch of 0 rows
                     // that would shift every later row's offset.
                     let has_checksum = super::checksum::body_checksum(&message).is_some();
+                    let has_meta = super::checksum::has_metadata_checksum(&message);
+                    // The framing and metadata first: with them damaged, nothing else they
+                    // say (rows, body length, the body's checksum) can be trusted, and whether
+                    // complete messages follow is found by looking for them.
+                    if let Some(problem) = super::checksum::metadata_mismatch(&header, &metadata, &message) {
+                        let reason = format!("{problem} (message at byte {pos})");
+                        return torn_or_damaged(scan, reason, file, pos, verify).await;
+                    }
+                    if meta_checksummed && !has_meta {
+                        let reason = format!(
+                            "a record batch without the metadata checksum every earlier one has (message at byte {pos})"
+                        );
+                        return torn_or_damaged(scan, reason, file, pos, verify).await;
+                    }
+                    meta_checksummed |= has_meta;
                     let rows = message.header_as_record_batch().map_or(0, |batch| batch.length());
                     let malformed = if rows <= 0 {
                         Some(format!("a record batch of {rows} rows"))
@@ -389,16 +418,85 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
                         });
                         scan.rows += rows;
                     }
-                    None => return Ok(scan.torn(format!("invalid record batch length at byte {pos}"))),
+                    None => {
+                        let reason = format!("invalid record batch length at byte {pos}");
+                        return torn_or_damaged(scan, reason, file, pos, verify).await;
+                    }
                 }
             }
             other => {
-                return Ok(scan.torn(format!("unexpected {other:?} message at byte {pos}")));
+                let reason = format!("unexpected {other:?} message at byte {pos}");
+                return torn_or_damaged(scan, reason, file, pos, verify).await;
             }
         }
         pos = end + body_len;
         scan.valid_len = pos;
     }
+}
+
+/// A torn tail, unless `verify` finds a complete record-batch message after `pos` whose
+/// framing and metadata match their checksum: then bytes that once were complete messages
+/// were damaged (a crash tears only the end of what was being written), and the scan says so
+/// instead of letting recovery cut acknowledged batches away as a torn tail.
+async fn torn_or_damaged<F: SegmentFile>(
+    scan: SegmentScan,
+    reason: String,
+    file: &F,
+    pos: u64,
+    verify: bool,
+) -> std::io::Result<SegmentScan> {
+    if verify {
+        if let Some(next) = next_checked_message(file, pos + 1, scan.file_len).await? {
+            return Ok(scan.damaged(format!("{reason}, and a complete batch follows at byte {next}")));
+        }
+    }
+    Ok(scan.torn(reason))
+}
+
+/// The position of the first record-batch message at or after `from` (at 8-byte boundaries,
+/// where the writer starts every message) whose framing and metadata match their checksum
+/// ([`super::checksum::METADATA_CHECKSUM_KEY`]) and whose body fits in the file; None when
+/// there is none. Reads the rest of the file [`CHECK_CHUNK`] bytes at a time.
+async fn next_checked_message<F: SegmentFile>(
+    file: &F,
+    from: u64,
+    file_len: u64,
+) -> std::io::Result<Option<u64>> {
+    let mut at = from.next_multiple_of(8);
+    while at + 8 <= file_len {
+        let chunk = file.read_at(at, CHECK_CHUNK.min(file_len - at) as usize).await?;
+        if chunk.len() < 8 {
+            return Ok(None);
+        }
+        for offset in (0..=chunk.len() - 8).step_by(8) {
+            let Some(prefix) = chunk.get(offset..offset + 8) else {
+                break;
+            };
+            if prefix[..4] != CONTINUATION {
+                continue;
+            }
+            let candidate = at + offset as u64;
+            let len = u64::from(u32::from_le_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]));
+            if len == 0 || len > MAX_METADATA_LEN || candidate + 8 + len > file_len {
+                continue;
+            }
+            let metadata = file.read_at(candidate + 8, len as usize).await?;
+            let Ok(message) = super::ipc::message(&metadata) else {
+                continue;
+            };
+            let fits = u64::try_from(message.bodyLength())
+                .is_ok_and(|body| body <= file_len - (candidate + 8 + len));
+            if message.header_type() == MessageHeader::RecordBatch
+                && fits
+                && super::checksum::has_metadata_checksum(&message)
+                && super::checksum::metadata_mismatch(prefix, &metadata, &message).is_none()
+            {
+                return Ok(Some(candidate));
+            }
+        }
+        at += (chunk.len() as u64 / 8) * 8;
+    }
+    Ok(None)
 }
 
 /// Read-ahead for the framing walk: message headers of small batches sit close together, so
