@@ -195,3 +195,64 @@ fn init_producer_id_needs_write_somewhere_and_authentication_first() {
         ErrorCode::None
     );
 }
+
+/// One idempotent producer writing a bucket through both names of its table, as a client
+/// treats two topics: each name's batches numbered from 0. Every batch is stored once, at its
+/// own offset, and a retry through either name is answered with its own offset, also after a
+/// SIGKILL and a restart (before: the second name's batch matched the first name's cached batch
+/// and was answered with its offset, acknowledged, and never stored). Metadata gives the two
+/// names two topic ids (the Java client stops its sender on one id for two names).
+#[test]
+fn a_table_written_through_both_its_names_stores_every_batch() {
+    let mut server = Server::start(1, &[]);
+    server.sql_ok("CREATE TABLE fluss.idem (id BIGINT) WITH ('table.kafka.enabled' = 'true')");
+    let mut raw = Raw::connect(server.kafka);
+    let producer = init(&mut raw, 4, None, (-1, -1));
+    let producer = (producer.producer_id, producer.producer_epoch);
+    let send = |raw: &mut Raw, topic: &str, first_seq: i32, ids: &[i64]| {
+        let request = produce_request(-1, topic, 0, batch(producer, first_seq, ids));
+        let answer = raw.produce(9, &request).topics[0].partitions[0].clone();
+        (answer.error_code, answer.base_offset)
+    };
+    assert_eq!(send(&mut raw, "idem", 0, &[1, 2]), (ErrorCode::None, 0));
+    assert_eq!(send(&mut raw, "fluss.idem", 0, &[3, 4]), (ErrorCode::None, 2));
+    assert_eq!(send(&mut raw, "idem", 2, &[5]), (ErrorCode::None, 4));
+    assert_eq!(send(&mut raw, "fluss.idem", 2, &[6]), (ErrorCode::None, 5));
+    let stored: Vec<(i64, i64)> = (1..=6).map(|id| (0, id)).collect();
+    assert_eq!(ids(&server), stored);
+    assert_eq!(send(&mut raw, "fluss.idem", 0, &[3, 4]), (ErrorCode::None, 2));
+    assert_eq!(send(&mut raw, "idem", 2, &[5]), (ErrorCode::None, 4));
+
+    let correlation = raw.send(
+        10,
+        &kafluss_protocol::MetadataRequest {
+            topics: Some(
+                ["idem", "fluss.idem"]
+                    .iter()
+                    .map(|name| kafluss_protocol::MetadataRequestTopic {
+                        topic_id: kafluss_protocol::Uuid::ZERO,
+                        name: Some(name.to_string()),
+                    })
+                    .collect(),
+            ),
+            allow_auto_topic_creation: false,
+            include_cluster_authorized_operations: false,
+            include_topic_authorized_operations: false,
+            unknown_tagged_fields: Vec::new(),
+        },
+    );
+    let metadata: kafluss_protocol::MetadataResponse = raw.recv(10, correlation);
+    assert_eq!(metadata.topics.len(), 2);
+    assert_ne!(metadata.topics[0].topic_id, metadata.topics[1].topic_id);
+
+    server.kill();
+    let data_dir = server.data_dir.clone();
+    let server = Server::start_in(&data_dir, 1, &[]);
+    let mut raw = Raw::connect(server.kafka);
+    assert_eq!(send(&mut raw, "idem", 0, &[1, 2]), (ErrorCode::None, 0));
+    assert_eq!(send(&mut raw, "fluss.idem", 2, &[6]), (ErrorCode::None, 5));
+    assert_eq!(send(&mut raw, "fluss.idem", 3, &[7]), (ErrorCode::None, 6));
+    assert_eq!(send(&mut raw, "idem", 3, &[8]), (ErrorCode::None, 7));
+    let stored: Vec<(i64, i64)> = (1..=8).map(|id| (0, id)).collect();
+    assert_eq!(ids(&server), stored);
+}

@@ -447,7 +447,8 @@ def exactly_once(bootstrap, topic, partitions, count):
     """The exactly-once tests' librdkafka producer (tests/tests/exactly_once.rs): confluent-kafka
     with enable.idempotence=true (acks=all, retries without limit within a 120 s
     message.timeout.ms), one record per id 0..count-1, its value the id in decimal, to partition
-    id % partitions, paced at 10 records every 10 ms so the test's faults fall mid-run. Prints
+    id % partitions of the id % n-th of the n comma-separated topics in `topic` (one, or both
+    names of one table), paced at 10 records every 10 ms so the test's faults fall mid-run. Prints
     {"acked": [...], "failed": N, "errors": [...]} as the Java producer's --exactly-once does."""
     from confluent_kafka import Producer
 
@@ -464,8 +465,11 @@ def exactly_once(bootstrap, topic, partitions, count):
     producer = Producer(
         {"bootstrap.servers": bootstrap, "enable.idempotence": True, "message.timeout.ms": 120000}
     )
+    topics = topic.split(",")
     for record in range(count):
-        producer.produce(topic, str(record).encode(), partition=record % partitions, on_delivery=delivered)
+        producer.produce(
+            topics[record % len(topics)], str(record).encode(), partition=record % partitions, on_delivery=delivered
+        )
         producer.poll(0)
         if record % 10 == 9:
             time.sleep(0.01)

@@ -41,6 +41,9 @@ pub struct AppendJob {
     pub records: Option<Bytes>,
     /// -1 waits for group commit; 0 and 1 answer after the write.
     pub acks: i16,
+    /// The topic was named without its database (`orders`, not `fluss.orders`): an idempotent
+    /// producer's sequences through each name are apart ([`crate::producer::state::ProducerKey`]).
+    pub bare_topic: bool,
 }
 
 /// Rows that reached the log (or, for a retried idempotent batch, the rows it stored before:

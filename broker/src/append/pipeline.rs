@@ -499,11 +499,16 @@ impl Appender {
         let append_time_ms = now_ms();
         let decoding = std::time::Instant::now();
         let decode = || {
-            decode_batches(
+            let mut batches = decode_batches(
                 job.records.as_ref(),
                 config.max_request_size,
                 config.max_record_size,
-            )
+            )?;
+            // Each of a table's two names is a sequence of its own (ProducerKey).
+            for producer in batches.iter_mut().filter_map(|b| b.producer.as_mut()) {
+                producer.bare_topic = job.bare_topic;
+            }
+            Ok(batches)
         };
         let mut batches = match decode() {
             Ok(batches) => batches,

@@ -75,6 +75,7 @@ pub(crate) fn job(table: &Arc<TableInfo>, bucket: u32, records: Bytes, acks: i16
         partition: bucket as i32,
         records: Some(records),
         acks,
+        bare_topic: false,
     }
 }
 

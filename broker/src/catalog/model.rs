@@ -100,6 +100,17 @@ pub fn topic_id(cluster_id: &str, table_id: u64) -> [u8; 16] {
     id
 }
 
+/// The topic id a table has under its name without a database (`orders` for `fluss.orders` in
+/// the default database): `topic_id` with one bit of its high half flipped. A Kafka topic has one
+/// name and one id, and clients index topics by id: the Java client stops its sender on two
+/// names with one id ("Duplicate key"). So each name of a table is a topic of its own to a
+/// client, with an id of its own, still derived from the table's.
+pub fn bare_topic_id(topic_id: [u8; 16]) -> [u8; 16] {
+    let mut id = topic_id;
+    id[1] ^= 0x01;
+    id
+}
+
 fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in bytes {
@@ -192,5 +203,12 @@ mod tests {
         assert_eq!(a[6] >> 4, 8, "version 8");
         assert_eq!(a[8] >> 6, 0b10, "RFC variant");
         assert_eq!(&a[9..], &1u64.to_be_bytes()[1..]);
+        // The name without a database: another well-formed id, the same for the same table.
+        let bare = bare_topic_id(a);
+        assert_ne!(bare, a);
+        assert_eq!(bare, bare_topic_id(topic_id("cluster-a", 1)));
+        assert_ne!(bare, bare_topic_id(topic_id("cluster-a", 2)));
+        assert_ne!(bare, topic_id("cluster-a", 2));
+        assert_eq!((bare[6] >> 4, bare[8] >> 6), (8, 0b10));
     }
 }

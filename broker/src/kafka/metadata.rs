@@ -58,10 +58,16 @@ fn named_topic(
 }
 
 fn topic_entry(name: Option<String>, table: &TableInfo) -> MetadataTopic {
+    // The name without a database is a topic of its own, with an id of its own.
+    let bare = name.as_deref().is_some_and(|name| !name.contains('.'));
     MetadataTopic {
         error_code: ErrorCode::None,
+        topic_id: Uuid(if bare {
+            crate::catalog::model::bare_topic_id(table.topic_id)
+        } else {
+            table.topic_id
+        }),
         name,
-        topic_id: Uuid(table.topic_id),
         is_internal: false,
         partitions: (0..table.bucket_count)
             .map(|bucket| MetadataPartition::single_replica(bucket as i32, NODE_ID))

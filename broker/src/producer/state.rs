@@ -64,7 +64,15 @@ pub struct ProducerBatch {
     pub epoch: i16,
     pub first_seq: i32,
     pub last_seq: i32,
+    /// The batch came to its table through the topic name without a database (`orders` for
+    /// `fluss.orders` in the default database). A client numbers its sequences per topic
+    /// partition, and to it `orders` and `fluss.orders` are two topics: each name is a sequence
+    /// of its own ([`ProducerKey`]).
+    pub bare_topic: bool,
 }
+
+/// Whose sequence a batch continues: a producer id through one of its table's two names.
+pub type ProducerKey = (i64, bool);
 
 impl ProducerBatch {
     /// From the wire fields; `last_offset_delta` is the batch's record count - 1.
@@ -79,7 +87,13 @@ impl ProducerBatch {
             epoch,
             first_seq: base_sequence,
             last_seq,
+            bare_topic: false,
         }
+    }
+
+    /// Its sequence's key: the producer id and the form of the topic name it came through.
+    pub fn key(&self) -> ProducerKey {
+        (self.producer_id, self.bare_topic)
     }
 }
 
@@ -162,7 +176,7 @@ impl Default for ProducerLimits {
 /// The producer state of one bucket.
 #[derive(Debug)]
 pub struct ProducerStates {
-    entries: HashMap<i64, Entry>,
+    entries: HashMap<ProducerKey, Entry>,
     limits: ProducerLimits,
 }
 
@@ -188,16 +202,17 @@ impl ProducerStates {
         now_ms.saturating_sub(entry.last_append_ms) >= expiration
     }
 
-    /// The state of `producer_id` unless it expired.
-    fn live(&self, producer_id: i64, now_ms: i64) -> Option<&Entry> {
+    /// The state of `key` unless it expired.
+    fn live(&self, key: ProducerKey, now_ms: i64) -> Option<&Entry> {
         self.entries
-            .get(&producer_id)
+            .get(&key)
             .filter(|entry| !self.expired(entry, now_ms))
     }
 
-    /// The epoch and cached batches of `producer_id` (tests and diagnostics).
+    /// The epoch and cached batches of `producer_id` through its table's full name (tests and
+    /// diagnostics).
     pub fn batches(&self, producer_id: i64, now_ms: i64) -> Option<(i16, Vec<BatchMeta>)> {
-        self.live(producer_id, now_ms)
+        self.live((producer_id, false), now_ms)
             .map(|entry| (entry.epoch, entry.batches.iter().copied().collect()))
     }
 
@@ -208,8 +223,8 @@ impl ProducerStates {
         // (producer id, epoch, last seq) of the job's earlier batches; past
         // `PAIRWISE_PENDING` of them, the index of each producer's latest in a map, so a job
         // of many batches is checked in linear time.
-        let mut pending: Vec<(i64, i16, i32)> = Vec::new();
-        let mut latest: HashMap<i64, usize> = HashMap::new();
+        let mut pending: Vec<(ProducerKey, i16, i32)> = Vec::new();
+        let mut latest: HashMap<ProducerKey, usize> = HashMap::new();
         for batch in batches {
             if batch.epoch < 0 || batch.first_seq < 0 {
                 return Err(SequenceError::Invalid {
@@ -218,7 +233,7 @@ impl ProducerStates {
                     first_seq: batch.first_seq,
                 });
             }
-            let entry = self.live(batch.producer_id, now_ms);
+            let entry = self.live(batch.key(), now_ms);
             if let Some(entry) = entry.filter(|entry| entry.epoch == batch.epoch) {
                 let duplicate = entry
                     .batches
@@ -230,9 +245,9 @@ impl ProducerStates {
             }
             let stored_epoch = entry.map_or(NO_EPOCH, |entry| entry.epoch);
             let earlier = if pending.len() <= PAIRWISE_PENDING {
-                pending.iter().rev().find(|p| p.0 == batch.producer_id)
+                pending.iter().rev().find(|p| p.0 == batch.key())
             } else {
-                latest.get(&batch.producer_id).map(|&i| &pending[i])
+                latest.get(&batch.key()).map(|&i| &pending[i])
             };
             let (epoch, last_seq) = match earlier {
                 Some(&(_, epoch, last_seq)) => (epoch, Some(last_seq)),
@@ -271,13 +286,13 @@ impl ProducerStates {
                     });
                 }
             }
-            pending.push((batch.producer_id, batch.epoch, batch.last_seq));
+            pending.push((batch.key(), batch.epoch, batch.last_seq));
             if pending.len() > PAIRWISE_PENDING {
                 if latest.is_empty() {
                     // Later entries overwrite earlier ones: each id maps to its latest batch.
                     latest.extend(pending.iter().enumerate().map(|(i, p)| (p.0, i)));
                 } else {
-                    latest.insert(batch.producer_id, pending.len() - 1);
+                    latest.insert(batch.key(), pending.len() - 1);
                 }
             }
         }
@@ -287,12 +302,12 @@ impl ProducerStates {
     /// Remembers appended batches: each with the offsets of its first and last row.
     pub fn record(&mut self, batches: &[(ProducerBatch, u64, u64)], now_ms: i64) {
         for &(batch, first_offset, last_offset) in batches {
-            let fresh = self.live(batch.producer_id, now_ms).is_none();
+            let fresh = self.live(batch.key(), now_ms).is_none();
             if fresh {
-                self.entries.remove(&batch.producer_id);
+                self.entries.remove(&batch.key());
                 self.make_room(now_ms);
             }
-            let entry = self.entries.entry(batch.producer_id).or_insert_with(|| Entry {
+            let entry = self.entries.entry(batch.key()).or_insert_with(|| Entry {
                 epoch: batch.epoch,
                 batches: VecDeque::with_capacity(BATCHES_TO_RETAIN),
                 last_append_ms: now_ms,
@@ -375,8 +390,9 @@ pub struct StoredTag {
 #[error("unreadable producer tag {0:?}")]
 pub struct TagError(pub String);
 
-/// `<append ms>;<producer id>,<epoch>,<first seq>,<last seq>,<rows>;…`, one group per Kafka
-/// batch (`-1,-1,-1,-1,<rows>` for a batch without a producer id).
+/// `<append ms>;<producer id>,<epoch>,<first seq>,<last seq>,<rows>[,b];…`, one group per Kafka
+/// batch (`-1,-1,-1,-1,<rows>` for a batch without a producer id; `,b` after a batch that came
+/// through its table's name without a database, [`ProducerBatch::bare_topic`]).
 pub fn encode_tag(tag: &StoredTag) -> String {
     use std::fmt::Write;
     let mut out = tag.append_ms.to_string();
@@ -386,11 +402,16 @@ pub fn encode_tag(tag: &StoredTag) -> String {
             epoch: -1,
             first_seq: -1,
             last_seq: -1,
+            bare_topic: false,
         });
         let _ = write!(
             out,
-            ";{},{},{},{},{rows}",
-            b.producer_id, b.epoch, b.first_seq, b.last_seq
+            ";{},{},{},{},{rows}{}",
+            b.producer_id,
+            b.epoch,
+            b.first_seq,
+            b.last_seq,
+            if b.bare_topic { ",b" } else { "" }
         );
     }
     out
@@ -404,8 +425,10 @@ pub fn decode_tag(text: &str) -> Result<StoredTag, TagError> {
     let mut batches = Vec::new();
     for part in parts {
         let fields: Vec<&str> = part.split(',').collect();
-        let [pid, epoch, first, last, rows] = fields[..] else {
-            return Err(bad());
+        let (pid, epoch, first, last, rows, bare_topic) = match fields[..] {
+            [pid, epoch, first, last, rows] => (pid, epoch, first, last, rows, false),
+            [pid, epoch, first, last, rows, "b"] => (pid, epoch, first, last, rows, true),
+            _ => return Err(bad()),
         };
         let producer_id: i64 = pid.parse().map_err(|_| bad())?;
         let epoch: i16 = epoch.parse().map_err(|_| bad())?;
@@ -417,6 +440,7 @@ pub fn decode_tag(text: &str) -> Result<StoredTag, TagError> {
             epoch,
             first_seq,
             last_seq,
+            bare_topic,
         });
         batches.push((batch, rows));
     }
@@ -725,6 +749,56 @@ mod tests {
         assert!(s.batches(4, later).is_some() && s.batches(5, later).is_some());
     }
 
+    /// A producer writing one bucket through both names of its table (`orders` and
+    /// `fluss.orders`) numbers each name's batches from 0, as a client does per topic: they are
+    /// two sequences, and the first batch through the second name is new, not a duplicate of
+    /// the first name's (which answered it with the other's offset and stored nothing). The
+    /// tag keeps which name a batch came through, so the state after a restart does the same.
+    #[test]
+    fn each_name_of_a_table_is_a_sequence_of_its_own() {
+        let mut s = states();
+        let mut offset = 0;
+        let bare = |first_seq, records| ProducerBatch {
+            bare_topic: true,
+            ..batch(0, first_seq, records)
+        };
+        append(&mut s, &[batch(0, 0, 2)], &mut offset, NOW);
+        append(&mut s, &[bare(0, 2)], &mut offset, NOW);
+        append(&mut s, &[batch(0, 2, 1)], &mut offset, NOW);
+        append(&mut s, &[bare(2, 1)], &mut offset, NOW);
+        assert_eq!(offset, 6);
+        // Retries are recognised per name, with their own offsets.
+        assert_eq!(
+            s.check(&[bare(0, 2)], NOW),
+            Ok(Verdict::Duplicate(BatchMeta {
+                first_seq: 0,
+                last_seq: 1,
+                first_offset: 2,
+                last_offset: 3
+            }))
+        );
+        assert!(matches!(s.check(&[batch(0, 2, 1)], NOW), Ok(Verdict::Duplicate(m)) if m.first_offset == 4));
+        assert!(matches!(
+            s.check(&[bare(5, 1)], NOW),
+            Err(SequenceError::OutOfOrder { expected: 3, .. })
+        ));
+        let tag = StoredTag {
+            append_ms: NOW,
+            batches: vec![(Some(batch(0, 0, 2)), 2), (Some(bare(0, 2)), 2)],
+        };
+        let text = encode_tag(&tag);
+        assert_eq!(text, "1000000;7,0,0,1,2;7,0,0,1,2,b");
+        assert_eq!(decode_tag(&text), Ok(tag.clone()));
+        let mut restored = states();
+        restored.restore(0, &tag, NOW);
+        assert!(
+            matches!(restored.check(&[bare(0, 2)], NOW), Ok(Verdict::Duplicate(m)) if m.first_offset == 2)
+        );
+        assert!(
+            matches!(restored.check(&[batch(0, 0, 2)], NOW), Ok(Verdict::Duplicate(m)) if m.first_offset == 0)
+        );
+    }
+
     #[test]
     fn tags_round_trip_and_restore_the_state() {
         let tag = StoredTag {
@@ -734,7 +808,14 @@ mod tests {
         let text = encode_tag(&tag);
         assert_eq!(text, "1000000;7,2,10,12,3;-1,-1,-1,-1,4;7,2,13,14,2");
         assert_eq!(decode_tag(&text), Ok(tag.clone()));
-        for bad in ["", "x", "1;1,2,3", "1;a,2,3,4,5", "1;1,2,3,4,5,6"] {
+        for bad in [
+            "",
+            "x",
+            "1;1,2,3",
+            "1;a,2,3,4,5",
+            "1;1,2,3,4,5,6",
+            "1;1,2,3,4,5,b,b",
+        ] {
             assert!(decode_tag(bad).is_err(), "{bad:?}");
         }
         let mut s = states();

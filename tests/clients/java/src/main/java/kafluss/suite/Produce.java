@@ -135,11 +135,17 @@ public final class Produce {
     java.util.concurrent.atomic.AtomicLong failed = new java.util.concurrent.atomic.AtomicLong();
     try (KafkaProducer<byte[], byte[]> producer =
         new KafkaProducer<>(config, new ByteArraySerializer(), new ByteArraySerializer())) {
+      // Several topics (comma-separated, e.g. both names of one table): record id goes to the
+      // id % n-th.
+      String[] topics = topic.split(",");
       for (int id = 0; id < count; id++) {
         final long record = id;
         producer.send(
             new ProducerRecord<>(
-                topic, id % partitions, null, String.valueOf(id).getBytes(StandardCharsets.UTF_8)),
+                topics[id % topics.length],
+                id % partitions,
+                null,
+                String.valueOf(id).getBytes(StandardCharsets.UTF_8)),
             (metadata, error) -> {
               if (error == null) {
                 acked.add(record);
