@@ -262,19 +262,26 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
     legacy.extend_from_slice(&((message.len() + 4) as i32).to_be_bytes());
     legacy.extend_from_slice(&[0, 0, 0, 0]);
     legacy.extend_from_slice(&message);
+    // A set of two such messages (a legacy set holds one message per record): refused by its
+    // magic too, not as a partition of several record batches (INVALID_RECORD before).
+    let two = [&legacy[..], &legacy[..]].concat();
     let big = format!(r#"{{"id":1,"pad":"{}"}}"#, "x".repeat(100));
     let got = outcomes(&raw.produce(
         7,
         &request(
             1,
-            vec![(
-                "good",
-                vec![(0, Some(Bytes::from(legacy))), (1, Some(batch(&[&big])))],
-            )],
+            vec![
+                (
+                    "good",
+                    vec![(0, Some(Bytes::from(legacy))), (1, Some(batch(&[&big])))],
+                ),
+                ("strict", vec![(0, Some(Bytes::from(two)))]),
+            ],
         ),
     ));
     assert_eq!(got[0].2, ErrorCode::UnsupportedForMessageFormat);
     assert_eq!(got[1].2, ErrorCode::MessageTooLarge);
+    assert_eq!(got[2].2, ErrorCode::UnsupportedForMessageFormat);
 
     // Produce v0-2 are advertised (librdkafka compresses only when the range starts at 0) and
     // answered UNSUPPORTED_FOR_MESSAGE_FORMAT: they carry magic 0/1 message sets.

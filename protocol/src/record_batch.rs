@@ -254,10 +254,12 @@ fn be_i16(bytes: &[u8], at: usize) -> i16 {
 
 /// How many bytes of `records` follow its first record batch, read from that batch's length
 /// field alone (nothing is parsed or checked: a malformed batch is the decoder's to refuse);
-/// 0 when the bytes end with it or are too few to tell. Produce v3+ carries exactly one batch
-/// per partition (Kafka's `ProduceRequest.validateRecords`).
+/// 0 when the bytes end with it or are too few to tell, and for a legacy message set (magic 0
+/// or 1, which holds one message per record and is refused by its magic when decoded:
+/// UNSUPPORTED_FOR_MESSAGE_FORMAT). Produce v3+ carries exactly one batch per partition
+/// (Kafka's `ProduceRequest.validateRecords`).
 pub fn bytes_after_first_batch(records: &[u8]) -> usize {
-    if records.len() < BATCH_LENGTH_PREFIX {
+    if records.len() < BATCH_LENGTH_PREFIX || matches!(records.get(MAGIC_OFFSET), Some(0 | 1)) {
         return 0;
     }
     usize::try_from(be_i32(records, 8))
@@ -807,6 +809,13 @@ mod tests {
         let mut negative = one.to_vec();
         negative[8..12].copy_from_slice(&(-1i32).to_be_bytes());
         assert_eq!(bytes_after_first_batch(&negative), 0);
+        // A legacy message set (magic 0 or 1 at the same place) holds one message per record:
+        // its later messages are not counted; its magic refuses it when decoded.
+        for magic in [0u8, 1] {
+            let mut legacy = two.clone();
+            legacy[16] = magic;
+            assert_eq!(bytes_after_first_batch(&legacy), 0, "magic {magic}");
+        }
     }
 
     /// A record's bytes as a client lays them out; `offset_delta` need not be its index, and
