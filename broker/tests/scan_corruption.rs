@@ -181,3 +181,61 @@ fn a_damaged_batch_is_reported_not_served_short_and_the_repair_works() {
         "appends continue at offset {from_offset}"
     );
 }
+
+/// A bucket whose segments do not follow each other (a middle segment deleted or emptied, a
+/// stray empty segment far past the end): recovery refuses it, and a scan reads the rows up to
+/// the gap and then ends with `CORRUPT_SEGMENT` naming the segment after the gap, never an
+/// answer that looks complete with offsets jumping (before: exit 0 and a hole); the table's row
+/// count is the rows readable from the start (before: 10,000 for a stray segment named 10000).
+#[test]
+fn a_gap_between_segments_ends_the_scan_as_damage() {
+    let mut server = Server::start(1, &["log.segment.size=4kb"]);
+    server.sql_ok("CREATE TABLE fluss.t (id BIGINT) WITH ('table.kafka.enabled' = 'true')");
+    assert!(produce(&server, 0, BATCHES).iter().all(|c| *c == ErrorCode::None));
+    server.terminate();
+    let data_dir = server.data_dir.clone();
+    let files = segments(&data_dir);
+    assert!(files.len() >= 3, "several segments: {files:?}");
+    let base = |file: &PathBuf| -> usize { file.file_stem().unwrap().to_string_lossy().parse().unwrap() };
+    let middle = files[files.len() / 2].clone();
+    let after = files[files.len() / 2 + 1].clone();
+    let kept = std::fs::read(&middle).unwrap();
+    let stray = middle.with_file_name(format!("{:020}.arrow", 10_000));
+    for damage in ["deleted", "emptied", "stray"] {
+        match damage {
+            "deleted" => std::fs::remove_file(&middle).unwrap(),
+            "emptied" => std::fs::write(&middle, b"").unwrap(),
+            _ => {
+                std::fs::write(&middle, &kept).unwrap();
+                std::fs::write(&stray, b"").unwrap();
+            }
+        }
+        let (gap_at, named) = match damage {
+            "stray" => (BATCHES * ROWS_PER_BATCH, stray.clone()),
+            _ => (base(&middle), after.clone()),
+        };
+        let server = Server::start_in(&data_dir, 1, &["log.segment.size=4kb"]);
+        let (status, body, terminated) = server.get_chunked("/v1/tables/fluss.t/scan?format=jsonl");
+        assert_eq!(status, 200, "{damage}: {body}");
+        assert!(
+            !terminated,
+            "{damage}: the answer does not end like a complete one"
+        );
+        let lines: Vec<&str> = body.lines().collect();
+        assert_eq!(
+            lines.len(),
+            gap_at + 1,
+            "{damage}: the rows before the gap, then the error"
+        );
+        let last = lines[gap_at];
+        assert!(last.contains("CORRUPT_SEGMENT"), "{damage}: {last}");
+        assert!(
+            last.contains(&*named.file_name().unwrap().to_string_lossy()),
+            "{damage}: {last}"
+        );
+        let (status, table) = server.get("/v1/tables/fluss.t");
+        assert_eq!(status, 200, "{table}");
+        let table: serde_json::Value = serde_json::from_str(&table).unwrap();
+        assert_eq!(table["row_count"], gap_at as u64, "{damage}: {table}");
+    }
+}

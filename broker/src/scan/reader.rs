@@ -85,14 +85,35 @@ pub fn read_bucket(
             return Ok(());
         }
         let next_base = bases.get(index + 1).copied();
-        if !read_segment(bucket_dir, base, from, high_watermark, next_base, visit)? {
-            return Ok(());
+        let end = match read_segment(bucket_dir, base, from, high_watermark, next_base, visit)? {
+            SegmentRead::Stopped => return Ok(()),
+            SegmentRead::Gone => continue,
+            SegmentRead::Ended(end) => end,
+        };
+        // Each segment starts where the one before ends (recovery checks it too): a segment
+        // missing or cut short in the middle is damage, not rows that never were.
+        if let Some(next) = next_base.filter(|&next| next != end) {
+            return Err(ScanError::CorruptSegment {
+                path: segment_path(bucket_dir, next),
+                reason: format!(
+                    "segment starts at offset {next}, but the previous one ends at {end}; the rows from offset {end} on are not readable"
+                ),
+            });
         }
     }
     Ok(())
 }
 
-/// Returns false when `visit` asked to stop or the high watermark was reached.
+/// How reading one segment ended.
+enum SegmentRead {
+    /// `visit` asked to stop, or the high watermark was reached.
+    Stopped,
+    /// Retention removed the file after the listing.
+    Gone,
+    /// Read to its end: the offset after its last row.
+    Ended(u64),
+}
+
 fn read_segment(
     bucket_dir: &Path,
     base: u64,
@@ -100,12 +121,12 @@ fn read_segment(
     high_watermark: Option<u64>,
     next_base: Option<u64>,
     visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
-) -> Result<bool, ScanError> {
+) -> Result<SegmentRead, ScanError> {
     let path = &segment_path(bucket_dir, base);
     let file = match open_segment(bucket_dir, base) {
         Ok(file) => file,
         // Retention removed it after we listed it: its rows are gone, go on with the next.
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(SegmentRead::Gone),
         Err(source) => {
             return Err(ScanError::Io {
                 path: path.clone(),
@@ -117,7 +138,7 @@ fn read_segment(
     let reader = match SegmentReader::try_new(VerifyingReader::new(BufReader::new(file))) {
         Ok(reader) => reader,
         // A segment whose schema is not complete yet holds no rows.
-        Err(_) if high_watermark.is_none_or(|hwm| hwm <= base) => return Ok(true),
+        Err(_) if high_watermark.is_none_or(|hwm| hwm <= base) => return Ok(SegmentRead::Ended(base)),
         Err(err) => return Err(ScanError::corrupt(path, err)),
     };
     let mut offset = base;
@@ -125,7 +146,7 @@ fn read_segment(
         // Never ask the reader for a message that starts at or past the high watermark: it may
         // be half written.
         if high_watermark.is_some_and(|hwm| offset >= hwm) {
-            return Ok(false);
+            return Ok(SegmentRead::Stopped);
         }
         let batch = match batch {
             Ok(batch) => batch,
@@ -136,7 +157,9 @@ fn read_segment(
                 })
             }
             // No watermark: a partial message at the end is an unrecovered torn tail.
-            Err(_) if high_watermark.is_none() && next_base.is_none() => return Ok(true),
+            Err(_) if high_watermark.is_none() && next_base.is_none() => {
+                return Ok(SegmentRead::Ended(offset))
+            }
             Err(err) => return Err(ScanError::corrupt(path, err)),
         };
         let rows = batch.num_rows() as u64;
@@ -153,12 +176,12 @@ fn read_segment(
                 batch: slice,
             })?;
             if !keep_going {
-                return Ok(false);
+                return Ok(SegmentRead::Stopped);
             }
         }
         offset = end;
     }
-    Ok(true)
+    Ok(SegmentRead::Ended(offset))
 }
 
 /// Offsets of a bucket read from its files, for buckets no core has opened since start (the
@@ -175,22 +198,35 @@ impl BucketOffsets {
     }
 }
 
-/// The first offset and the offset after the last complete batch, from the segment names and
-/// the IPC framing of the last segment (headers only). A missing or empty bucket is `0..0`.
+/// The first offset and the offset after the last complete batch that the bucket's segments
+/// hold without a gap from the first (what a scan reads before any damage), from the segment
+/// names and the IPC framing of each segment (headers only). A missing or empty bucket is
+/// `0..0`. For buckets no core opened, which are those whose recovery failed, so every segment
+/// is walked, not only the last.
 pub fn on_disk_offsets(bucket_dir: &Path) -> Result<BucketOffsets, ScanError> {
     let bases = list_segments(bucket_dir)?;
-    let (Some(&first), Some(&last)) = (bases.first(), bases.last()) else {
+    let Some(&first) = bases.first() else {
         return Ok(BucketOffsets::default());
     };
-    let path = segment_path(bucket_dir, last);
-    let io_error = |source| ScanError::Io {
-        path: path.clone(),
-        source,
-    };
-    let file = open_segment(bucket_dir, last).map_err(io_error)?;
-    let scan = crate::log::segment::scan_segment_blocking(&file).map_err(io_error)?;
+    let mut next_offset = first;
+    for base in bases {
+        if base != next_offset {
+            break;
+        }
+        let path = segment_path(bucket_dir, base);
+        let io_error = |source| ScanError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = open_segment(bucket_dir, base).map_err(io_error)?;
+        let scan = crate::log::segment::scan_segment_blocking(&file).map_err(io_error)?;
+        next_offset = base.saturating_add(scan.rows);
+        if scan.torn.is_some() {
+            break;
+        }
+    }
     Ok(BucketOffsets {
         log_start_offset: first,
-        next_offset: last.saturating_add(scan.rows),
+        next_offset,
     })
 }
