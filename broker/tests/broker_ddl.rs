@@ -89,6 +89,15 @@ fn drop_recreate_and_alter_reach_the_cores() {
         waited >= Duration::from_millis(1500) && waited < Duration::from_secs(15),
         "{waited:?}"
     );
+    // At the default log level, a line says why (it was a debug line, so nothing did).
+    assert!(
+        server.log_shows(
+            "closing Kafka connection: no complete request within kafka.connection.max-idle-time (2s)",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        server.logs()
+    );
 }
 
 /// Copies `from` (a directory tree) to `to`.

@@ -475,6 +475,11 @@ pub async fn serve(
             }
         }
         CloseReason::OtherTooLarge(why) => tracing::info!(%peer, "closing Kafka connection: {why}"),
+        CloseReason::Idle => tracing::info!(
+            %peer,
+            "closing Kafka connection: no complete request within kafka.connection.max-idle-time ({:?})",
+            config.connection_max_idle_time
+        ),
         CloseReason::Io(e) => tracing::info!(%peer, "Kafka connection I/O error: {e}"),
         CloseReason::Moving(_) => {}
         other => tracing::debug!(%peer, "Kafka connection closing: {other:?}"),
