@@ -1,8 +1,8 @@
 //! `kafluss sql` through the real binary against a running `kafluss serve`: the seed's
 //! statements from `-e`, `-f` and standard input, readable output, exit 1 with the server's
-//! message; scripts that stop at their first failure, `USE`, `SELECT`, the statement limit;
-//! credentials under the authorizer; what start-up says about dynamic configs and an
-//! unprotected Fluss listener.
+//! message; scripts that stop at their first failure, `USE`, `SELECT`, the statement limit, a
+//! script over the server's request size; credentials under the authorizer; what start-up says
+//! about dynamic configs and an unprotected Fluss listener.
 
 #[path = "broker_support.rs"]
 mod support;
@@ -291,6 +291,28 @@ fn a_huge_script_is_refused_quickly_and_the_server_keeps_serving() {
     let (status, body) = server.sql("SHOW DATABASES");
     assert_eq!(status, 200);
     assert!(!body.contains("\"d0\""), "nothing ran: {body}");
+}
+
+#[test]
+fn a_script_over_the_servers_request_size_prints_the_servers_answer() {
+    // Far more than the socket buffers hold: sent without waiting, its write failed with
+    // "Broken pipe" once the server had answered 413 and closed, and the answer was lost.
+    let server = Server::start(1, &["admin.max-request-size=64kb"]);
+    let script = server.data_dir.with_extension("big.sql");
+    let text = format!("SHOW DATABASES;{}", " ".repeat(16 << 20));
+    std::fs::write(&script, text).unwrap();
+    for _ in 0..3 {
+        let output = kafluss_sql(&server, &["-f", script.to_str().unwrap()]);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "stderr: {err}");
+        assert!(
+            err.contains("REQUEST_TOO_LARGE") && err.contains("admin.max-request-size"),
+            "the server's 413 is printed: {err}"
+        );
+        assert!(!err.contains("cannot reach"), "{err}");
+    }
+    let output = kafluss_sql(&server, &["-e", "SHOW DATABASES"]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
 }
 
 /// A Fluss listener on SASL with the authorizer on: `admin` is a super user, `reader` is not.

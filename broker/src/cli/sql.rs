@@ -141,11 +141,17 @@ pub struct HttpReply {
 }
 
 /// `POST /v1/sql` with `sql` as the body; `authorization` is the `Authorization` header's
-/// value, if any (see [`Credentials::authorization`]).
+/// value, if any (see [`Credentials::authorization`]). The request says
+/// `Expect: 100-continue`: the body is sent once the server asks for it, so a server that
+/// refuses the request from its head (413 over `admin.max-request-size`, 401) is heard. Sent
+/// at once, a body larger than the socket buffers failed its write ("Broken pipe") when that
+/// server closed the connection, and its answer was lost. A server that says nothing for a
+/// second gets the body anyway (`ureq`'s wait for 100 Continue).
 pub fn post_sql(server: &str, sql: &str, authorization: Option<&str>) -> Result<HttpReply, ureq::Error> {
     let mut request = super::agent(TIMEOUT)
         .post(super::url(server, "/v1/sql"))
         .header("Content-Type", "text/plain; charset=utf-8")
+        .header("Expect", "100-continue")
         .header("Connection", "close");
     if let Some(authorization) = authorization {
         request = request.header("Authorization", authorization);
