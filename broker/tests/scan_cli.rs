@@ -1,7 +1,10 @@
 //! The `kafluss scan` binary against a loopback HTTP server that serves a real scan with a
-//! chunked body, and an error answer.
+//! chunked body, and an error answer; and against the real server, which resolves a bare table
+//! name.
 
 mod log_support;
+#[path = "broker_support.rs"]
+mod support;
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -13,7 +16,8 @@ use kafluss_broker::log::{bucket_dir, ArrowCompression, BucketLog, FlushPolicy, 
 use kafluss_broker::scan::{PreparedScan, ScanTarget};
 use log_support::{batch, run_local, schema};
 
-/// Serves `requests` requests: scans of table `fluss.orders`, 404 for anything else.
+/// Serves `requests` requests: scans of table `fluss.orders` (or `orders`, as a server whose
+/// `kafka.default.database` is `fluss`), 404 for anything else.
 fn serve(
     target: ScanTarget,
     registry: Arc<LogRegistry>,
@@ -28,7 +32,7 @@ fn serve(
             let url = request.url().to_string();
             urls.push(url.clone());
             let (path, query) = url.split_once('?').unwrap_or((&url, ""));
-            if path != "/v1/tables/fluss.orders/scan" {
+            if path != "/v1/tables/fluss.orders/scan" && path != "/v1/tables/orders/scan" {
                 let body =
                     r#"{"error":{"code":"TABLE_NOT_FOUND","message":"table fluss.missing does not exist"}}"#;
                 request
@@ -166,9 +170,9 @@ fn scan_command_streams_rows_to_a_file_and_reports_server_errors() {
     assert_eq!(
         urls,
         vec![
-            "/v1/tables/fluss.orders/scan?format=jsonl&from=10&limit=1500",
+            "/v1/tables/orders/scan?format=jsonl&from=10&limit=1500",
             "/v1/tables/fluss.orders/scan?format=arrow&columns=id",
-            "/v1/tables/fluss.missing/scan?format=jsonl",
+            "/v1/tables/missing/scan?format=jsonl",
         ]
     );
 }
@@ -190,4 +194,18 @@ fn scan_command_fails_cleanly_when_nothing_listens() {
         )),
         1
     );
+}
+
+#[test]
+fn a_bare_table_name_is_in_the_servers_default_database() {
+    let server = support::Server::start(1, &["kafka.default.database=shop"]);
+    server.sql_ok("CREATE TABLE shop.o (a INT)");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o.jsonl");
+    // `fluss.o` does not exist: a CLI that put `fluss.` before the name exited 1.
+    assert_eq!(run(args("o", &server.fluss.to_string(), &out)), 0);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "");
+    assert_eq!(run(args("shop.o", &server.fluss.to_string(), &out)), 0);
+    let missing = tmp.path().join("missing.jsonl");
+    assert_eq!(run(args("fluss.o", &server.fluss.to_string(), &missing)), 1);
 }

@@ -15,8 +15,6 @@ use super::{Credentials, CredentialsError};
 
 /// The server when `--server` is not given (the Fluss listener of the default config).
 pub const DEFAULT_SERVER: &str = "localhost:9123";
-/// Database used for a table name without a `db.` prefix (the default `kafka.default.database`).
-pub const DEFAULT_DATABASE: &str = "fluss";
 /// Error bodies are read up to this size for the message.
 const MAX_ERROR_BODY_BYTES: u64 = 64 << 10;
 /// Longest silence between two reads of the response.
@@ -24,7 +22,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct ScanArgs {
-    /// The table: `db.table`, or `table` in the `fluss` database.
+    /// The table: `db.table`, or `table` in the server's `kafka.default.database`.
     pub table: String,
     /// The server's Fluss listener, HOST:PORT.
     #[arg(long, default_value = DEFAULT_SERVER)]
@@ -78,13 +76,10 @@ pub fn run(args: ScanArgs) -> i32 {
     }
 }
 
-/// The request path and query for `args`, with the table and parameters percent-encoded.
+/// The request path and query for `args`, with the table and parameters percent-encoded. A
+/// table name without `db.` is sent as it is: the server resolves it with its
+/// `kafka.default.database`, as SQL and the admin API do.
 pub fn request_target(args: &ScanArgs) -> String {
-    let table = if args.table.contains('.') {
-        args.table.clone()
-    } else {
-        format!("{DEFAULT_DATABASE}.{}", args.table)
-    };
     let mut query = vec![format!("format={}", args.format)];
     if let Some(bucket) = args.bucket {
         query.push(format!("bucket={bucket}"));
@@ -98,7 +93,11 @@ pub fn request_target(args: &ScanArgs) -> String {
     if let Some(columns) = &args.columns {
         query.push(format!("columns={}", percent_encode(columns)));
     }
-    format!("/v1/tables/{}/scan?{}", percent_encode(&table), query.join("&"))
+    format!(
+        "/v1/tables/{}/scan?{}",
+        percent_encode(&args.table),
+        query.join("&")
+    )
 }
 
 fn percent_encode(text: &str) -> String {
@@ -216,10 +215,10 @@ mod tests {
     }
 
     #[test]
-    fn request_target_adds_default_database_and_encodes() {
+    fn request_target_leaves_a_bare_name_to_the_server_and_encodes() {
         assert_eq!(
             request_target(&args("orders")),
-            "/v1/tables/fluss.orders/scan?format=jsonl"
+            "/v1/tables/orders/scan?format=jsonl"
         );
         let mut full = args("sales.orders");
         full.bucket = Some(2);
