@@ -445,6 +445,21 @@ fn query_strings_parse_and_refuse_typos() {
     }
     let twice = ScanParams::from_query("columns=a,%20a").unwrap_err().to_string();
     assert!(twice.contains("column 'a' is named twice"), "{twice}");
+    // A repeated parameter is refused, naming it (the last value won).
+    for repeated in [
+        "bucket=0&bucket=1",
+        "limit=1&from=2&limit=1",
+        "format=jsonl&format=",
+    ] {
+        let err = ScanParams::from_query(repeated).unwrap_err();
+        assert_eq!(err.http_status(), 400, "{repeated}: {err}");
+        let message = err.to_string();
+        let name = repeated.split('=').next().unwrap();
+        assert!(
+            message.contains(&format!("parameter {name}:")) && message.contains("more than once"),
+            "{repeated}: {message}"
+        );
+    }
 }
 
 #[test]
@@ -475,7 +490,8 @@ fn prepared_scans_refuse_bad_requests_before_streaming() {
     let (target, registry) = two_bucket_table(tmp.path());
     for (query, status, code) in [
         ("bucket=5", 404, "NO_SUCH_BUCKET"),
-        ("columns=id,nope", 404, "NO_SUCH_COLUMN"),
+        ("columns=id,nope", 400, "NO_SUCH_COLUMN"),
+        ("bucket=0&bucket=1", 400, "BAD_SCAN_PARAMETER"),
         ("format=csv", 400, "BAD_SCAN_PARAMETER"),
         ("limit=many", 400, "BAD_SCAN_PARAMETER"),
         ("columns=id,id", 400, "BAD_SCAN_PARAMETER"),

@@ -72,12 +72,13 @@ impl ScanError {
         }
     }
 
-    /// The HTTP status to answer with: 400 bad parameter, 404 unknown bucket or column, 500
-    /// storage trouble.
+    /// The HTTP status to answer with: 400 bad parameter or a column the table lacks (the
+    /// `columns` parameter is wrong, the path is right), 404 unknown bucket, 500 storage
+    /// trouble.
     pub fn http_status(&self) -> u16 {
         match self {
-            ScanError::BadParameter { .. } => 400,
-            ScanError::NoSuchBucket { .. } | ScanError::NoSuchColumn(_) => 404,
+            ScanError::BadParameter { .. } | ScanError::NoSuchColumn(_) => 400,
+            ScanError::NoSuchBucket { .. } => 404,
             _ => 500,
         }
     }

@@ -39,13 +39,21 @@ pub struct ScanParams {
 
 impl ScanParams {
     /// Parses `bucket=&from=&limit=&format=jsonl|arrow&columns=a,b` (percent-encoded, any
-    /// order, empty values ignored). Unknown parameters are refused so typos do not go unseen.
+    /// order, empty values ignored). Unknown parameters are refused so typos do not go unseen,
+    /// and so is a parameter given twice (which of its values was meant is not known).
     pub fn from_query(query: &str) -> Result<ScanParams, ScanError> {
         let mut params = ScanParams::default();
+        let mut names = std::collections::HashSet::new();
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {
             let (raw_name, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
             let name = percent_decode(raw_name, "parameter name")?;
             let value = percent_decode(raw_value, &name)?;
+            if !names.insert(name.clone()) {
+                return Err(ScanError::BadParameter {
+                    name,
+                    reason: "given more than once".to_string(),
+                });
+            }
             if value.is_empty() {
                 continue;
             }
