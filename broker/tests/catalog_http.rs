@@ -16,6 +16,8 @@ use serde_json::Value;
 
 struct Reply {
     status: u16,
+    /// Names in lower case.
+    headers: Vec<(String, String)>,
     body: Vec<u8>,
 }
 
@@ -37,6 +39,7 @@ fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8], auth: Option
             .unwrap();
     Reply {
         status: reply.status,
+        headers: reply.headers,
         body: reply.body,
     }
 }
@@ -88,6 +91,37 @@ fn sql_endpoint_answers_results_and_errors() {
     let reply = request(addr, "GET", "/nope", b"", None);
     assert_eq!(reply.status, 404);
     assert_eq!(reply.json()["error"]["code"], "NOT_FOUND");
+    server.stop();
+}
+
+#[test]
+fn a_method_a_path_does_not_take_is_405_with_allow() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = AdminContext::new(catalog(dir.path()), Arc::new(AtomicBool::new(true)));
+    let server = start_admin_server("127.0.0.1:0", ctx).unwrap();
+    let addr = server.local_addr();
+    assert_eq!(sql(addr, "CREATE TABLE t (a INT)").status, 200);
+    for (method, path, allow) in [
+        ("GET", "/v1/sql", "POST"),
+        ("PUT", "/v1/sql", "POST"),
+        ("POST", "/metrics", "GET"),
+        // The table exists: DELETE is a method it does not take, not a missing path.
+        ("DELETE", "/v1/tables/fluss.t", "GET"),
+        ("POST", "/v1/tables/fluss.t/scan", "GET"),
+    ] {
+        let reply = request(addr, method, path, b"", None);
+        assert_eq!(reply.status, 405, "{method} {path}");
+        assert_eq!(reply.json()["error"]["code"], "METHOD_NOT_ALLOWED");
+        let allowed: Vec<&str> = reply
+            .headers
+            .iter()
+            .filter(|(name, _)| name == "allow")
+            .map(|(_, value)| value.as_str())
+            .collect();
+        assert_eq!(allowed, [allow], "{method} {path}: {:?}", reply.headers);
+    }
+    let reply = request(addr, "DELETE", "/v1/nope", b"", None);
+    assert_eq!(reply.status, 404);
     server.stop();
 }
 

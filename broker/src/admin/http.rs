@@ -10,6 +10,9 @@
 //! | `GET /metrics` | Prometheus text from the metrics hook |
 //! | `GET /healthz` | 200 once the readiness flag is set, else 503 |
 //!
+//! Another method on one of these paths is 405 `METHOD_NOT_ALLOWED` with an `Allow` header
+//! naming the path's method; any other path is 404 `NOT_FOUND`.
+//!
 //! When the listener is mapped to `sasl`, every request but `/healthz` needs HTTP Basic
 //! credentials from the PLAIN credential store (401 with `WWW-Authenticate` otherwise: "required"
 //! when none were sent, "failed" when the ones sent are not valid, logged at WARN with the
@@ -210,7 +213,12 @@ pub(super) enum Route {
     Metrics,
     Table(String),
     Scan(String),
-    MethodNotAllowed(String),
+    /// A path that exists, asked with a method it does not take: the methods it takes (the
+    /// `Allow` header of the 405, RFC 9110 section 15.5.6).
+    MethodNotAllowed {
+        path: String,
+        allow: &'static str,
+    },
     NotFound(String),
 }
 
@@ -229,7 +237,18 @@ impl Route {
                     None => Route::Table(rest.to_string()),
                 }
             }
-            (_, "/v1/sql" | "/metrics") => Route::MethodNotAllowed(path.to_string()),
+            (_, "/v1/sql") => Route::MethodNotAllowed {
+                path: path.to_string(),
+                allow: "POST",
+            },
+            (_, "/metrics") => Route::MethodNotAllowed {
+                path: path.to_string(),
+                allow: "GET",
+            },
+            (_, path) if path.starts_with("/v1/tables/") => Route::MethodNotAllowed {
+                path: path.to_string(),
+                allow: "GET",
+            },
             _ => Route::NotFound(path.to_string()),
         }
     }
@@ -290,11 +309,12 @@ pub(super) fn answer(
         Route::Table(name) => describe_table(ctx, name, &principal, host),
         // Scans stream: the listener runs them through prepare_scan, never here.
         Route::Scan(_) => Reply::error(500, "INTERNAL_ERROR", "scans are streamed, not answered whole"),
-        Route::MethodNotAllowed(path) => Reply::error(
+        Route::MethodNotAllowed { path, allow } => Reply::error(
             405,
             "METHOD_NOT_ALLOWED",
-            &format!("{path} does not accept this method"),
-        ),
+            &format!("{path} does not accept this method (it accepts {allow})"),
+        )
+        .with_header("Allow", *allow),
         Route::NotFound(path) => Reply::error(404, "NOT_FOUND", &format!("no such endpoint: {path}")),
     }
 }
@@ -426,7 +446,17 @@ mod tests {
         assert_eq!(Route::of(&Method::POST, "/v1/sql"), Route::Sql);
         assert_eq!(
             Route::of(&Method::GET, "/v1/sql"),
-            Route::MethodNotAllowed("/v1/sql".into())
+            Route::MethodNotAllowed {
+                path: "/v1/sql".into(),
+                allow: "POST"
+            }
+        );
+        assert_eq!(
+            Route::of(&Method::POST, "/metrics"),
+            Route::MethodNotAllowed {
+                path: "/metrics".into(),
+                allow: "GET"
+            }
         );
         assert_eq!(
             Route::of(&Method::GET, "/v1/tables/a.b/scan"),
@@ -436,9 +466,18 @@ mod tests {
             Route::of(&Method::GET, "/v1/tables/a.b"),
             Route::Table("a.b".into())
         );
+        for path in ["/v1/tables/a.b", "/v1/tables/a.b/scan"] {
+            assert_eq!(
+                Route::of(&Method::DELETE, path),
+                Route::MethodNotAllowed {
+                    path: path.into(),
+                    allow: "GET"
+                }
+            );
+        }
         assert_eq!(
-            Route::of(&Method::DELETE, "/v1/tables/a.b"),
-            Route::NotFound("/v1/tables/a.b".into())
+            Route::of(&Method::DELETE, "/v1/nope"),
+            Route::NotFound("/v1/nope".into())
         );
         assert!(Route::Sql.reads_body());
         assert!(!Route::Health.reads_body());
