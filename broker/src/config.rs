@@ -288,13 +288,16 @@ impl ServerConfig {
                 }
             }
         }
+        if req("data.dir").trim().is_empty() {
+            return Err(invalid("data.dir", req("data.dir"), "must not be empty"));
+        }
         let default_db = req("kafka.default.database").to_string();
         if default_db.is_empty() {
             return Err(invalid("kafka.default.database", "", "must not be empty"));
         }
         let cores = match get("server.cores") {
             Some(v) => {
-                let n = parse_number("server.cores", v)?;
+                let n = parse_count("server.cores", v, 1024)?;
                 if n == 0 || n > 1024 {
                     return Err(invalid("server.cores", v, "must be between 1 and 1024"));
                 }
@@ -302,7 +305,11 @@ impl ServerConfig {
             }
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
-        let bucket_number = parse_number("default.bucket.number", req("default.bucket.number"))?;
+        let bucket_number = parse_count(
+            "default.bucket.number",
+            req("default.bucket.number"),
+            u64::from(MAX_BUCKETS),
+        )?;
         if bucket_number == 0 || bucket_number > u64::from(MAX_BUCKETS) {
             return Err(invalid(
                 "default.bucket.number",
@@ -339,9 +346,10 @@ impl ServerConfig {
                 "must be below 2gb (Kafka frame sizes are i32)",
             ));
         }
-        let max_inflight = parse_number(
+        let max_inflight = parse_count(
             "kafka.connection.max-inflight-requests",
             req("kafka.connection.max-inflight-requests"),
+            1024,
         )?;
         if max_inflight == 0 || max_inflight > 1024 {
             return Err(invalid(
@@ -350,7 +358,11 @@ impl ServerConfig {
                 "must be between 1 and 1024",
             ));
         }
-        let move_after = parse_number("kafka.connection.move-after", req("kafka.connection.move-after"))?;
+        let move_after = parse_count(
+            "kafka.connection.move-after",
+            req("kafka.connection.move-after"),
+            1_000_000,
+        )?;
         if move_after > 1_000_000 {
             return Err(invalid(
                 "kafka.connection.move-after",
@@ -370,7 +382,7 @@ impl ServerConfig {
             ));
         }
         let count = |key: &str, max: u64| -> Result<usize, ConfigError> {
-            let n = parse_number(key, req(key))?;
+            let n = parse_count(key, req(key), max)?;
             if n == 0 || n > max {
                 return Err(invalid(key, req(key), format!("must be between 1 and {max}")));
             }
@@ -395,7 +407,7 @@ impl ServerConfig {
             shutdown_timeout: positive_duration("admin.shutdown-timeout")?,
             max_header_bytes: max_header_size as usize,
         };
-        let log_repeat_keys = parse_number("server.log-repeat-keys", req("server.log-repeat-keys"))?;
+        let log_repeat_keys = parse_count("server.log-repeat-keys", req("server.log-repeat-keys"), 1 << 20)?;
         if log_repeat_keys == 0 || log_repeat_keys > 1 << 20 {
             return Err(invalid(
                 "server.log-repeat-keys",
@@ -403,7 +415,11 @@ impl ServerConfig {
                 "must be between 1 and 1048576",
             ));
         }
-        let max_sql_statements = parse_number("admin.max-sql-statements", req("admin.max-sql-statements"))?;
+        let max_sql_statements = parse_count(
+            "admin.max-sql-statements",
+            req("admin.max-sql-statements"),
+            MAX_SQL_STATEMENTS_LIMIT,
+        )?;
         if max_sql_statements == 0 || max_sql_statements > MAX_SQL_STATEMENTS_LIMIT {
             return Err(invalid(
                 "admin.max-sql-statements",
@@ -600,9 +616,23 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
     }
 }
 
+/// A count of a key without a bound of its own (at most `u64::MAX`).
 fn parse_number(key: &str, value: &str) -> Result<u64, ConfigError> {
-    // Digits only: `u64::from_str` would also take a leading `+`, which sizes and durations refuse.
-    crate::units::digits(value.trim()).ok_or_else(|| invalid(key, value, "expected a non-negative integer"))
+    parse_count(key, value, u64::MAX)
+}
+
+/// A count of a key whose values go up to `max`: digits only (`u64::from_str` would also take
+/// a leading `+`, which sizes and durations refuse). Digits too many for 64 bits are refused
+/// as too large, naming `max`; the caller checks the range of a count that fits.
+fn parse_count(key: &str, value: &str, max: u64) -> Result<u64, ConfigError> {
+    let text = value.trim();
+    match crate::units::digits(text) {
+        Some(n) => Ok(n),
+        None if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => {
+            Err(invalid(key, value, format!("too large: at most {max}")))
+        }
+        None => Err(invalid(key, value, "expected a non-negative integer")),
+    }
 }
 
 /// Sizes: [`crate::units::parse_size`]; an error names `key`.
@@ -688,6 +718,42 @@ mod tests {
             assert!(
                 error.to_string().contains("non-negative integer"),
                 "{bad}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn counts_too_large_for_64_bits_say_so_with_the_maximum() {
+        for (entry, max) in [
+            (
+                "kafka.max-connections=99999999999999999999",
+                "18446744073709551615",
+            ),
+            (
+                "security.login.max-tracked=184467440737095516150",
+                "18446744073709551615",
+            ),
+            ("server.cores=99999999999999999999", "1024"),
+            ("admin.max-connections=99999999999999999999", "100000"),
+            ("admin.max-concurrent-scans=99999999999999999999", "1024"),
+        ] {
+            let error = load(&[entry]).unwrap_err().to_string();
+            let key = entry.split('=').next().unwrap();
+            assert!(error.contains(key), "{entry}: {error}");
+            assert!(
+                error.contains(&format!("too large: at most {max}")),
+                "{entry}: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_data_dir_is_refused_naming_the_key() {
+        for entry in ["data.dir=", "data.dir= ", "data.dir=''"] {
+            let error = load(&[entry]).unwrap_err().to_string();
+            assert!(
+                error.contains("data.dir") && error.contains("must not be empty"),
+                "{entry}: {error}"
             );
         }
     }

@@ -25,15 +25,15 @@ pub fn digits(text: &str) -> Option<u64> {
 pub enum UnitError {
     #[error("expected a number with an optional unit")]
     NoNumber,
-    #[error("number too large")]
+    #[error("number too large: at most 18446744073709551615")]
     NumberTooLarge,
     #[error("unknown size unit (use b, kb, mb, gb)")]
     UnknownSizeUnit,
-    #[error("size too large")]
+    #[error("size too large: at most 18446744073709551615 bytes (16 EiB)")]
     SizeTooLarge,
     #[error("unknown duration unit (use ms, s, min, h, d)")]
     UnknownDurationUnit,
-    #[error("duration too large")]
+    #[error("duration too large: at most 213503982d (about 584542 years)")]
     DurationTooLarge,
 }
 

@@ -315,6 +315,30 @@ fn drop_table_calls_the_hook_and_ids_are_never_reused() {
 }
 
 #[test]
+fn a_log_ttl_too_large_says_so_with_the_largest() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    for ttl in ["99999999999999999d", "99999999999999999999999s"] {
+        let error = fails(
+            &catalog,
+            &format!("CREATE TABLE u (a INT) WITH ('table.log.ttl' = '{ttl}')"),
+        );
+        assert_eq!(error.code(), "INVALID_TABLE", "{ttl}: {error}");
+        let message = error.to_string();
+        // It said "must be a positive duration".
+        assert!(message.contains("too large"), "{ttl}: {message}");
+        assert!(message.contains("at most"), "{ttl}: {message}");
+        assert!(!message.contains("positive"), "{ttl}: {message}");
+    }
+    let error = fails(&catalog, "CREATE TABLE u (a INT) WITH ('table.log.ttl' = '0s')");
+    assert!(error.to_string().contains("positive duration"), "{error}");
+    run(
+        &catalog,
+        "CREATE TABLE u (a INT) WITH ('table.log.ttl' = '213503982d')",
+    );
+}
+
+#[test]
 fn ddl_errors_are_typed() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = open(dir.path());

@@ -100,10 +100,19 @@ pub(crate) fn parse_bucket_count(text: &str) -> Result<u32, String> {
     }
 }
 
-/// `table.log.ttl`, when set, must be a duration the retention task understands.
+/// `table.log.ttl`, when set, must be a duration the retention task understands; one too
+/// large for it says so, with the largest.
 pub(crate) fn check_log_ttl(options: &BTreeMap<String, String>) -> Result<(), String> {
-    match options.get(LOG_TTL_OPTION) {
-        Some(value) if crate::log::parse_ttl(value).is_none() => Err(format!(
+    let Some(value) = options.get(LOG_TTL_OPTION) else {
+        return Ok(());
+    };
+    match crate::units::parse_duration(value) {
+        Err(
+            reason @ (crate::units::UnitError::NumberTooLarge | crate::units::UnitError::DurationTooLarge),
+        ) => Err(format!(
+            "'{LOG_TTL_OPTION}' is too large, got '{value}': {reason}"
+        )),
+        _ if crate::log::parse_ttl(value).is_none() => Err(format!(
             "'{LOG_TTL_OPTION}' must be a positive duration such as '7d', '12h' or '30min', got '{value}'"
         )),
         _ => Ok(()),
