@@ -291,6 +291,12 @@ impl ServerConfig {
         if req("data.dir").trim().is_empty() {
             return Err(invalid("data.dir", req("data.dir"), "must not be empty"));
         }
+        check_listeners_served(
+            req("bind.listeners"),
+            &bind_listeners,
+            &advertised_listeners,
+            &kafka_listener_names,
+        )?;
         let default_db = req("kafka.default.database").to_string();
         if default_db.is_empty() {
             return Err(invalid("kafka.default.database", "", "must not be empty"));
@@ -493,11 +499,10 @@ impl ServerConfig {
             .collect()
     }
 
-    /// The Fluss (admin HTTP) listener: the first bind listener that is not a Kafka listener.
+    /// The Fluss (admin HTTP) listener: the first bind listener not named in
+    /// `kafka.listener.names` (whether Kafka is enabled or not). A loaded config has one.
     pub fn fluss_bind_listener(&self) -> Option<&Listener> {
-        self.bind_listeners
-            .iter()
-            .find(|l| !(self.kafka_enabled && self.kafka_listener_names.contains(&l.name)))
+        fluss_listener(&self.bind_listeners, &self.kafka_listener_names)
     }
 
     /// Where clients should connect for listener `name`: its advertised entry, else its bind
@@ -606,6 +611,54 @@ fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError>
         });
     }
     Ok(listeners)
+}
+
+/// The first of `bind` not named in `kafka_names`: the Fluss (admin HTTP) listener.
+fn fluss_listener<'a>(bind: &'a [Listener], kafka_names: &[String]) -> Option<&'a Listener> {
+    bind.iter().find(|l| !kafka_names.contains(&l.name))
+}
+
+/// Every listener the config names can be served: `bind.listeners` holds one Fluss listener
+/// (the first not in `kafka.listener.names`) and otherwise only Kafka listeners, and each
+/// `advertised.listeners` entry names a bind listener. Anything else was silently never bound
+/// (a third listener), left the server without its admin API (no Fluss listener), or told
+/// clients of a listener that does not exist.
+fn check_listeners_served(
+    bind_value: &str,
+    bind: &[Listener],
+    advertised: &[Listener],
+    kafka_names: &[String],
+) -> Result<(), ConfigError> {
+    let Some(fluss) = fluss_listener(bind, kafka_names) else {
+        return Err(invalid(
+            "bind.listeners",
+            bind_value,
+            "no Fluss listener: one listener not in kafka.listener.names must serve the admin HTTP API \
+             (SQL, scan, metrics, /healthz), as FLUSS://localhost:9123",
+        ));
+    };
+    if let Some(other) = bind
+        .iter()
+        .find(|l| l.name != fluss.name && !kafka_names.contains(&l.name))
+    {
+        return Err(invalid(
+            "bind.listeners",
+            bind_value,
+            format!(
+                "listener {} is neither the Fluss listener ({}, the first listener not in \
+                 kafka.listener.names) nor in kafka.listener.names, so nothing would serve it",
+                other.name, fluss.name
+            ),
+        ));
+    }
+    if let Some(unknown) = advertised.iter().find(|a| !bind.iter().any(|l| l.name == a.name)) {
+        return Err(invalid(
+            "advertised.listeners",
+            &format!("{}://{}:{}", unknown.name, unknown.host, unknown.port),
+            format!("listener {} is not in bind.listeners", unknown.name),
+        ));
+    }
+    Ok(())
 }
 
 fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
@@ -745,6 +798,52 @@ mod tests {
                 "{entry}: {error}"
             );
         }
+    }
+
+    #[test]
+    fn listeners_that_nothing_would_serve_are_refused_naming_them() {
+        for (entries, key, named) in [
+            (
+                vec!["bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0,OTHER://127.0.0.1:0"],
+                "bind.listeners",
+                "listener OTHER is neither the Fluss listener (FLUSS",
+            ),
+            (
+                vec!["bind.listeners=KAFKA://127.0.0.1:0"],
+                "bind.listeners",
+                "no Fluss listener",
+            ),
+            (
+                vec!["kafka.enabled=false", "bind.listeners=KAFKA://127.0.0.1:0"],
+                "bind.listeners",
+                "no Fluss listener",
+            ),
+            (
+                vec!["advertised.listeners=NOPE://localhost:1"],
+                "advertised.listeners",
+                "listener NOPE is not in bind.listeners",
+            ),
+        ] {
+            let error = load(&entries).unwrap_err().to_string();
+            assert!(error.contains(&format!("{key:?}")), "{entries:?}: {error}");
+            assert!(error.contains(named), "{entries:?}: {error}");
+        }
+        // What is served: the Fluss listener, Kafka listeners (bound once kafka.enabled), a
+        // subset advertised, any order.
+        for entries in [
+            vec!["bind.listeners=KAFKA://127.0.0.1:0,ADMIN://127.0.0.1:0"],
+            vec![
+                "bind.listeners=FLUSS://127.0.0.1:0,A://127.0.0.1:0,B://127.0.0.1:0",
+                "kafka.listener.names=A,B",
+            ],
+            vec!["kafka.enabled=false"],
+            vec!["advertised.listeners=KAFKA://kafka.example:9092"],
+        ] {
+            let config = load(&entries).unwrap_or_else(|e| panic!("{entries:?}: {e}"));
+            assert!(config.fluss_bind_listener().is_some(), "{entries:?}");
+        }
+        let config = load(&["bind.listeners=KAFKA://127.0.0.1:0,ADMIN://127.0.0.1:0"]).unwrap();
+        assert_eq!(config.fluss_bind_listener().unwrap().name, "ADMIN");
     }
 
     #[test]

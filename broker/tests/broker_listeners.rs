@@ -2,6 +2,7 @@
 //! use" naming the listener, instead of a second server silently sharing the port through
 //! SO_REUSEPORT (which splits the connections between two servers). The first server keeps
 //! serving. A restart on the same ports binds while the stopped server's connections linger.
+//! Listeners that nothing would serve are a configuration error.
 
 #[path = "broker_support.rs"]
 mod support;
@@ -103,4 +104,66 @@ fn a_restart_on_the_same_port_binds_while_old_connections_linger() {
     assert_eq!(restarted.kafka.port(), port);
     assert_eq!(restarted.get("/healthz").0, 200);
     drop(clients);
+}
+
+/// Runs `kafluss serve` with `defines`; returns (exit code, stdout, stderr).
+fn serve_with(defines: &[&str]) -> (Option<i32>, String, String) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let data_dir = format!("data.dir={}", temp.path().join("data").display());
+    let mut command = Command::new(support::binary());
+    command.args(["serve", "-D", &data_dir, "-D", "server.cores=1"]);
+    for define in defines {
+        command.args(["-D", define]);
+    }
+    let mut child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start kafluss");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("output");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn listeners_that_nothing_would_serve_are_a_start_up_error() {
+    for (defines, named) in [
+        // A third listener was never bound; no Fluss listener started without the admin API;
+        // an advertised listener that is not bound was accepted.
+        (
+            vec!["bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0,OTHER://127.0.0.1:0"],
+            ["bind.listeners", "OTHER"],
+        ),
+        (
+            vec!["bind.listeners=KAFKA://127.0.0.1:0"],
+            ["bind.listeners", "no Fluss listener"],
+        ),
+        (
+            vec![
+                "bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0",
+                "advertised.listeners=NOPE://localhost:1",
+            ],
+            ["advertised.listeners", "NOPE"],
+        ),
+    ] {
+        let (code, stdout, stderr) = serve_with(&defines);
+        // Exit 2, as every other configuration error.
+        assert_eq!(code, Some(2), "{defines:?}: stdout {stdout} stderr {stderr}");
+        assert!(!stdout.contains("kafluss ready"), "{defines:?}: {stdout}");
+        for word in named {
+            assert!(stderr.contains(word), "{defines:?}: {stderr}");
+        }
+    }
 }
