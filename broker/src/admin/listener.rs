@@ -98,11 +98,20 @@ pub fn start_admin_server(
 ) -> Result<AdminHandle, AdminError> {
     let described = format!("{addr:?}");
     let socket = std::net::TcpListener::bind(addr).map_err(|source| AdminError::Bind {
-        addr: described.clone(),
+        addr: described,
         source,
     })?;
+    start_admin_server_on(socket, ctx)
+}
+
+/// Serves `socket`, already bound (by the runtime, which retries an address still held by a
+/// server killed a moment ago), on the admin server's own thread.
+pub fn start_admin_server_on(
+    socket: std::net::TcpListener,
+    ctx: AdminContext,
+) -> Result<AdminHandle, AdminError> {
     let local_addr = socket.local_addr().map_err(|source| AdminError::Bind {
-        addr: described,
+        addr: "the admin listener".to_string(),
         source,
     })?;
     let listener = start(socket, Arc::new(ctx)).map_err(AdminError::Thread)?;

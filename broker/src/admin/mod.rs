@@ -15,4 +15,4 @@ pub use http::{
     AdminContext, AdminLimits, HookError, MetricsHook, RowCountsHook, ScanBody, ScanHook, ScanResponse,
     DEFAULT_MAX_BODY_BYTES, MAX_HEADER_BYTES, MIN_HEADER_BYTES,
 };
-pub use listener::{start_admin_server, AdminError, AdminHandle};
+pub use listener::{start_admin_server, start_admin_server_on, AdminError, AdminHandle};

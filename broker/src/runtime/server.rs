@@ -20,7 +20,7 @@ use glommio::{CpuSet, LocalExecutorBuilder, Placement};
 use super::core::{run_core, CoreError, CoreStart};
 use super::routing::BucketOwners;
 use super::{control_channel, ControlMessage, ControlSender, KafkaListener, Runtime, Shared, MESH_CAPACITY};
-use crate::admin::{start_admin_server, storage, AdminContext, AdminError, AdminHandle};
+use crate::admin::{start_admin_server_on, storage, AdminContext, AdminError, AdminHandle};
 use crate::catalog::error::CatalogError;
 use crate::catalog::model::TableInfo;
 use crate::catalog::{Catalog, CatalogConfig, TableDroppedHook};
@@ -242,39 +242,86 @@ fn close_on_every_core(table: &TableInfo, cores: &[ControlSender]) {
     }
 }
 
+/// How long a start-up bind keeps trying an address that is in use. A server killed a moment
+/// ago (SIGKILL) releases its listening sockets a little after the process is gone (its
+/// io_uring rings, which hold them, are torn down after it exits): a restart at once failed
+/// "Address already in use" about 30 ms later. An address another server holds still fails,
+/// this much later.
+pub const BIND_RETRY_FOR: Duration = Duration::from_secs(2);
+/// Pause between two tries.
+const BIND_RETRY_EVERY: Duration = Duration::from_millis(10);
+
+/// Runs `bind` until it does not fail with "address in use", for at most [`BIND_RETRY_FOR`];
+/// the wait is logged (WARN at its start, INFO once bound).
+fn bind_retrying<T>(
+    name: &str,
+    address: SocketAddr,
+    mut bind: impl FnMut() -> std::io::Result<T>,
+) -> Result<T, ServerError> {
+    let started = Instant::now();
+    let mut waiting = false;
+    loop {
+        match bind() {
+            Ok(bound) => {
+                if waiting {
+                    tracing::info!(listener = name, %address, waited = ?started.elapsed(), "listener bound");
+                }
+                return Ok(bound);
+            }
+            Err(error)
+                if error.kind() == std::io::ErrorKind::AddrInUse && started.elapsed() < BIND_RETRY_FOR =>
+            {
+                if !waiting {
+                    tracing::warn!(
+                        listener = name,
+                        %address,
+                        "address in use: retrying for up to {BIND_RETRY_FOR:?} (a server stopped a moment ago may still hold it)"
+                    );
+                    waiting = true;
+                }
+                std::thread::sleep(BIND_RETRY_EVERY);
+            }
+            Err(source) => {
+                return Err(ServerError::Bind {
+                    name: name.to_string(),
+                    address: address.to_string(),
+                    source,
+                })
+            }
+        }
+    }
+}
+
 /// Binds `listener` once, without listening, to learn its concrete address when port 0 was
-/// asked for. Keeping it bound until every core has bound the same port reserves the port.
+/// asked for. Keeping it bound until every core has bound the same port reserves the port. An
+/// address in use is retried for [`BIND_RETRY_FOR`].
 fn probe_bind(name: &str, address: SocketAddr) -> Result<(socket2::Socket, SocketAddr), ServerError> {
-    let bind_error = |source| ServerError::Bind {
-        name: name.to_string(),
-        address: address.to_string(),
-        source,
-    };
+    bind_retrying(name, address, || probe_bind_once(address))
+}
+
+fn probe_bind_once(address: SocketAddr) -> std::io::Result<(socket2::Socket, SocketAddr)> {
     let domain = if address.is_ipv6() {
         socket2::Domain::IPV6
     } else {
         socket2::Domain::IPV4
     };
-    let new_socket = || {
-        socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP)).map_err(bind_error)
-    };
+    let new_socket = || socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP));
     // The cores share the port through SO_REUSEPORT, which would equally let a second server
     // (ours or anyone's, same user) share it and take half of the connections. A plain bind
     // first fails with "address already in use" when any other socket holds the address.
     if address.port() != 0 {
         let exclusive = new_socket()?;
-        exclusive.set_reuse_address(true).map_err(bind_error)?;
-        exclusive.bind(&address.into()).map_err(bind_error)?;
+        exclusive.set_reuse_address(true)?;
+        exclusive.bind(&address.into())?;
     }
     let socket = new_socket()?;
-    socket.set_reuse_port(true).map_err(bind_error)?;
-    socket.set_reuse_address(true).map_err(bind_error)?;
-    socket.bind(&address.into()).map_err(bind_error)?;
+    socket.set_reuse_port(true)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&address.into())?;
     let bound = socket
-        .local_addr()
-        .map_err(bind_error)?
+        .local_addr()?
         .as_socket()
-        .ok_or_else(|| bind_error(std::io::Error::other("not an inet address")))?;
+        .ok_or_else(|| std::io::Error::other("not an inet address"))?;
     Ok((socket, bound))
 }
 
@@ -606,7 +653,8 @@ fn start_admin(
     context.max_body_bytes = config.admin_max_request_size;
     context.limits = config.admin_limits.clone();
     context.login_throttle = runtime.login_throttle.clone();
-    let handle = start_admin_server(address, context).map_err(|source| ServerError::Admin {
+    let socket = bind_retrying(&listener.name, address, || std::net::TcpListener::bind(address))?;
+    let handle = start_admin_server_on(socket, context).map_err(|source| ServerError::Admin {
         listener: listener.name.clone(),
         source,
     })?;
