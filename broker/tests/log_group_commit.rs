@@ -150,6 +150,41 @@ fn a_failed_fsync_fails_every_waiter_and_the_log_until_reopened() {
     });
 }
 
+/// A disk that fills up in the middle of a batch: the error says why (it said only
+/// `short write: X of Y bytes`), and the partial batch is truncated away as for any short
+/// write.
+#[test]
+fn a_full_disk_is_reported_as_no_space_left() {
+    run_local(async {
+        let store = SimStore::new(11);
+        let dir = PathBuf::from("/sim/t-1/bucket-0");
+        let stats = Arc::new(BucketStats::default());
+        let log = BucketLog::open_with_store(store.clone(), &dir, config(), stats.clone())
+            .await
+            .unwrap();
+        log.append(&batch(0, 3)).await.unwrap();
+        let path = dir.join(kafluss_broker::log::segment::segment_file_name(0));
+        let good = store.file_bytes(&path).unwrap();
+        store.set_faults(SimFaults {
+            space_left: Some(100),
+            ..SimFaults::default()
+        });
+        let err = log.append(&batch(3, 50)).await.unwrap_err();
+        let message = err.to_string();
+        assert!(matches!(err, LogError::Io { .. }), "{err:?}");
+        assert!(message.contains("short write"), "{message}");
+        assert!(message.contains("No space left on device"), "{message}");
+        assert_eq!(log.next_offset(), 3);
+        assert_eq!(
+            store.file_bytes(&path).unwrap(),
+            good,
+            "partial batch truncated away"
+        );
+        store.set_faults(SimFaults::default());
+        assert_eq!(log.append(&batch(3, 5)).await.unwrap().base_offset, 3);
+    });
+}
+
 #[test]
 fn a_failed_or_short_write_leaves_nothing_visible() {
     run_local(async {

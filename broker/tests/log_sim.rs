@@ -55,6 +55,7 @@ async fn simulate(seed: u64) -> (u32, usize) {
         fail_write: rng.range(0, 50_000) as u32,
         short_write: rng.range(0, 50_000) as u32,
         fail_sync: rng.range(0, 50_000) as u32,
+        ..SimFaults::default()
     };
     let config = LogConfig {
         segment_size: rng.range(300, 4_000),

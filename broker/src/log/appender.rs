@@ -1152,15 +1152,19 @@ fn fail_all(error: LogError, count: usize) -> Vec<Result<AppendOutcome, LogError
 
 /// Writes all of `bytes` at `pos` in one call. A short write (only seen when the disk is full
 /// or a quota is hit) is an error: the caller truncates the partial message away, which is
-/// cheaper than keeping a copy of every batch around to retry the remainder.
+/// cheaper than keeping a copy of every batch around to retry the remainder. Its cause is
+/// what writing on answers: one byte at the first position not written (within what the
+/// caller truncates); its error (`No space left on device`) is reported with the short write,
+/// of its kind.
 async fn write_all<F: SegmentFile>(file: &F, bytes: Vec<u8>, pos: u64) -> std::io::Result<()> {
     let len = bytes.len();
     let written = file.write_at(bytes, pos).await?;
     if written != len {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::WriteZero,
-            format!("short write: {written} of {len} bytes"),
-        ));
+        let short = format!("short write: {written} of {len} bytes");
+        return Err(match file.write_at(vec![0], pos + written as u64).await {
+            Err(cause) => std::io::Error::new(cause.kind(), format!("{short}, then: {cause}")),
+            Ok(_) => std::io::Error::new(std::io::ErrorKind::WriteZero, short),
+        });
     }
     Ok(())
 }

@@ -106,6 +106,10 @@ pub struct SimFaults {
     pub fail_write: u32,
     pub short_write: u32,
     pub fail_sync: u32,
+    /// A disk that fills up: the bytes writes may still store, counted down by each write. A
+    /// write larger than what is left stores what fits (a short write); one with nothing left
+    /// fails with ENOSPC, "No space left on device", as a full file system answers.
+    pub space_left: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -397,6 +401,13 @@ impl SegmentFile for SimFile {
         let mut len = buf.len();
         if len > 1 && disk.rng.chance(disk.faults.short_write) {
             len = disk.rng.range(1, len as u64 - 1) as usize;
+        }
+        if let Some(left) = disk.faults.space_left.as_mut() {
+            if *left == 0 && len > 0 {
+                return Err(io::Error::from_raw_os_error(nix::errno::Errno::ENOSPC as i32));
+            }
+            len = len.min(usize::try_from(*left).unwrap_or(usize::MAX));
+            *left -= len as u64;
         }
         let clock = disk.clock;
         let path = disk.current(&self.path);
