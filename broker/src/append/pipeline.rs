@@ -534,7 +534,11 @@ impl Appender {
         // The decoded records count against the core's kafka.max-append-memory until they
         // are stored. When it is held by others, this job waits; the group's jobs that wait
         // for their write hold some of it too, so they are written first.
-        let wanted = held_by_decoded(&batches, job.records.as_ref()).min(config.max_append_memory) as u64;
+        // Twice: once for the records, once for the rows they are converted to, which are
+        // about as large and live beside them while converting.
+        let wanted = held_by_decoded(&batches, job.records.as_ref())
+            .saturating_mul(2)
+            .min(config.max_append_memory) as u64;
         let held = match self.append_memory.try_acquire_static_permit(wanted) {
             Ok(held) => held,
             Err(_) => {
