@@ -131,6 +131,17 @@ fn damaged_metadata_that_complete_batches_follow_closes_the_bucket() {
             ErrorCode::KafkaStorageError,
             "{what}: appends are refused"
         );
+        // A scan of the refused bucket reads what recovery keeps, the first batch, then says
+        // why it ends (before: the last segment's damage ended it silently, exit 0, 60 or 10
+        // rows), and the row count is those rows (before: every row the files claimed).
+        let (status, body, terminated) = restarted.get_chunked("/v1/tables/fluss.t/scan?format=jsonl");
+        let lines: Vec<&str> = body.lines().collect();
+        assert!(status == 200 && !terminated, "{what}: {status} {body}");
+        assert_eq!(lines.len(), ROWS + 1, "{what}: {body}");
+        assert!(lines[ROWS].contains("CORRUPT_SEGMENT"), "{what}: {body}");
+        let (_, table) = restarted.get("/v1/tables/fluss.t");
+        let table: serde_json::Value = serde_json::from_str(&table).unwrap();
+        assert_eq!(table["row_count"], ROWS as u64, "{what}: {table}");
         restarted.terminate();
         assert_eq!(
             std::fs::read(&path).unwrap(),

@@ -538,9 +538,8 @@ pub fn scan_segment_blocking(file: &std::fs::File) -> std::io::Result<SegmentSca
     scan_std_file(file, false)
 }
 
-/// [`scan_segment_blocking`] with every body checked (and the last batch decoded), as
-/// recovery walks a segment.
-#[cfg(test)]
+/// [`scan_segment_blocking`] with every message checked (framing, metadata and body, and the
+/// last batch decoded), as recovery walks a segment.
 pub(crate) fn scan_segment_checked_blocking(file: &std::fs::File) -> std::io::Result<SegmentScan> {
     scan_std_file(file, true)
 }

@@ -77,22 +77,58 @@ pub fn read_bucket(
     high_watermark: Option<u64>,
     visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
 ) -> Result<(), ScanError> {
+    // A bucket no core opened (its recovery failed): read up to what recovery would keep,
+    // then say what ends it, so the scan agrees with recovery and with the row count.
+    let damage = match high_watermark {
+        Some(_) => None,
+        None => {
+            let offsets = on_disk_offsets(bucket_dir)?;
+            match offsets.damage {
+                Some((path, reason)) => Some((offsets.next_offset, path, reason)),
+                None => None,
+            }
+        }
+    };
+    let high_watermark = high_watermark.or(damage.as_ref().map(|(end, ..)| *end));
+    if !read_bucket_to(bucket_dir, from, high_watermark, visit)? {
+        return Ok(());
+    }
+    match damage {
+        Some((end, path, reason)) => Err(ScanError::CorruptSegment {
+            path,
+            reason: format!("{reason}; the rows from offset {end} on are not readable"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// [`read_bucket`] up to `high_watermark`: true when it read to the end of what it may read
+/// (not stopped by `visit`).
+fn read_bucket_to(
+    bucket_dir: &Path,
+    from: u64,
+    high_watermark: Option<u64>,
+    visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
+) -> Result<bool, ScanError> {
     let bases = list_segments(bucket_dir)?;
     // Start at the last segment whose base is <= from (earlier ones hold only smaller offsets).
     let first = bases.iter().rposition(|&base| base <= from).unwrap_or(0);
     for (index, &base) in bases.iter().enumerate().skip(first) {
         if high_watermark.is_some_and(|hwm| base >= hwm) {
-            return Ok(());
+            return Ok(true);
         }
         let next_base = bases.get(index + 1).copied();
         let end = match read_segment(bucket_dir, base, from, high_watermark, next_base, visit)? {
-            SegmentRead::Stopped => return Ok(()),
+            SegmentRead::Stopped => return Ok(false),
+            SegmentRead::Watermark => return Ok(true),
             SegmentRead::Gone => continue,
             SegmentRead::Ended(end) => end,
         };
         // Each segment starts where the one before ends (recovery checks it too): a segment
         // missing or cut short in the middle is damage, not rows that never were.
-        if let Some(next) = next_base.filter(|&next| next != end) {
+        if let Some(next) =
+            next_base.filter(|&next| next != end && high_watermark.is_none_or(|hwm| end < hwm))
+        {
             return Err(ScanError::CorruptSegment {
                 path: segment_path(bucket_dir, next),
                 reason: format!(
@@ -101,13 +137,15 @@ pub fn read_bucket(
             });
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// How reading one segment ended.
 enum SegmentRead {
-    /// `visit` asked to stop, or the high watermark was reached.
+    /// `visit` asked to stop.
     Stopped,
+    /// The high watermark was reached.
+    Watermark,
     /// Retention removed the file after the listing.
     Gone,
     /// Read to its end: the offset after its last row.
@@ -146,7 +184,7 @@ fn read_segment(
         // Never ask the reader for a message that starts at or past the high watermark: it may
         // be half written.
         if high_watermark.is_some_and(|hwm| offset >= hwm) {
-            return Ok(SegmentRead::Stopped);
+            return Ok(SegmentRead::Watermark);
         }
         let batch = match batch {
             Ok(batch) => batch,
@@ -185,11 +223,15 @@ fn read_segment(
 }
 
 /// Offsets of a bucket read from its files, for buckets no core has opened since start (the
-/// registry has no stats for them yet).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// registry has no stats for them: their recovery failed).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BucketOffsets {
     pub log_start_offset: u64,
+    /// The offset after the last row readable without a gap or damage from the first.
     pub next_offset: u64,
+    /// The damage that ends the readable rows short of the files, as recovery found it:
+    /// the segment and what is wrong. None when the files end there.
+    pub damage: Option<(std::path::PathBuf, String)>,
 }
 
 impl BucketOffsets {
@@ -198,35 +240,44 @@ impl BucketOffsets {
     }
 }
 
-/// The first offset and the offset after the last complete batch that the bucket's segments
-/// hold without a gap from the first (what a scan reads before any damage), from the segment
-/// names and the IPC framing of each segment (headers only). A missing or empty bucket is
-/// `0..0`. For buckets no core opened, which are those whose recovery failed, so every segment
-/// is walked, not only the last.
+/// The first offset and the offset after the last row readable from the first without a gap
+/// or damage, walking every segment as recovery does (framing, metadata and body checksums,
+/// each segment starting where the one before ends; a torn tail of the last segment is not
+/// damage). A missing or empty bucket is `0..0`. Only for buckets no core opened, which are
+/// those whose recovery failed, so the full read is paid where it finds something.
 pub fn on_disk_offsets(bucket_dir: &Path) -> Result<BucketOffsets, ScanError> {
     let bases = list_segments(bucket_dir)?;
     let Some(&first) = bases.first() else {
         return Ok(BucketOffsets::default());
     };
-    let mut next_offset = first;
-    for base in bases {
-        if base != next_offset {
+    let mut offsets = BucketOffsets {
+        log_start_offset: first,
+        next_offset: first,
+        damage: None,
+    };
+    for (index, &base) in bases.iter().enumerate() {
+        let path = segment_path(bucket_dir, base);
+        if base != offsets.next_offset {
+            let end = offsets.next_offset;
+            offsets.damage = Some((
+                path,
+                format!("segment starts at offset {base}, but the previous one ends at {end}"),
+            ));
             break;
         }
-        let path = segment_path(bucket_dir, base);
         let io_error = |source| ScanError::Io {
             path: path.clone(),
             source,
         };
         let file = open_segment(bucket_dir, base).map_err(io_error)?;
-        let scan = crate::log::segment::scan_segment_blocking(&file).map_err(io_error)?;
-        next_offset = base.saturating_add(scan.rows);
-        if scan.torn.is_some() {
+        let scan = crate::log::segment::scan_segment_checked_blocking(&file).map_err(io_error)?;
+        offsets.next_offset = base.saturating_add(scan.rows);
+        let last = index + 1 == bases.len();
+        let problem = scan.damaged.or(scan.torn.filter(|_| !last));
+        if let Some(reason) = problem {
+            offsets.damage = Some((path, reason));
             break;
         }
     }
-    Ok(BucketOffsets {
-        log_start_offset: first,
-        next_offset,
-    })
+    Ok(offsets)
 }
