@@ -279,7 +279,16 @@ impl LoginThrottle {
 
     /// Keys tracked now.
     pub fn tracked(&self) -> usize {
-        self.lock().len()
+        self.tracked_at(Instant::now())
+    }
+
+    /// Keys whose last failure is recent at `now` (forgotten ones not yet removed are not
+    /// counted: they are removed when next looked up or when the table is full).
+    pub fn tracked_at(&self, now: Instant) -> usize {
+        self.lock()
+            .values()
+            .filter(|entry| !self.expired(entry, now))
+            .count()
     }
 
     fn delay(&self, failures: u32) -> Duration {
@@ -487,6 +496,7 @@ mod tests {
         assert_eq!(t.reserve(later, ip(1), "admin").wait, Duration::ZERO);
         assert_eq!(t.try_now(later, ip(1), "admin"), Ok(()));
         assert_eq!(t.try_now(later, ip(1), "admin"), Ok(()));
+        assert_eq!(t.tracked_at(later), 0, "the gauge counts no forgotten key");
         assert_eq!(t.reserve(later, ip(3), "x").wait, Duration::ZERO, "x's key too");
         assert_eq!(t.reserve(later, ip(3), "y").wait, Duration::ZERO, "y's key too");
         assert_eq!(t.tracked(), 0);
