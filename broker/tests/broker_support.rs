@@ -108,6 +108,24 @@ impl Server {
             .unwrap_or_default()
     }
 
+    /// The segment files of bucket 0 of the one table of `database` whose directory starts
+    /// with `prefix`, in offset order.
+    pub fn segment_files(&self, database: &str, prefix: &str) -> Vec<PathBuf> {
+        let dirs = self.table_dirs(database, prefix);
+        let [table] = &dirs[..] else {
+            panic!("one table directory {prefix}* in {database}: {dirs:?}");
+        };
+        let bucket = self.data_dir.join(database).join(table).join("bucket-0");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(bucket)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "arrow"))
+            .collect();
+        files.sort();
+        files
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.server.pid()

@@ -153,18 +153,25 @@ fn a_failed_fsync_fails_every_waiter_and_the_log_until_reopened() {
 /// A disk that fills up in the middle of a batch: the error says why (it said only
 /// `short write: X of Y bytes`), and the partial batch is truncated away as for any short
 /// write.
+/// A bucket log on `store` holding one batch of rows 0..3: the log, its stats, its segment's
+/// path and bytes.
+async fn three_rows(store: &SimStore) -> (BucketLog<SimStore>, Arc<BucketStats>, PathBuf, Vec<u8>) {
+    let dir = PathBuf::from("/sim/t-1/bucket-0");
+    let stats = Arc::new(BucketStats::default());
+    let log = BucketLog::open_with_store(store.clone(), &dir, config(), stats.clone())
+        .await
+        .unwrap();
+    log.append(&batch(0, 3)).await.unwrap();
+    let path = dir.join(kafluss_broker::log::segment::segment_file_name(0));
+    let good = store.file_bytes(&path).unwrap();
+    (log, stats, path, good)
+}
+
 #[test]
 fn a_full_disk_is_reported_as_no_space_left() {
     run_local(async {
         let store = SimStore::new(11);
-        let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let stats = Arc::new(BucketStats::default());
-        let log = BucketLog::open_with_store(store.clone(), &dir, config(), stats.clone())
-            .await
-            .unwrap();
-        log.append(&batch(0, 3)).await.unwrap();
-        let path = dir.join(kafluss_broker::log::segment::segment_file_name(0));
-        let good = store.file_bytes(&path).unwrap();
+        let (log, _, path, good) = three_rows(&store).await;
         store.set_faults(SimFaults {
             space_left: Some(100),
             ..SimFaults::default()
@@ -189,14 +196,7 @@ fn a_full_disk_is_reported_as_no_space_left() {
 fn a_failed_or_short_write_leaves_nothing_visible() {
     run_local(async {
         let store = SimStore::new(10);
-        let dir = PathBuf::from("/sim/t-1/bucket-0");
-        let stats = Arc::new(BucketStats::default());
-        let log = BucketLog::open_with_store(store.clone(), &dir, config(), stats.clone())
-            .await
-            .unwrap();
-        log.append(&batch(0, 3)).await.unwrap();
-        let path = dir.join(kafluss_broker::log::segment::segment_file_name(0));
-        let good = store.file_bytes(&path).unwrap();
+        let (log, stats, path, good) = three_rows(&store).await;
         for faults in [
             SimFaults {
                 fail_write: 1_000_000,

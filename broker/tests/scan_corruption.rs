@@ -7,7 +7,7 @@
 #[path = "broker_support.rs"]
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use kafluss_protocol::{Compression, ErrorCode, RecordBatchBuilder};
@@ -36,23 +36,6 @@ fn produce(server: &Server, first: usize, batches: usize) -> Vec<ErrorCode> {
         .collect()
 }
 
-fn segments(data_dir: &Path) -> Vec<PathBuf> {
-    let table = std::fs::read_dir(data_dir.join("fluss"))
-        .unwrap()
-        .filter_map(Result::ok)
-        .find(|e| e.file_name().to_string_lossy().starts_with("t-"))
-        .expect("table dir")
-        .path();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(table.join("bucket-0"))
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "arrow"))
-        .collect();
-    files.sort();
-    files
-}
-
 #[test]
 fn a_damaged_batch_is_reported_not_served_short_and_the_repair_works() {
     let mut server = Server::start(1, &["log.segment.size=4kb"]);
@@ -63,7 +46,7 @@ fn a_damaged_batch_is_reported_not_served_short_and_the_repair_works() {
     server.terminate();
 
     // Flip one byte in the last batch body of a middle segment (before its end marker).
-    let files = segments(&server.data_dir);
+    let files = server.segment_files("fluss", "t-");
     assert!(files.len() >= 3, "several segments: {files:?}");
     let damaged = &files[files.len() / 2];
     let mut bytes = std::fs::read(damaged).unwrap();
@@ -194,7 +177,7 @@ fn a_gap_between_segments_ends_the_scan_as_damage() {
     assert!(produce(&server, 0, BATCHES).iter().all(|c| *c == ErrorCode::None));
     server.terminate();
     let data_dir = server.data_dir.clone();
-    let files = segments(&data_dir);
+    let files = server.segment_files("fluss", "t-");
     assert!(files.len() >= 3, "several segments: {files:?}");
     let base = |file: &PathBuf| -> usize { file.file_stem().unwrap().to_string_lossy().parse().unwrap() };
     let middle = files[files.len() / 2].clone();

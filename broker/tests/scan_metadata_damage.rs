@@ -13,7 +13,7 @@
 #[path = "broker_support.rs"]
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use kafluss_protocol::{Compression, ErrorCode, RecordBatchBuilder};
 use support::{Raw, Server};
@@ -34,23 +34,6 @@ fn produce(server: &Server, first: usize) -> (ErrorCode, i64) {
     let request = support::produce_request(-1, "fluss.t", 0, builder.build().expect("batch"));
     let answer = raw.produce(9, &request).topics[0].partitions[0].clone();
     (answer.error_code, answer.base_offset)
-}
-
-fn segment(data_dir: &Path) -> PathBuf {
-    let table = std::fs::read_dir(data_dir.join("fluss"))
-        .unwrap()
-        .filter_map(Result::ok)
-        .find(|e| e.file_name().to_string_lossy().starts_with("t-"))
-        .expect("table dir")
-        .path();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(table.join("bucket-0"))
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "arrow"))
-        .collect();
-    assert_eq!(files.len(), 1, "{files:?}");
-    files.pop().unwrap()
 }
 
 /// A record-batch message of a segment file: where it starts, its metadata's length, and where
@@ -96,7 +79,9 @@ fn stored() -> (Server, PathBuf, Vec<u8>) {
         assert_eq!(produce(&server, b * ROWS), (ErrorCode::None, (b * ROWS) as i64));
     }
     server.terminate();
-    let path = segment(&server.data_dir);
+    let mut files = server.segment_files("fluss", "t-");
+    assert_eq!(files.len(), 1, "{files:?}");
+    let path = files.pop().unwrap();
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(messages(&bytes).len(), BATCHES);
     (server, path, bytes)
