@@ -1057,6 +1057,7 @@ fn run_message(run: &[Unit], batch: arrow_array::RecordBatch) -> GroupMessage {
         encode_tag(&StoredTag {
             append_ms: parts(run).map(|r| r.append_time_ms).max().unwrap_or(0),
             batches: parts(run).flat_map(|r| r.batch_rows.iter().copied()).collect(),
+            before_names: false,
         })
     });
     GroupMessage {

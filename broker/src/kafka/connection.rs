@@ -101,10 +101,11 @@ struct Queued {
     received: Instant,
     request_bytes: usize,
     response: PendingResponse,
-    /// The request's share of `kafka.max-request-memory`, given back once it is answered.
-    _memory: StaticPermit,
-    /// What it holds of `kafka.max-answer-memory`, given back once it is answered.
-    _held: Option<StaticPermit>,
+    /// The request's share of `kafka.max-request-memory`, given back once its answer is
+    /// written.
+    memory: StaticPermit,
+    /// What it holds of `kafka.max-answer-memory`, given back once its answer is written.
+    held: Option<StaticPermit>,
 }
 
 /// Outcome of waiting for the next frame.
@@ -435,8 +436,8 @@ pub async fn serve(
                     received,
                     request_bytes,
                     response,
-                    _memory: memory,
-                    _held: held,
+                    memory,
+                    held,
                 };
                 if queue.send(item).await.is_err() {
                     break CloseReason::Handler;
@@ -608,6 +609,9 @@ async fn write_responses(
     let mut closed_on_answer = false;
     let mut broken = false;
     let mut out: Vec<u8> = Vec::new();
+    // The memory permits of the answers in `out`: given back once `out` is written (a client
+    // that reads slowly holds them while its answers wait in the socket's way).
+    let mut permits: Vec<StaticPermit> = Vec::new();
     let mut next: Option<Queued> = None;
     loop {
         let item = match next.take() {
@@ -617,7 +621,7 @@ async fn write_responses(
                 None => break,
             },
         };
-        let mut close_after = answer(&core, item, &mut out, broken).await;
+        let mut close_after = answer(&core, item, &mut out, &mut permits, broken).await;
         // Gather every further response that is ready now, without waiting.
         while close_after == Close::No && out.len() < COALESCE_BYTES {
             let Some(Some(mut item)) = futures_lite::future::poll_once(queued.recv()).await else {
@@ -632,7 +636,7 @@ async fn write_responses(
                     }
                 }
             }
-            close_after = answer(&core, item, &mut out, broken).await;
+            close_after = answer(&core, item, &mut out, &mut permits, broken).await;
         }
         if !broken
             && !out.is_empty()
@@ -642,6 +646,7 @@ async fn write_responses(
             closing.stop();
         }
         out.clear();
+        permits.clear();
         if out.capacity() > COALESCE_BYTES {
             out = Vec::new();
         }
@@ -691,7 +696,17 @@ enum Close {
 
 /// Waits for `item`'s response, records its metrics and appends its frame to `out` (unless
 /// the connection is `broken`); returns whether the connection closes after it.
-async fn answer(core: &KafkaCore, item: Queued, out: &mut Vec<u8>, broken: bool) -> Close {
+/// Appends `item`'s answer to `out` (unless the connection is `broken`) and its memory permits
+/// to `permits`, which the caller gives back once `out` is written; records its metrics.
+async fn answer(
+    core: &KafkaCore,
+    item: Queued,
+    out: &mut Vec<u8>,
+    permits: &mut Vec<StaticPermit>,
+    broken: bool,
+) -> Close {
+    permits.push(item.memory);
+    permits.extend(item.held);
     let response: Response = match item.response {
         PendingResponse::Ready(response) => response,
         PendingResponse::Later(later) => later.await,

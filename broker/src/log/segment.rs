@@ -453,6 +453,16 @@ async fn torn_or_damaged<F: SegmentFile>(
     Ok(scan.torn(reason))
 }
 
+/// Candidates of [`next_checked_message`] whose metadata runs past the chunk read with them, read
+/// on their own at most this many times per search.
+const FAR_CANDIDATES: usize = 64;
+
+/// Bytes of candidates' metadata [`next_checked_message`] verifies at most per search: bytes
+/// crafted to look like a marker and a long length at every position (a value stored
+/// uncompressed can hold anything) must not make a start-up walk take hours. Real messages'
+/// metadata is a few KiB, so a genuine next message is found long before this.
+const SEARCH_METADATA_BYTES: u64 = 64 << 20;
+
 /// The position of the first record-batch message at or after `from` (at 8-byte boundaries,
 /// where the writer starts every message) whose framing and metadata match their checksum
 /// ([`super::checksum::METADATA_CHECKSUM_KEY`]) and whose body fits in the file; None when
@@ -463,6 +473,8 @@ async fn next_checked_message<F: SegmentFile>(
     file_len: u64,
 ) -> std::io::Result<Option<u64>> {
     let mut at = from.next_multiple_of(8);
+    let mut far_reads = 0;
+    let mut verified = 0u64;
     while at + 8 <= file_len {
         let chunk = file.read_at(at, CHECK_CHUNK.min(file_len - at) as usize).await?;
         if chunk.len() < 8 {
@@ -480,8 +492,28 @@ async fn next_checked_message<F: SegmentFile>(
             if len == 0 || len > MAX_METADATA_LEN || candidate + 8 + len > file_len {
                 continue;
             }
-            let metadata = file.read_at(candidate + 8, len as usize).await?;
-            let Ok(message) = super::ipc::message(&metadata) else {
+            // The metadata from the chunk when it lies there (a kafluss message's is a few KiB);
+            // else read, at most FAR_CANDIDATES times a search: bytes crafted to look like a
+            // marker and a long length at every position must not make it read the file
+            // over and over.
+            // Every candidate's metadata is verified as a flatbuffer: at most
+            // SEARCH_METADATA_BYTES of it in all, then the search gives up (found nothing).
+            verified += len;
+            if verified > SEARCH_METADATA_BYTES {
+                return Ok(None);
+            }
+            let start = offset + 8;
+            let far;
+            let metadata = match chunk.get(start..start + len as usize) {
+                Some(inside) => inside,
+                None if far_reads < FAR_CANDIDATES => {
+                    far_reads += 1;
+                    far = file.read_at(candidate + 8, len as usize).await?;
+                    &far[..]
+                }
+                None => continue,
+            };
+            let Ok(message) = super::ipc::message(metadata) else {
                 continue;
             };
             let fits = u64::try_from(message.bodyLength())
@@ -489,7 +521,7 @@ async fn next_checked_message<F: SegmentFile>(
             if message.header_type() == MessageHeader::RecordBatch
                 && fits
                 && super::checksum::has_metadata_checksum(&message)
-                && super::checksum::metadata_mismatch(prefix, &metadata, &message).is_none()
+                && super::checksum::metadata_mismatch(prefix, metadata, &message).is_none()
             {
                 return Ok(Some(candidate));
             }
@@ -621,6 +653,83 @@ pub fn pending_segment_path(bucket_dir: &Path, base_offset: u64) -> std::path::P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An in-memory segment that counts what is read from it and refuses to read more than
+    /// `limit` bytes in all.
+    struct Counted {
+        bytes: Vec<u8>,
+        read: std::cell::Cell<u64>,
+        limit: u64,
+    }
+
+    impl SegmentFile for Counted {
+        async fn write_at(&self, _buf: Vec<u8>, _pos: u64) -> std::io::Result<usize> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+
+        async fn read_at(&self, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+            let start = (pos as usize).min(self.bytes.len());
+            let end = start.saturating_add(len).min(self.bytes.len());
+            self.read.set(self.read.get() + (end - start) as u64);
+            if self.read.get() > self.limit {
+                return Err(std::io::Error::other(format!(
+                    "read more than {} bytes",
+                    self.limit
+                )));
+            }
+            Ok(self.bytes[start..end].to_vec())
+        }
+
+        async fn sync(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+
+        async fn truncate(&self, _len: u64) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+
+        async fn size(&self) -> std::io::Result<u64> {
+            Ok(self.bytes.len() as u64)
+        }
+
+        fn write_back(&self, _start: u64, _end: u64) -> bool {
+            true
+        }
+
+        fn preallocate(&self, _start: u64, _end: u64) -> bool {
+            true
+        }
+
+        async fn prewrite(&self, _start: u64, _end: u64) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+    }
+
+    /// Bytes that look like a continuation marker and a 16 MiB metadata length at every 8-byte
+    /// position (a value stored uncompressed can hold them): the search for a complete message
+    /// after damage gives up within a bounded read, finding none, where it read 16 MiB per
+    /// position (terabytes for a segment of them, a start-up that never ended).
+    #[test]
+    fn the_search_for_a_message_after_damage_is_bounded_on_crafted_bytes() {
+        let pattern = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x00];
+        let file = Counted {
+            bytes: pattern.repeat(4 << 20),
+            read: std::cell::Cell::new(0),
+            limit: 256 << 20,
+        };
+        let mut search = std::pin::pin!(next_checked_message(&file, 1, file.bytes.len() as u64));
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let found = match search.as_mut().poll(&mut context) {
+            std::task::Poll::Ready(found) => found,
+            std::task::Poll::Pending => panic!("reads of a Counted file never suspend"),
+        };
+        assert_eq!(found.unwrap(), None);
+        assert!(
+            file.read.get() <= (SEARCH_METADATA_BYTES + 2 * CHECK_CHUNK),
+            "{}",
+            file.read.get()
+        );
+    }
 
     #[test]
     fn names_round_trip_and_reject_others() {

@@ -370,6 +370,15 @@ impl ProducerStates {
             let last = offset.saturating_add(rows - 1);
             if let Some(batch) = batch {
                 appended.push((batch, offset, last));
+                if tag.before_names {
+                    // Written before the names were told apart: the batch may have come
+                    // through either, so a retry through either is recognised.
+                    let bare = ProducerBatch {
+                        bare_topic: true,
+                        ..batch
+                    };
+                    appended.push((bare, offset, last));
+                }
             }
             offset = last.saturating_add(1);
         }
@@ -383,6 +392,9 @@ impl ProducerStates {
 pub struct StoredTag {
     pub append_ms: i64,
     pub batches: Vec<(Option<ProducerBatch>, u64)>,
+    /// Written before a batch's tag said which of its table's names it came through (no
+    /// `,f`/`,b`): recovery takes it as either's.
+    pub before_names: bool,
 }
 
 /// A tag that does not parse (recovery logs it and ignores the tag).
@@ -390,29 +402,26 @@ pub struct StoredTag {
 #[error("unreadable producer tag {0:?}")]
 pub struct TagError(pub String);
 
-/// `<append ms>;<producer id>,<epoch>,<first seq>,<last seq>,<rows>[,b];…`, one group per Kafka
-/// batch (`-1,-1,-1,-1,<rows>` for a batch without a producer id; `,b` after a batch that came
-/// through its table's name without a database, [`ProducerBatch::bare_topic`]).
+/// `<append ms>;<producer id>,<epoch>,<first seq>,<last seq>,<rows>,<f|b>;…`, one group per
+/// Kafka batch (`-1,-1,-1,-1,<rows>` for a batch without a producer id); `b` for a batch that
+/// came through its table's name without a database ([`ProducerBatch::bare_topic`]), `f`
+/// through the full name. Tags written before had no `f`/`b` ([`StoredTag::before_names`]).
 pub fn encode_tag(tag: &StoredTag) -> String {
     use std::fmt::Write;
     let mut out = tag.append_ms.to_string();
     for (batch, rows) in &tag.batches {
-        let b = batch.unwrap_or(ProducerBatch {
-            producer_id: -1,
-            epoch: -1,
-            first_seq: -1,
-            last_seq: -1,
-            bare_topic: false,
-        });
-        let _ = write!(
-            out,
-            ";{},{},{},{},{rows}{}",
-            b.producer_id,
-            b.epoch,
-            b.first_seq,
-            b.last_seq,
-            if b.bare_topic { ",b" } else { "" }
-        );
+        let _ = match batch {
+            None => write!(out, ";-1,-1,-1,-1,{rows}"),
+            Some(b) => write!(
+                out,
+                ";{},{},{},{},{rows},{}",
+                b.producer_id,
+                b.epoch,
+                b.first_seq,
+                b.last_seq,
+                if b.bare_topic { 'b' } else { 'f' }
+            ),
+        };
     }
     out
 }
@@ -423,10 +432,15 @@ pub fn decode_tag(text: &str) -> Result<StoredTag, TagError> {
     let mut parts = text.split(';');
     let append_ms = parts.next().and_then(|t| t.parse().ok()).ok_or_else(bad)?;
     let mut batches = Vec::new();
+    let mut before_names = false;
     for part in parts {
         let fields: Vec<&str> = part.split(',').collect();
         let (pid, epoch, first, last, rows, bare_topic) = match fields[..] {
-            [pid, epoch, first, last, rows] => (pid, epoch, first, last, rows, false),
+            [pid, epoch, first, last, rows] => {
+                before_names |= !pid.starts_with('-');
+                (pid, epoch, first, last, rows, false)
+            }
+            [pid, epoch, first, last, rows, "f"] => (pid, epoch, first, last, rows, false),
             [pid, epoch, first, last, rows, "b"] => (pid, epoch, first, last, rows, true),
             _ => return Err(bad()),
         };
@@ -444,7 +458,11 @@ pub fn decode_tag(text: &str) -> Result<StoredTag, TagError> {
         });
         batches.push((batch, rows));
     }
-    Ok(StoredTag { append_ms, batches })
+    Ok(StoredTag {
+        append_ms,
+        batches,
+        before_names,
+    })
 }
 
 #[cfg(test)]
@@ -785,9 +803,10 @@ mod tests {
         let tag = StoredTag {
             append_ms: NOW,
             batches: vec![(Some(batch(0, 0, 2)), 2), (Some(bare(0, 2)), 2)],
+            before_names: false,
         };
         let text = encode_tag(&tag);
-        assert_eq!(text, "1000000;7,0,0,1,2;7,0,0,1,2,b");
+        assert_eq!(text, "1000000;7,0,0,1,2,f;7,0,0,1,2,b");
         assert_eq!(decode_tag(&text), Ok(tag.clone()));
         let mut restored = states();
         restored.restore(0, &tag, NOW);
@@ -797,6 +816,19 @@ mod tests {
         assert!(
             matches!(restored.check(&[batch(0, 0, 2)], NOW), Ok(Verdict::Duplicate(m)) if m.first_offset == 0)
         );
+        // A tag written before the names were told apart (no f/b): its batches are taken as
+        // either name's, so a producer that wrote through the bare name (most clients do) has
+        // its retry recognised after the upgrade, not stored twice.
+        let old = decode_tag("1000000;7,0,0,1,2").unwrap();
+        assert!(old.before_names);
+        let mut restored = states();
+        restored.restore(10, &old, NOW);
+        for batch in [batch(0, 0, 2), bare(0, 2)] {
+            assert!(
+                matches!(restored.check(&[batch], NOW), Ok(Verdict::Duplicate(m)) if m.first_offset == 10),
+                "{batch:?}"
+            );
+        }
     }
 
     #[test]
@@ -804,9 +836,10 @@ mod tests {
         let tag = StoredTag {
             append_ms: NOW,
             batches: vec![(Some(batch(2, 10, 3)), 3), (None, 4), (Some(batch(2, 13, 2)), 2)],
+            before_names: false,
         };
         let text = encode_tag(&tag);
-        assert_eq!(text, "1000000;7,2,10,12,3;-1,-1,-1,-1,4;7,2,13,14,2");
+        assert_eq!(text, "1000000;7,2,10,12,3,f;-1,-1,-1,-1,4;7,2,13,14,2,f");
         assert_eq!(decode_tag(&text), Ok(tag.clone()));
         for bad in [
             "",
