@@ -123,6 +123,29 @@ fn a_damaged_batch_is_reported_not_served_short_and_the_repair_works() {
         said.contains("CORRUPT_SEGMENT") || said.contains("checksum"),
         "{said}"
     );
+    // Its error names the damage (it said only "talking to ...: Peer disconnected"), and an
+    // arrow scan, which has no error line, says it ended before it was complete.
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(
+        stderr.contains("ended before it was complete: CORRUPT_SEGMENT: corrupt log segment"),
+        "{stderr}"
+    );
+    let arrow = Command::new(support::binary())
+        .args([
+            "scan",
+            "fluss.t",
+            "--format",
+            "arrow",
+            "--server",
+            &server.fluss.to_string(),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&arrow.stderr);
+    assert!(
+        !arrow.status.success() && stderr.contains("ended before it was complete: the server's log says why"),
+        "{stderr}"
+    );
     drop(server);
 
     // The documented repair: cut the damaged segment back to its intact bytes (the recovery

@@ -57,6 +57,15 @@ enum ScanCliError {
     Protocol { server: String, source: ureq::Error },
     #[error("talking to {server}: {source}")]
     Io { server: String, source: io::Error },
+    /// The answer ended before its end (a scan that met damage, or the server going away):
+    /// with the scan's own error line when the rows sent before it end with one.
+    #[error("the answer from {server} ended before it was complete: {}", reason.as_deref().unwrap_or("the server's log says why"))]
+    CutShort {
+        server: String,
+        reason: Option<String>,
+        #[source]
+        source: io::Error,
+    },
     #[error("{0}")]
     Server(String),
     #[error(transparent)]
@@ -159,11 +168,22 @@ fn copy_body(mut body: Box<dyn Read>, out: Option<&PathBuf>, server: &str) -> Re
         ),
     };
     let mut buffer = vec![0u8; 64 << 10];
+    // The last bytes written: a scan that meets damage ends its rows with an error line, then
+    // stops without ending the answer.
+    let mut tail: Vec<u8> = Vec::new();
+    let mut written = 0u64;
     loop {
         let read = match body.read(&mut buffer) {
             Ok(0) => break,
             Ok(read) => read,
             Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(source) if written > 0 => {
+                return Err(ScanCliError::CutShort {
+                    server: server.to_string(),
+                    reason: last_error_line(&tail),
+                    source,
+                })
+            }
             Err(source) => {
                 return Err(ScanCliError::Io {
                     server: server.to_string(),
@@ -171,6 +191,11 @@ fn copy_body(mut body: Box<dyn Read>, out: Option<&PathBuf>, server: &str) -> Re
                 })
             }
         };
+        written += read as u64;
+        tail.extend_from_slice(&buffer[..read]);
+        if tail.len() > TAIL_BYTES {
+            tail.drain(..tail.len() - TAIL_BYTES);
+        }
         sink.write_all(&buffer[..read])
             .map_err(|source| ScanCliError::Output {
                 path: name.clone(),
@@ -179,6 +204,20 @@ fn copy_body(mut body: Box<dyn Read>, out: Option<&PathBuf>, server: &str) -> Re
     }
     sink.flush()
         .map_err(|source| ScanCliError::Output { path: name, source })
+}
+
+/// How many of the last bytes of a scan's answer are kept to find its error line.
+const TAIL_BYTES: usize = 8 << 10;
+
+/// `CODE: message` of the `{"error":{"code":..,"message":..}}` line that ends `tail`, if it
+/// does.
+fn last_error_line(tail: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(tail);
+    let line = text.trim_end().rsplit('\n').next()?;
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    let error = value.get("error")?;
+    let field = |name: &str| error.get(name).and_then(|v| v.as_str()).unwrap_or("");
+    Some(format!("{}: {}", field("code"), field("message")))
 }
 
 /// The server's `{"error":{"message":..}}`, or the raw body, with the status.
@@ -199,6 +238,22 @@ fn error_message(status: u16, body: Box<dyn Read>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scan_cut_short_says_the_error_line_it_ended_with() {
+        let rows = br#"{"bucket":0,"offset":0,"row":{"id":1}}
+{"error":{"code":"CORRUPT_SEGMENT","message":"corrupt log segment x: bad; the rows from offset 1 on are not readable"}}
+"#;
+        assert_eq!(
+            last_error_line(rows).as_deref(),
+            Some("CORRUPT_SEGMENT: corrupt log segment x: bad; the rows from offset 1 on are not readable")
+        );
+        assert_eq!(
+            last_error_line(br#"{"bucket":0,"offset":0,"row":{"id":1}}"#),
+            None
+        );
+        assert_eq!(last_error_line(b"ARROW1\0\0"), None);
+    }
 
     fn args(table: &str) -> ScanArgs {
         ScanArgs {
