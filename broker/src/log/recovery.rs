@@ -94,10 +94,7 @@ pub(super) async fn recover<S: SegmentStore>(
         if base_offset != recovered.next_offset {
             return Err(LogError::corrupt(
                 &path,
-                format!(
-                    "segment starts at offset {base_offset}, but the previous one ends at {}",
-                    recovered.next_offset
-                ),
+                super::segment::gap(base_offset, recovered.next_offset),
             ));
         }
         let is_last = index + 1 == bases.len();

@@ -492,16 +492,16 @@ async fn next_checked_message<F: SegmentFile>(
             if len == 0 || len > MAX_METADATA_LEN || candidate + 8 + len > file_len {
                 continue;
             }
-            // The metadata from the chunk when it lies there (a kafluss message's is a few KiB);
-            // else read, at most FAR_CANDIDATES times a search: bytes crafted to look like a
-            // marker and a long length at every position must not make it read the file
-            // over and over.
             // Every candidate's metadata is verified as a flatbuffer: at most
             // SEARCH_METADATA_BYTES of it in all, then the search gives up (found nothing).
             verified += len;
             if verified > SEARCH_METADATA_BYTES {
                 return Ok(None);
             }
+            // The metadata from the chunk when it lies there (a kafluss message's is a few KiB);
+            // else read, at most FAR_CANDIDATES times a search: bytes crafted to look like a
+            // marker and a long length at every position must not make it read the file
+            // over and over.
             let start = offset + 8;
             let far;
             let metadata = match chunk.get(start..start + len as usize) {
@@ -638,6 +638,12 @@ impl SegmentFile for StdSegment<'_> {
             "read-only segment",
         ))
     }
+}
+
+/// What is wrong with a bucket whose segment at `base` does not start where the one before it
+/// ends (`previous_end`): recovery and scans say the same.
+pub fn gap(base: u64, previous_end: u64) -> String {
+    format!("segment starts at offset {base}, but the previous one ends at {previous_end}")
 }
 
 /// The path of segment `base_offset` in `bucket_dir`.

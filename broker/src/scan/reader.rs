@@ -68,35 +68,31 @@ pub struct OffsetBatch {
 }
 
 /// Calls `visit` for the rows `[from, high_watermark)` of one bucket, batch by batch, already
-/// sliced to that range. `high_watermark` None (bucket not opened since start) reads every
-/// complete message and treats a partial one at a segment's end as its end. `visit` returns
-/// false to stop early (limit reached).
+/// sliced to that range. `high_watermark` None (bucket not opened since start: its recovery
+/// failed) reads what recovery keeps ([`on_disk_offsets`]) and then ends with the damage
+/// recovery found. `visit` returns false to stop early (limit reached).
 pub fn read_bucket(
     bucket_dir: &Path,
     from: u64,
     high_watermark: Option<u64>,
     visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
 ) -> Result<(), ScanError> {
-    // A bucket no core opened (its recovery failed): read up to what recovery would keep,
-    // then say what ends it, so the scan agrees with recovery and with the row count.
-    let damage = match high_watermark {
-        Some(_) => None,
+    // A bucket no core opened: read up to what recovery would keep, then say what ends it, so
+    // the scan agrees with recovery and with the row count.
+    let (high_watermark, damage) = match high_watermark {
+        Some(high_watermark) => (high_watermark, None),
         None => {
             let offsets = on_disk_offsets(bucket_dir)?;
-            match offsets.damage {
-                Some((path, reason)) => Some((offsets.next_offset, path, reason)),
-                None => None,
-            }
+            (offsets.next_offset, offsets.damage)
         }
     };
-    let high_watermark = high_watermark.or(damage.as_ref().map(|(end, ..)| *end));
     if !read_bucket_to(bucket_dir, from, high_watermark, visit)? {
         return Ok(());
     }
     match damage {
-        Some((end, path, reason)) => Err(ScanError::CorruptSegment {
+        Some((path, reason)) => Err(ScanError::CorruptSegment {
             path,
-            reason: format!("{reason}; the rows from offset {end} on are not readable"),
+            reason: format!("{reason}; the rows from offset {high_watermark} on are not readable"),
         }),
         None => Ok(()),
     }
@@ -107,18 +103,17 @@ pub fn read_bucket(
 fn read_bucket_to(
     bucket_dir: &Path,
     from: u64,
-    high_watermark: Option<u64>,
+    high_watermark: u64,
     visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
 ) -> Result<bool, ScanError> {
     let bases = list_segments(bucket_dir)?;
     // Start at the last segment whose base is <= from (earlier ones hold only smaller offsets).
     let first = bases.iter().rposition(|&base| base <= from).unwrap_or(0);
     for (index, &base) in bases.iter().enumerate().skip(first) {
-        if high_watermark.is_some_and(|hwm| base >= hwm) {
+        if base >= high_watermark {
             return Ok(true);
         }
-        let next_base = bases.get(index + 1).copied();
-        let end = match read_segment(bucket_dir, base, from, high_watermark, next_base, visit)? {
+        let end = match read_segment(bucket_dir, base, from, high_watermark, visit)? {
             SegmentRead::Stopped => return Ok(false),
             SegmentRead::Watermark => return Ok(true),
             SegmentRead::Gone => continue,
@@ -126,13 +121,12 @@ fn read_bucket_to(
         };
         // Each segment starts where the one before ends (recovery checks it too): a segment
         // missing or cut short in the middle is damage, not rows that never were.
-        if let Some(next) =
-            next_base.filter(|&next| next != end && high_watermark.is_none_or(|hwm| end < hwm))
-        {
+        if let Some(next) = bases.get(index + 1).copied().filter(|&next| next != end) {
             return Err(ScanError::CorruptSegment {
                 path: segment_path(bucket_dir, next),
                 reason: format!(
-                    "segment starts at offset {next}, but the previous one ends at {end}; the rows from offset {end} on are not readable"
+                    "{}; the rows from offset {end} on are not readable",
+                    crate::log::segment::gap(next, end)
                 ),
             });
         }
@@ -148,16 +142,16 @@ enum SegmentRead {
     Watermark,
     /// Retention removed the file after the listing.
     Gone,
-    /// Read to its end: the offset after its last row.
+    /// Read to its end, below the high watermark: the offset after its last row.
     Ended(u64),
 }
 
+/// Reads the rows of the segment at `base` below `high_watermark` (which is above `base`).
 fn read_segment(
     bucket_dir: &Path,
     base: u64,
     from: u64,
-    high_watermark: Option<u64>,
-    next_base: Option<u64>,
+    high_watermark: u64,
     visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
 ) -> Result<SegmentRead, ScanError> {
     let path = &segment_path(bucket_dir, base);
@@ -173,17 +167,13 @@ fn read_segment(
         }
     };
     // Every batch body is checked against its stored CRC32C as it is read.
-    let reader = match SegmentReader::try_new(VerifyingReader::new(BufReader::new(file))) {
-        Ok(reader) => reader,
-        // A segment whose schema is not complete yet holds no rows.
-        Err(_) if high_watermark.is_none_or(|hwm| hwm <= base) => return Ok(SegmentRead::Ended(base)),
-        Err(err) => return Err(ScanError::corrupt(path, err)),
-    };
+    let reader = SegmentReader::try_new(VerifyingReader::new(BufReader::new(file)))
+        .map_err(|err| ScanError::corrupt(path, err))?;
     let mut offset = base;
     for batch in reader {
         // Never ask the reader for a message that starts at or past the high watermark: it may
         // be half written.
-        if high_watermark.is_some_and(|hwm| offset >= hwm) {
+        if offset >= high_watermark {
             return Ok(SegmentRead::Watermark);
         }
         let batch = match batch {
@@ -194,16 +184,12 @@ fn read_segment(
                     reason: format!("{err}; the rows from offset {offset} on are not readable"),
                 })
             }
-            // No watermark: a partial message at the end is an unrecovered torn tail.
-            Err(_) if high_watermark.is_none() && next_base.is_none() => {
-                return Ok(SegmentRead::Ended(offset))
-            }
             Err(err) => return Err(ScanError::corrupt(path, err)),
         };
         let rows = batch.num_rows() as u64;
         let end = offset + rows;
         let wanted_start = from.max(offset);
-        let wanted_end = high_watermark.map_or(end, |hwm| hwm.min(end));
+        let wanted_end = high_watermark.min(end);
         if wanted_start < wanted_end {
             let slice = batch.slice(
                 (wanted_start - offset) as usize,
@@ -219,7 +205,11 @@ fn read_segment(
         }
         offset = end;
     }
-    Ok(SegmentRead::Ended(offset))
+    Ok(if offset >= high_watermark {
+        SegmentRead::Watermark
+    } else {
+        SegmentRead::Ended(offset)
+    })
 }
 
 /// Offsets of a bucket read from its files, for buckets no core has opened since start (the
@@ -259,10 +249,7 @@ pub fn on_disk_offsets(bucket_dir: &Path) -> Result<BucketOffsets, ScanError> {
         let path = segment_path(bucket_dir, base);
         if base != offsets.next_offset {
             let end = offsets.next_offset;
-            offsets.damage = Some((
-                path,
-                format!("segment starts at offset {base}, but the previous one ends at {end}"),
-            ));
+            offsets.damage = Some((path, crate::log::segment::gap(base, end)));
             break;
         }
         let io_error = |source| ScanError::Io {
