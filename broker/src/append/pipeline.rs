@@ -1272,9 +1272,8 @@ fn table_ttl(table: &TableInfo, default: Duration) -> Duration {
 pub fn held_by_decoded(batches: &[DecodedBatch], records: Option<&Bytes>) -> usize {
     let in_frame = |data: &Bytes| {
         records.is_some_and(|frame| {
-            let (start, end) = (frame.as_ptr() as usize, frame.as_ptr() as usize + frame.len());
-            let at = data.as_ptr() as usize;
-            start <= at && at + data.len() <= end
+            let at = range_in(frame, data);
+            at.start <= at.end && at.end <= frame.len()
         })
     };
     batches

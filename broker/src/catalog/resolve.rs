@@ -36,6 +36,13 @@ impl TopicError {
     }
 }
 
+/// Whether a topic names its table without a database (`orders`, in `kafka.default.database`),
+/// as [`split_topic`] reads it: to a client it is another topic than `db.orders`, with its own
+/// topic id and its own idempotent sequences.
+pub fn is_bare(topic: &str) -> bool {
+    !topic.contains('.')
+}
+
 /// Splits a topic into (database, table): `db.table`, or a bare `table` in `default_db`.
 pub fn split_topic<'a>(topic: &'a str, default_db: &'a str) -> Result<(&'a str, &'a str), TopicError> {
     if topic.is_empty() {

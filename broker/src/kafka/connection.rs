@@ -694,10 +694,9 @@ enum Close {
     AfterAnswer,
 }
 
-/// Waits for `item`'s response, records its metrics and appends its frame to `out` (unless
-/// the connection is `broken`); returns whether the connection closes after it.
-/// Appends `item`'s answer to `out` (unless the connection is `broken`) and its memory permits
-/// to `permits`, which the caller gives back once `out` is written; records its metrics.
+/// Waits for `item`'s response, records its metrics, appends its frame to `out` (unless the
+/// connection is `broken`) and its memory permits to `permits`, which the caller gives back
+/// once `out` is written; returns whether the connection closes after it.
 async fn answer(
     core: &KafkaCore,
     item: Queued,

@@ -59,7 +59,7 @@ fn named_topic(
 
 fn topic_entry(name: Option<String>, table: &TableInfo) -> MetadataTopic {
     // The name without a database is a topic of its own, with an id of its own.
-    let bare = name.as_deref().is_some_and(|name| !name.contains('.'));
+    let bare = name.as_deref().is_some_and(crate::catalog::resolve::is_bare);
     MetadataTopic {
         error_code: ErrorCode::None,
         topic_id: Uuid(if bare {

@@ -258,7 +258,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
                                 partition: partition.index,
                                 records: partition.records,
                                 acks,
-                                bare_topic: !topic.name.contains('.'),
+                                bare_topic: crate::catalog::resolve::is_bare(&topic.name),
                             })
                             .await;
                         let this = router.owner_of(table_id, bucket);

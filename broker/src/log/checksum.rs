@@ -164,22 +164,10 @@ pub(crate) fn frame_sealed(
             variadicBufferCounts: variadic,
         },
     );
+    // Custom-metadata pairs, the two checksums first (their values placeholders until the
+    // bytes are written); each gives back its value's offset.
     let mut pairs = Vec::with_capacity(2 + tags.len());
-    let mut placeholder = |key: &str| {
-        let key = fbb.create_string(key);
-        let value = fbb.create_string(CHECKSUM_PLACEHOLDER);
-        pairs.push(KeyValue::create(
-            fbb,
-            &KeyValueArgs {
-                key: Some(key),
-                value: Some(value),
-            },
-        ));
-        value
-    };
-    let value = placeholder(CHECKSUM_KEY);
-    let meta_value = placeholder(METADATA_CHECKSUM_KEY);
-    for (key, value) in tags {
+    let mut pair = |key: &str, value: &str| {
         let key = fbb.create_string(key);
         let value = fbb.create_string(value);
         pairs.push(KeyValue::create(
@@ -189,6 +177,12 @@ pub(crate) fn frame_sealed(
                 value: Some(value),
             },
         ));
+        value
+    };
+    let value = pair(CHECKSUM_KEY, CHECKSUM_PLACEHOLDER);
+    let meta_value = pair(METADATA_CHECKSUM_KEY, CHECKSUM_PLACEHOLDER);
+    for (key, value) in tags {
+        pair(key, value);
     }
     let custom_metadata = fbb.create_vector(&pairs);
     let root = Message::create(
