@@ -328,51 +328,140 @@ fn flush_policy_always_makes_every_append_durable() {
     });
 }
 
-/// A crash that persisted a later message but zeroed the metadata of an earlier one (pages
-/// written out of order): the zeroed flatbuffer still parses, as a record batch of 0 rows
-/// without a checksum. Recovery must call that damage, not a batch of 0 rows that would hand the
-/// next message's rows the earlier offsets; and a batch of 0 rows is never one kafluss wrote.
+/// Two batches of 10 rows on the simulated disk, the first one's metadata (from its checksum on)
+/// and body zeroed, as a crash that persisted a later page but not an earlier one leaves them:
+/// the zeroed flatbuffer still parses, as a record batch of 0 rows without a checksum. With
+/// `synced` the first batch was fsync'd before the second was written. What opening gives.
+async fn open_with_first_of_two_zeroed(
+    synced: bool,
+) -> (
+    Result<BucketLog<kafluss_broker::log::sim::SimStore>, LogError>,
+    std::path::PathBuf,
+) {
+    let store = kafluss_broker::log::sim::SimStore::new(2);
+    let dir = std::path::PathBuf::from("/sim/db/t-1/bucket-0");
+    let log = log_support::open_sim(&store, &dir, config(1 << 20)).await;
+    log.append(&batch(0, 10)).await.unwrap();
+    if synced {
+        log.sync_to(10).await.unwrap();
+    }
+    log.append(&batch(10, 10)).await.unwrap();
+    drop(log);
+    let segment = dir.join(segment_file_name(0));
+    let mut bytes = store.file_bytes(&segment).unwrap();
+    let mut writer = arrow_ipc::writer::StreamWriter::try_new(Vec::new(), &log_support::schema()).unwrap();
+    let first = std::mem::take(writer.get_mut()).len();
+    let metadata_len = u32::from_le_bytes(bytes[first + 4..first + 8].try_into().unwrap()) as usize;
+    let metadata = &bytes[first + 8..first + 8 + metadata_len];
+    let body_len = arrow_ipc::root_as_message(metadata).unwrap().bodyLength() as usize;
+    let key_at = metadata.windows(14).position(|w| w == b"kafluss.crc32c").unwrap();
+    for b in &mut bytes[first + 8 + key_at - 4..first + 8 + metadata_len + body_len] {
+        *b = 0;
+    }
+    store.set_file_bytes(&segment, bytes);
+    let opened = BucketLog::open_with_store(
+        store.clone(),
+        &dir,
+        config(1 << 20),
+        Arc::new(BucketStats::default()),
+    )
+    .await;
+    (opened, segment)
+}
+
+/// Recovery must not take the zeroed metadata for a batch of 0 rows, which would hand the next
+/// message's rows the earlier offsets (a batch of 0 rows is never one kafluss wrote). The
+/// second batch says the first was fsync'd (`kafluss.synced`): damage, the bucket refused.
 #[test]
-fn a_middle_message_with_zeroed_metadata_is_damage_not_zero_rows() {
+fn a_middle_message_with_zeroed_metadata_that_was_fsynced_is_damage_not_zero_rows() {
     run_local(async {
-        let store = kafluss_broker::log::sim::SimStore::new(2);
-        let dir = std::path::PathBuf::from("/sim/db/t-1/bucket-0");
-        let log = log_support::open_sim(&store, &dir, config(1 << 20)).await;
-        log.append(&batch(0, 10)).await.unwrap();
-        log.append(&batch(10, 10)).await.unwrap();
-        drop(log);
-        let segment = dir.join(segment_file_name(0));
-        let mut bytes = store.file_bytes(&segment).unwrap();
-        let mut writer =
-            arrow_ipc::writer::StreamWriter::try_new(Vec::new(), &log_support::schema()).unwrap();
-        let first = std::mem::take(writer.get_mut()).len();
-        let metadata_len = u32::from_le_bytes(bytes[first + 4..first + 8].try_into().unwrap()) as usize;
-        let metadata = &bytes[first + 8..first + 8 + metadata_len];
-        let body_len = arrow_ipc::root_as_message(metadata).unwrap().bodyLength() as usize;
-        let key_at = metadata.windows(14).position(|w| w == b"kafluss.crc32c").unwrap();
-        for b in &mut bytes[first + 8 + key_at - 4..first + 8 + metadata_len + body_len] {
-            *b = 0;
-        }
-        store.set_file_bytes(&segment, bytes);
-        match BucketLog::open_with_store(
-            store.clone(),
-            &dir,
-            config(1 << 20),
-            Arc::new(BucketStats::default()),
-        )
-        .await
-        {
-            Err(LogError::CorruptSegment { path, reason, .. }) => {
+        match open_with_first_of_two_zeroed(true).await {
+            (Err(LogError::CorruptSegment { path, reason, .. }), segment) => {
                 assert_eq!(path, segment);
                 assert!(reason.contains("0 rows"), "{reason}");
+                assert!(
+                    reason.contains("after 10 rows of the segment were fsync'd"),
+                    "{reason}"
+                );
             }
-            Ok(log) => panic!(
+            (Ok(log), _) => panic!(
                 "recovered with next offset {} (20 rows written)",
                 log.next_offset()
             ),
-            Err(other) => panic!("expected CorruptSegment, got {other:?}"),
+            (Err(other), _) => panic!("expected CorruptSegment, got {other:?}"),
         }
     });
+}
+
+/// The same bytes when no fsync had covered the first batch as the second was written: what a
+/// power loss that wrote back the later page first leaves. Neither was ever durable, so the log
+/// is cut before the damage (it was refused as damage, closing the bucket after a power loss),
+/// and appends go on from offset 0.
+#[test]
+fn a_middle_message_zeroed_before_any_fsync_covered_it_is_cut_with_what_follows() {
+    run_local(async {
+        let (opened, _) = open_with_first_of_two_zeroed(false).await;
+        let log = opened.unwrap_or_else(|e| panic!("recovery refused an unsynced tail: {e}"));
+        assert_eq!(log.next_offset(), 0);
+        log.append(&batch(0, 3)).await.unwrap();
+        assert_eq!(log.next_offset(), 3);
+    });
+}
+
+/// A flipped byte in the body of the middle one of three batches: refused when the batch after
+/// it was written once the damaged one was fsync'd, cut (with the batch after it) when it was
+/// written before that fsync; a scan of the cut log reads the first batch only.
+#[test]
+fn a_damaged_body_is_refused_when_a_later_batch_says_it_was_fsynced_else_cut() {
+    for synced in [true, false] {
+        run_local(async move {
+            let store = kafluss_broker::log::sim::SimStore::new(3);
+            let dir = std::path::PathBuf::from("/sim/db/t-1/bucket-0");
+            let log = log_support::open_sim(&store, &dir, config(1 << 20)).await;
+            log.append(&batch(0, 10)).await.unwrap();
+            // The first batch fsync'd before the middle one is written, or both after it.
+            if !synced {
+                log.sync_to(10).await.unwrap();
+            }
+            let middle_start = log.active_segment_len().unwrap() as usize;
+            log.append(&batch(10, 10)).await.unwrap();
+            let middle_end = log.active_segment_len().unwrap() as usize;
+            if synced {
+                log.sync_to(20).await.unwrap();
+            }
+            log.append(&batch(20, 10)).await.unwrap();
+            drop(log);
+            let segment = dir.join(segment_file_name(0));
+            let mut bytes = store.file_bytes(&segment).unwrap();
+            bytes[middle_end - 16] ^= 0x5a;
+            store.set_file_bytes(&segment, bytes);
+            let opened = BucketLog::open_with_store(
+                store.clone(),
+                &dir,
+                config(1 << 20),
+                Arc::new(BucketStats::default()),
+            )
+            .await;
+            match (synced, opened) {
+                (true, Err(LogError::CorruptSegment { reason, .. })) => {
+                    assert!(reason.contains(&format!("at byte {middle_start}")), "{reason}");
+                    assert!(
+                        reason.contains("after 20 rows of the segment were fsync'd"),
+                        "{reason}"
+                    );
+                    assert!(reason.contains("rows before offset 10 are intact"), "{reason}");
+                }
+                (false, Ok(log)) => {
+                    assert_eq!(log.next_offset(), 10);
+                    let bytes = store.file_bytes(&segment).unwrap();
+                    assert_eq!(bytes.len(), middle_start);
+                    assert_eq!(ids_in_stream(&bytes), (0..10).collect::<Vec<_>>());
+                }
+                (synced, Ok(log)) => panic!("synced {synced}: recovered to {}", log.next_offset()),
+                (synced, Err(e)) => panic!("synced {synced}: {e}"),
+            }
+        });
+    }
 }
 
 /// Opening a bucket whose directories do not exist creates the bucket's, the table's and the

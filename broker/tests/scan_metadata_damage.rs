@@ -25,13 +25,18 @@ const TABLE: &str = "CREATE TABLE fluss.t (id BIGINT, s STRING) WITH ('table.kaf
 
 /// One acks=-1 batch of `ROWS` rows per call, ids from `first`; the answer's code and offset.
 fn produce(server: &Server, first: usize) -> (ErrorCode, i64) {
+    produce_acks(server, first, -1)
+}
+
+/// [`produce`] with `acks`.
+fn produce_acks(server: &Server, first: usize, acks: i16) -> (ErrorCode, i64) {
     let mut raw = Raw::connect(server.kafka);
     let mut builder = RecordBatchBuilder::new(Compression::None);
     for id in first..first + ROWS {
         let value = format!(r#"{{"id":{id},"s":"row-{id}"}}"#);
         builder.append(1_700_000_000_000, None, Some(value.as_bytes()), &[]);
     }
-    let request = support::produce_request(-1, "fluss.t", 0, builder.build().expect("batch"));
+    let request = support::produce_request(acks, "fluss.t", 0, builder.build().expect("batch"));
     let answer = raw.produce(9, &request).topics[0].partitions[0].clone();
     (answer.error_code, answer.base_offset)
 }
@@ -134,6 +139,48 @@ fn damaged_metadata_that_complete_batches_follow_closes_the_bucket() {
             "{what}: nothing was truncated"
         );
     }
+}
+
+/// Six batches acknowledged with acks=1 (none fsync'd), the process killed, then the second
+/// batch's bytes zeroed, as a power loss that wrote back the later pages and not that one
+/// leaves them. The batches after it say no fsync had covered it (`kafluss.synced`): the
+/// server starts with the bucket open, cuts the damage and what follows as an unsynced tail,
+/// and appends go on at offset 10 (the bucket was refused before, every produce answered
+/// KAFKA_STORAGE_ERROR until an operator repaired it).
+#[test]
+fn unsynced_batches_after_a_hole_are_cut_and_the_bucket_stays_open() {
+    let mut server = Server::start(1, &[]);
+    server.sql_ok(TABLE);
+    for b in 0..BATCHES {
+        assert_eq!(
+            produce_acks(&server, b * ROWS, 1),
+            (ErrorCode::None, (b * ROWS) as i64)
+        );
+    }
+    server.kill();
+    let path = server.segment_files("fluss", "t-").pop().unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let found = messages(&bytes);
+    assert_eq!(found.len(), BATCHES);
+    for b in &mut bytes[found[1].start..found[2].start] {
+        *b = 0;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let restarted = Server::start_in(&server.data_dir, 1, &[]);
+    let logs = restarted.logs();
+    assert!(
+        logs.contains("truncating torn tail")
+            && logs.contains("written before any fsync covered these bytes"),
+        "{logs}"
+    );
+    assert_eq!(produce(&restarted, 1000), (ErrorCode::None, ROWS as i64));
+    let ids: Vec<i64> = restarted
+        .scan("fluss.t")
+        .iter()
+        .map(|row| row["row"]["id"].as_i64().unwrap())
+        .collect();
+    let expected: Vec<i64> = (0..ROWS as i64).chain(1000..1000 + ROWS as i64).collect();
+    assert_eq!(ids, expected);
 }
 
 /// The last batch's `s` offsets buffer declares 45 bytes instead of 44: the server starts,

@@ -37,6 +37,7 @@ use super::group_commit::CommitState;
 use super::recovery::{recover, Recovered};
 use super::segment::{
     pending_segment_path, segment_path, ActiveSegment, Prewrite, SegmentInfo, VisitedBatch, END_OF_STREAM,
+    SYNCED_KEY,
 };
 use super::{AppendOutcome, BucketStats, FlushPolicy, LogConfig};
 
@@ -516,6 +517,16 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             let hint: usize = items.iter().map(|item| message_size_hint(item.batch)).sum();
             let mut bytes = Vec::with_capacity(hint.min(room.saturating_add(MESSAGE_METADATA_HINT)));
             let mut outcomes = Vec::with_capacity(items.len());
+            // Each message says how many of the segment's rows were fsync'd when it was
+            // written (`SYNCED_KEY`), after the item's own tags: what lets recovery tell damage
+            // in fsync'd bytes from a power loss's unsynced pages.
+            let synced = self
+                .commit
+                .durable
+                .get()
+                .saturating_sub(active.base_offset)
+                .to_string();
+            let mut tags: Vec<(&str, &str)> = Vec::new();
             let mut next_offset = state.next_offset;
             for (i, item) in items.iter().enumerate() {
                 if i > 0
@@ -539,11 +550,14 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
                             // Compression is per message: after an ALTER the same stream goes on
                             // with the other codec. A failure appends nothing to `bytes`.
                             let compression = item.compression.unwrap_or(self.compression.get());
+                            tags.clear();
+                            tags.extend_from_slice(item.tags);
+                            tags.push((SYNCED_KEY, &synced));
                             encode_message_into(
                                 &mut bytes,
                                 item.batch,
                                 compression,
-                                item.tags,
+                                &tags,
                                 &mut self.codec_history.borrow_mut(),
                             )
                         })

@@ -100,8 +100,10 @@ pub(super) async fn recover<S: SegmentStore>(
         let is_last = index + 1 == bases.len();
         let (file, scan, last_append) = open_and_scan(store, &path, base_offset, visit).await?;
         if !is_last {
-            if let Some(reason) = scan.torn {
-                return Err(LogError::corrupt(&path, reason));
+            // Every segment but the last was fsync'd whole before the next one got its name:
+            // anything torn in it is damage.
+            if let Some(reason) = &scan.torn {
+                return Err(damage(&path, base_offset, &scan, reason));
             }
             if scan.schema.is_none() {
                 return Err(LogError::corrupt(&path, "no schema message"));
@@ -209,19 +211,25 @@ async fn open_and_scan<S: SegmentStore>(
         .await
         .map_err(|e| LogError::io(path, "stat", e))?;
     if let Some(reason) = &scan.damaged {
-        // A batch that is not the file's last one does not match its checksum: rot or an
-        // outside write, not a crash. Nothing is guessed: the bucket stays closed (every
-        // append is refused) until an operator repairs it (docs/storage.md).
-        let offset = base_offset.saturating_add(scan.rows);
-        return Err(LogError::corrupt(
-            path,
-            format!(
-                "{reason}; rows before offset {offset} are intact (the file's first {} bytes)",
-                scan.valid_len
-            ),
-        ));
+        // Bytes that a later batch says were fsync'd do not read back: rot or an outside
+        // write, not a crash. Nothing is guessed: the bucket stays closed (every append is
+        // refused) until an operator repairs it (docs/storage.md).
+        return Err(damage(path, base_offset, &scan, reason));
     }
     Ok((file, scan, last_append))
+}
+
+/// The error that keeps a bucket closed over damage in its segment at `path`: what is wrong,
+/// and how much of the file before it is intact (what a repair keeps).
+fn damage(path: &Path, base_offset: u64, scan: &SegmentScan, reason: &str) -> LogError {
+    let offset = base_offset.saturating_add(scan.rows);
+    LogError::corrupt(
+        path,
+        format!(
+            "{reason}; rows before offset {offset} are intact (the file's first {} bytes)",
+            scan.valid_len
+        ),
+    )
 }
 
 /// The last segment: a torn tail is truncated, the file fsync'd; it becomes the active

@@ -129,8 +129,10 @@ pub struct SegmentScan {
     pub closed: bool,
     /// Why the bytes after `valid_len` are not a complete message, if there are any.
     pub torn: Option<String>,
-    /// A complete batch at `valid_len` whose body does not match its checksum while more
-    /// complete messages follow it: damage, not a torn tail (checked walks only).
+    /// Bytes at `valid_len` that are not a complete message (or a batch whose body does not
+    /// match its checksum) while a later complete message says they were fsync'd, or was
+    /// written before messages said so ([`SYNCED_KEY`]): damage, not a torn tail (checked
+    /// walks only).
     pub damaged: Option<String>,
     /// Every byte after `valid_len` is zero: written ahead of the appends
     /// ([`super::SegmentFile::prewrite`]) and never overwritten. Not torn when the segment is
@@ -385,11 +387,15 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
                         // The file's last message, unless only zeros written ahead follow it.
                         let last = end + body_len == file_len
                             || zeros_to_end(file, end + body_len, file_len).await?;
-                        return Ok(if last {
-                            scan.torn(reason)
-                        } else {
-                            scan.damaged(reason)
-                        });
+                        if last {
+                            return Ok(scan.torn(reason));
+                        }
+                        // Its framing and metadata match their checksum: the next message
+                        // starts at its end. Else (0 rows, or no checksums where every earlier
+                        // batch has them: metadata zeroed) none of it is believed.
+                        let from = if has_meta { end + body_len } else { pos + 1 };
+                        let after = after_damage(file, from, file_len, scan.rows).await?;
+                        return Ok(after.judge(scan, reason));
                     }
                 }
                 // The file's last batch (followed by nothing, or by nothing but zeros written
@@ -434,10 +440,12 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
     }
 }
 
-/// A torn tail, unless `verify` finds a complete record-batch message after `pos` whose
-/// framing and metadata match their checksum: then bytes that once were complete messages
-/// were damaged (a crash tears only the end of what was being written), and the scan says so
-/// instead of letting recovery cut acknowledged batches away as a torn tail.
+/// A torn tail, unless `verify` finds that the bytes at `pos` were once fsync'd: a complete
+/// record-batch message after them, whose framing and metadata match their checksum, says so
+/// ([`after_damage`]). A crash tears only the end of what was being written, and a power loss
+/// that wrote back later pages before earlier ones damages only bytes no fsync had covered; so
+/// what was fsync'd and reads damaged is damage (recovery refuses the bucket), anything else a
+/// torn tail (recovery cuts it).
 async fn torn_or_damaged<F: SegmentFile>(
     scan: SegmentScan,
     reason: String,
@@ -445,57 +453,149 @@ async fn torn_or_damaged<F: SegmentFile>(
     pos: u64,
     verify: bool,
 ) -> std::io::Result<SegmentScan> {
-    if verify {
-        if let Some(next) = next_checked_message(file, pos + 1, scan.file_len).await? {
-            return Ok(scan.damaged(format!("{reason}, and a complete batch follows at byte {next}")));
-        }
+    if !verify {
+        return Ok(scan.torn(reason));
     }
-    Ok(scan.torn(reason))
+    let after = after_damage(file, pos + 1, scan.file_len, scan.rows).await?;
+    Ok(after.judge(scan, reason))
 }
 
-/// Candidates of [`next_checked_message`] whose metadata runs past the chunk read with them, read
-/// on their own at most this many times per search.
-const FAR_CANDIDATES: usize = 64;
+/// The custom-metadata key of every batch the log writes ([`super::BucketLog`]): how many rows
+/// of its segment were fsync'd when it was written (decimal). A later batch so says which
+/// earlier bytes were durable: damage in them is damage, not the unsynced tail of a power loss.
+pub const SYNCED_KEY: &str = "kafluss.synced";
 
-/// Bytes of candidates' metadata [`next_checked_message`] verifies at most per search: bytes
-/// crafted to look like a marker and a long length at every position (a value stored
-/// uncompressed can hold anything) must not make a start-up walk take hours. Real messages'
-/// metadata is a few KiB, so a genuine next message is found long before this.
-const SEARCH_METADATA_BYTES: u64 = 64 << 20;
+/// What follows damaged bytes of a segment.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AfterDamage {
+    /// No complete record-batch message whose framing and metadata match their checksum.
+    Nothing,
+    /// Such messages, starting at `first`, each saying (`SYNCED_KEY`) that no fsync had
+    /// covered the damaged rows when it was written: the damage is in bytes never fsync'd (a
+    /// power loss wrote later pages back before earlier ones).
+    Unsynced { first: u64 },
+    /// The message at `at` says the damaged rows were fsync'd (`synced` of its segment's rows
+    /// were), or does not say (`None`: written before the key existed).
+    Synced { at: u64, synced: Option<u64> },
+}
 
-/// The position of the first record-batch message at or after `from` (at 8-byte boundaries,
-/// where the writer starts every message) whose framing and metadata match their checksum
-/// ([`super::checksum::METADATA_CHECKSUM_KEY`]) and whose body fits in the file; None when
-/// there is none. Reads the rest of the file [`CHECK_CHUNK`] bytes at a time.
-async fn next_checked_message<F: SegmentFile>(
+impl AfterDamage {
+    fn judge(self, scan: SegmentScan, reason: String) -> SegmentScan {
+        match self {
+            AfterDamage::Nothing => scan.torn(reason),
+            AfterDamage::Unsynced { first } => scan.torn(format!(
+                "{reason}; the complete batches from byte {first} on were written before any \
+                 fsync covered these bytes (pages written back out of order)"
+            )),
+            AfterDamage::Synced {
+                at,
+                synced: Some(synced),
+            } => scan.damaged(format!(
+                "{reason}, and a complete batch follows at byte {at}, written after {synced} \
+                 rows of the segment were fsync'd"
+            )),
+            AfterDamage::Synced { at, synced: None } => {
+                scan.damaged(format!("{reason}, and a complete batch follows at byte {at}"))
+            }
+        }
+    }
+}
+
+/// Walks the complete record-batch messages after damage at `from` (found by
+/// [`Search::next_from`], each followed to its end, a search again past any further damage)
+/// until one says that more than `rows_before` rows of the segment (the rows before the
+/// damage) were fsync'd when it was written, or does not say: [`AfterDamage::Synced`]. The
+/// key's values only grow along a segment, so all of them up to the file's end at most
+/// `rows_before` is [`AfterDamage::Unsynced`]; none found, [`AfterDamage::Nothing`].
+pub(crate) async fn after_damage<F: SegmentFile>(
     file: &F,
     from: u64,
     file_len: u64,
-) -> std::io::Result<Option<u64>> {
-    let mut at = from.next_multiple_of(8);
-    let mut far_reads = 0;
-    let mut verified = 0u64;
-    while at + 8 <= file_len {
-        let chunk = file.read_at(at, CHECK_CHUNK.min(file_len - at) as usize).await?;
-        if chunk.len() < 8 {
-            return Ok(None);
+    rows_before: u64,
+) -> std::io::Result<AfterDamage> {
+    let mut search = Search::default();
+    let mut first = None;
+    let mut at = from;
+    while let Some(found) = search.next_from(file, at, file_len).await? {
+        first.get_or_insert(found.at);
+        match found.synced {
+            Some(synced) if synced <= rows_before => at = found.end,
+            synced => return Ok(AfterDamage::Synced { at: found.at, synced }),
         }
-        for offset in (0..=chunk.len() - 8).step_by(8) {
-            let Some(prefix) = chunk.get(offset..offset + 8) else {
-                break;
-            };
+    }
+    Ok(match first {
+        Some(first) => AfterDamage::Unsynced { first },
+        None => AfterDamage::Nothing,
+    })
+}
+
+/// Candidates of [`Search::next_from`] whose metadata runs past the chunk read with them, read
+/// on their own at most this many times per search.
+const FAR_CANDIDATES: usize = 64;
+
+/// Bytes of candidates' metadata a [`Search`] verifies at most: bytes crafted to look like a
+/// marker and a long length at every position (a value stored uncompressed can hold anything)
+/// must not make a start-up walk take hours. Real messages' metadata is a few KiB, so the
+/// messages after real damage are found long before this.
+const SEARCH_METADATA_BYTES: u64 = 64 << 20;
+
+/// A complete record-batch message found by [`Search::next_from`].
+#[derive(Debug, Clone, Copy)]
+struct Checked {
+    at: u64,
+    /// Where the message ends (its body fits in the file).
+    end: u64,
+    /// Its [`SYNCED_KEY`], when it has a readable one.
+    synced: Option<u64>,
+}
+
+/// The search for complete messages after damage: one forward pass over the file, read
+/// [`CHECK_CHUNK`] bytes at a time (a message's body skipped unread when the next search
+/// starts past it), with one budget ([`SEARCH_METADATA_BYTES`], [`FAR_CANDIDATES`]).
+#[derive(Default)]
+struct Search {
+    chunk_at: u64,
+    chunk: Vec<u8>,
+    far_reads: usize,
+    verified: u64,
+}
+
+impl Search {
+    /// The first record-batch message at or after `from` (at 8-byte boundaries, where the
+    /// writer starts every message) whose framing and metadata match their checksum
+    /// ([`super::checksum::METADATA_CHECKSUM_KEY`]) and whose body fits in the file; None when
+    /// there is none, or the budget is spent.
+    async fn next_from<F: SegmentFile>(
+        &mut self,
+        file: &F,
+        from: u64,
+        file_len: u64,
+    ) -> std::io::Result<Option<Checked>> {
+        let mut at = from.next_multiple_of(8);
+        while at + 8 <= file_len {
+            let chunk_end = self.chunk_at + self.chunk.len() as u64;
+            if at < self.chunk_at || at + 8 > chunk_end {
+                self.chunk = file.read_at(at, CHECK_CHUNK.min(file_len - at) as usize).await?;
+                self.chunk_at = at;
+                if self.chunk.len() < 8 {
+                    return Ok(None);
+                }
+            }
+            let offset = (at - self.chunk_at) as usize;
+            let candidate = at;
+            at += 8;
+            let prefix = &self.chunk[offset..offset + 8];
             if prefix[..4] != CONTINUATION {
                 continue;
             }
-            let candidate = at + offset as u64;
             let len = u64::from(u32::from_le_bytes([prefix[4], prefix[5], prefix[6], prefix[7]]));
             if len == 0 || len > MAX_METADATA_LEN || candidate + 8 + len > file_len {
                 continue;
             }
             // Every candidate's metadata is verified as a flatbuffer: at most
-            // SEARCH_METADATA_BYTES of it in all, then the search gives up (found nothing).
-            verified += len;
-            if verified > SEARCH_METADATA_BYTES {
+            // SEARCH_METADATA_BYTES of it in all, then the search gives up (finds nothing).
+            self.verified += len;
+            if self.verified > SEARCH_METADATA_BYTES {
                 return Ok(None);
             }
             // The metadata from the chunk when it lies there (a kafluss message's is a few KiB);
@@ -504,10 +604,10 @@ async fn next_checked_message<F: SegmentFile>(
             // over and over.
             let start = offset + 8;
             let far;
-            let metadata = match chunk.get(start..start + len as usize) {
+            let metadata = match self.chunk.get(start..start + len as usize) {
                 Some(inside) => inside,
-                None if far_reads < FAR_CANDIDATES => {
-                    far_reads += 1;
+                None if self.far_reads < FAR_CANDIDATES => {
+                    self.far_reads += 1;
                     far = file.read_at(candidate + 8, len as usize).await?;
                     &far[..]
                 }
@@ -516,19 +616,25 @@ async fn next_checked_message<F: SegmentFile>(
             let Ok(message) = super::ipc::message(metadata) else {
                 continue;
             };
-            let fits = u64::try_from(message.bodyLength())
-                .is_ok_and(|body| body <= file_len - (candidate + 8 + len));
-            if message.header_type() == MessageHeader::RecordBatch
-                && fits
-                && super::checksum::has_metadata_checksum(&message)
-                && super::checksum::metadata_mismatch(prefix, metadata, &message).is_none()
-            {
-                return Ok(Some(candidate));
+            let body = u64::try_from(message.bodyLength())
+                .ok()
+                .filter(|&body| body <= file_len - (candidate + 8 + len));
+            let prefix = &self.chunk[offset..offset + 8];
+            if let Some(body) = body.filter(|_| {
+                message.header_type() == MessageHeader::RecordBatch
+                    && super::checksum::has_metadata_checksum(&message)
+                    && super::checksum::metadata_mismatch(prefix, metadata, &message).is_none()
+            }) {
+                let synced = super::checksum::custom_value(&message, SYNCED_KEY).and_then(|v| v.parse().ok());
+                return Ok(Some(Checked {
+                    at: candidate,
+                    end: candidate + 8 + len + body,
+                    synced,
+                }));
             }
         }
-        at += (chunk.len() as u64 / 8) * 8;
+        Ok(None)
     }
-    Ok(None)
 }
 
 /// Read-ahead for the framing walk: message headers of small batches sit close together, so
@@ -723,13 +829,13 @@ mod tests {
             read: std::cell::Cell::new(0),
             limit: 256 << 20,
         };
-        let mut search = std::pin::pin!(next_checked_message(&file, 1, file.bytes.len() as u64));
+        let mut search = std::pin::pin!(after_damage(&file, 1, file.bytes.len() as u64, 0));
         let mut context = std::task::Context::from_waker(std::task::Waker::noop());
         let found = match search.as_mut().poll(&mut context) {
             std::task::Poll::Ready(found) => found,
             std::task::Poll::Pending => panic!("reads of a Counted file never suspend"),
         };
-        assert_eq!(found.unwrap(), None);
+        assert_eq!(found.unwrap(), AfterDamage::Nothing);
         assert!(
             file.read.get() <= (SEARCH_METADATA_BYTES + 2 * CHECK_CHUNK),
             "{}",

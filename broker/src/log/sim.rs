@@ -317,6 +317,21 @@ impl SimStore {
     /// after its last sync; files whose directory entry was never synced may vanish, and a
     /// file renamed since may be back under its old name instead.
     pub fn crash(&self) {
+        let _ = self.crash_writing_back(None);
+    }
+
+    /// Power loss after a write-back out of order ([`SimStore::crash`] otherwise): of the
+    /// bytes written after each file's last sync, each `page`-sized block (at multiples of
+    /// `page`) made it to the disk or not, at random; one that did not holds what the last sync
+    /// left there (zeros past the synced length), and the file is as long as its synced length or
+    /// its last block that made it. Returns how many files lost a block before one that made
+    /// it (what only a write-back out of order leaves).
+    pub fn crash_out_of_order(&self, page: u64) -> usize {
+        self.crash_writing_back(Some(page.max(1) as usize))
+    }
+
+    fn crash_writing_back(&self, out_of_order: Option<usize>) -> usize {
+        let mut holes = 0;
         let mut disk = self.disk.borrow_mut();
         let disk = &mut *disk;
         let mut vanished = Vec::new();
@@ -338,6 +353,29 @@ impl SimStore {
                 .zip(&data.durable)
                 .take_while(|(a, b)| a == b)
                 .count();
+            if let Some(page) = out_of_order {
+                let mut disk_image = data.durable.clone();
+                let mut start = common;
+                let mut lost = false;
+                let mut hole = false;
+                while start < data.volatile.len() {
+                    let end = ((start / page + 1) * page).min(data.volatile.len());
+                    if disk.rng.chance(500_000) {
+                        if disk_image.len() < end {
+                            disk_image.resize(end, 0);
+                        }
+                        disk_image[start..end].copy_from_slice(&data.volatile[start..end]);
+                        hole |= lost;
+                    } else {
+                        lost = true;
+                    }
+                    start = end;
+                }
+                holes += usize::from(hole);
+                data.volatile = disk_image.clone();
+                data.durable = disk_image;
+                continue;
+            }
             let keep = disk.rng.range(common as u64, data.volatile.len() as u64) as usize;
             data.volatile.truncate(keep);
             // Past the bytes that made it, the file keeps what its last sync made durable (the
@@ -359,6 +397,7 @@ impl SimStore {
         for data in disk.files.values_mut() {
             data.renamed_from = None;
         }
+        holes
     }
 
     /// The bytes reads would see now.
