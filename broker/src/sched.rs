@@ -20,7 +20,10 @@
 //! shorter preemption timer puts a completion there far more often, hence the hangs; see
 //! docs/architecture.md.
 
+use std::rc::Rc;
 use std::time::{Duration, Instant};
+
+use glommio::sync::{Semaphore, StaticPermit};
 
 /// The longest stretch of CPU work (decoding and converting the jobs of a bucket's group write)
 /// that runs before the core polls its connections: 250 µs, so a big batch never keeps a
@@ -71,5 +74,100 @@ pub fn held(what: std::fmt::Arguments<'_>, started: Instant, bound: Duration) {
     let took = started.elapsed();
     if !bound.is_zero() && took > bound {
         tracing::warn!(target: "kafluss::stall", "core held for {took:?} (server.stall-threshold {bound:?}) by {what}");
+    }
+}
+
+/// A core's memory budget (`kafka.max-request-memory`, `kafka.max-answer-memory`,
+/// `kafka.max-append-memory`) whose waiters are served in arrival order.
+///
+/// glommio's semaphore, on each release, wakes every waiter that fits in what is free, in queue
+/// order but skipping those that do not fit: while small requests keep arriving and releasing, a
+/// large one behind them never sees enough free at once and waits for ever (its producer times
+/// out and retries into the same queue). Here only the first waiter waits for units; the others
+/// wait for their turn (one unit each of a second semaphore, so glommio serves them first come,
+/// first served), and an acquisition that would not wait ([`FairSemaphore::try_acquire`]) fails
+/// while anyone waits, so nothing overtakes the first waiter.
+#[derive(Debug)]
+pub struct FairSemaphore {
+    units: Rc<Semaphore>,
+    /// One unit, held by the waiter that waits on `units`.
+    turn: Semaphore,
+}
+
+impl FairSemaphore {
+    pub fn new(units: u64) -> Self {
+        Self {
+            units: Rc::new(Semaphore::new(units)),
+            turn: Semaphore::new(1),
+        }
+    }
+
+    /// `units`, now, if nobody waits and they are free.
+    pub fn try_acquire(&self, units: u64) -> Option<StaticPermit> {
+        // glommio's try refuses while its queue holds a waiter; the first waiter is in it from
+        // its first poll on, and the turn's holder is first.
+        if self.turn.available() == 0 {
+            return None;
+        }
+        self.units.try_acquire_static_permit(units).ok()
+    }
+
+    /// `units`, after every earlier waiter got what it waits for. Fails only if the semaphore was
+    /// closed (never, today).
+    pub async fn acquire(&self, units: u64) -> Result<StaticPermit, glommio::GlommioError<()>> {
+        if let Some(permit) = self.try_acquire(units) {
+            return Ok(permit);
+        }
+        let _turn = self.turn.acquire_permit(1).await?;
+        self.units.acquire_static_permit(units).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// 10 units, 9 held as nine permits of one: a waiter for 5, then a stream of waiters for 1.
+    /// Releasing one unit at a time, the waiter for 5 gets its units once 5 are free, before
+    /// any later waiter: with glommio's semaphore alone, each freed unit went to a waiter for 1
+    /// behind it, and the waiter for 5 was still waiting when all of them were served.
+    #[test]
+    fn a_large_waiter_is_served_before_small_ones_that_came_after_it() {
+        let executor = glommio::LocalExecutorBuilder::default().make().unwrap();
+        let order = executor.run(async {
+            let memory = Rc::new(FairSemaphore::new(10));
+            let mut held: Vec<StaticPermit> = (0..9).map(|_| memory.try_acquire(1).unwrap()).collect();
+            let order = Rc::new(RefCell::new(Vec::new()));
+            let mut waiters = Vec::new();
+            for (name, units) in [
+                ("large", 5),
+                ("small-1", 1),
+                ("small-2", 1),
+                ("small-3", 1),
+                ("small-4", 1),
+            ] {
+                let (memory, order) = (memory.clone(), order.clone());
+                waiters.push(glommio::spawn_local(async move {
+                    let permit = memory.acquire(units).await.unwrap();
+                    order.borrow_mut().push(name);
+                    permit
+                }));
+                // Each waiter queues before the next arrives.
+                yield_to_io().await;
+            }
+            assert!(memory.try_acquire(1).is_none(), "a try overtakes the waiters");
+            // What the waiters get stays held (in their tasks' output), as a request keeps its
+            // memory until answered.
+            while let Some(permit) = held.pop() {
+                drop(permit);
+                yield_to_io().await;
+                yield_to_io().await;
+            }
+            let served = order.borrow().clone();
+            drop(waiters);
+            served
+        });
+        assert_eq!(order, ["large", "small-1", "small-2", "small-3", "small-4"]);
     }
 }

@@ -242,7 +242,7 @@ pub struct Appender {
     sync_failed: RefCell<IdMap<(u64, u32), String>>,
     /// Bytes of this core's `kafka.max-append-memory`: what the partitions being appended hold
     /// from their decoding until their rows are stored ([`held_by_decoded`]).
-    append_memory: Rc<glommio::sync::Semaphore>,
+    append_memory: crate::sched::FairSemaphore,
     /// Bucket logs this core has opened (recovered), for tests and diagnostics.
     opened: std::cell::Cell<u64>,
 }
@@ -250,7 +250,7 @@ pub struct Appender {
 impl Appender {
     pub fn new(config: ServerConfig, log_stats: Arc<LogRegistry>, telemetry: Rc<CoreTelemetry>) -> Self {
         Self {
-            append_memory: Rc::new(glommio::sync::Semaphore::new(config.max_append_memory as u64)),
+            append_memory: crate::sched::FairSemaphore::new(config.max_append_memory as u64),
             config,
             catalog: None,
             log_stats,
@@ -539,12 +539,12 @@ impl Appender {
         let wanted = held_by_decoded(&batches, job.records.as_ref())
             .saturating_mul(2)
             .min(config.max_append_memory) as u64;
-        let held = match self.append_memory.try_acquire_static_permit(wanted) {
-            Ok(held) => held,
-            Err(_) => {
+        let held = match self.append_memory.try_acquire(wanted) {
+            Some(held) => held,
+            None => {
                 drop(batches);
                 self.commit(bucket, ready, results, slice).await;
-                let Ok(held) = self.append_memory.acquire_static_permit(wanted).await else {
+                let Ok(held) = self.append_memory.acquire(wanted).await else {
                     return Prepared::Done(OwnerResult::Done(Err(AppendError::ShuttingDown)));
                 };
                 // The same bytes decode to the same records.

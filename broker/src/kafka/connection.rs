@@ -234,7 +234,7 @@ impl FrameReader {
             if let (Some(size), None, false) = (size, self.reserved.as_ref(), key_pending) {
                 let remaining = idle_deadline.saturating_duration_since(Instant::now());
                 let reserved = futures_lite::future::or(
-                    async { Some(core.request_memory.acquire_static_permit(4 + size as u64).await) },
+                    async { Some(core.request_memory.acquire(4 + size as u64).await) },
                     async {
                         glommio::timer::sleep(remaining).await;
                         None

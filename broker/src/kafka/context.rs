@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use glommio::sync::{Semaphore, StaticPermit};
+use glommio::sync::StaticPermit;
+
+use crate::sched::FairSemaphore;
 
 use super::HandlerError;
 use crate::append::Submit;
@@ -24,11 +26,11 @@ pub struct KafkaCore {
     pub stop: Rc<StopSignal>,
     /// Units are bytes of Kafka requests held on this core (`kafka.max-request-memory`): a
     /// connection reserves a request's size before reading its body and keeps the reservation
-    /// until the answer is written.
-    pub request_memory: Rc<Semaphore>,
+    /// until the answer is written. Waiters are served in arrival order.
+    pub request_memory: Rc<FairSemaphore>,
     /// Units are bytes held beyond request frames (`kafka.max-answer-memory`): what a request
     /// costs from its decoding until its answer is written ([`KafkaCore::hold_answer_memory`]).
-    pub answer_memory: Rc<Semaphore>,
+    pub answer_memory: Rc<FairSemaphore>,
 }
 
 impl KafkaCore {
@@ -51,19 +53,17 @@ impl KafkaCore {
     /// not past the start of shutdown.
     pub async fn hold_answer_memory(&self, bytes: usize) -> Result<StaticPermit, HandlerError> {
         let bytes = (bytes as u64).min(self.config().max_answer_memory as u64);
-        if let Ok(permit) = self.answer_memory.try_acquire_static_permit(bytes) {
+        if let Some(permit) = self.answer_memory.try_acquire(bytes) {
             return Ok(permit);
         }
         let started = std::time::Instant::now();
         let limit = self.config().connection_max_idle_time;
-        let waited = futures_lite::future::or(
-            async { self.answer_memory.acquire_static_permit(bytes).await.ok() },
-            async {
+        let waited =
+            futures_lite::future::or(async { self.answer_memory.acquire(bytes).await.ok() }, async {
                 futures_lite::future::or(glommio::timer::sleep(limit), self.stop.stopping()).await;
                 None
-            },
-        )
-        .await;
+            })
+            .await;
         waited.ok_or_else(|| HandlerError::AnswerMemory {
             bytes: bytes as usize,
             waited: started.elapsed(),

@@ -467,7 +467,7 @@ pub const SYNCED_KEY: &str = "kafluss.synced";
 
 /// What follows damaged bytes of a segment.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum AfterDamage {
+enum AfterDamage {
     /// No complete record-batch message whose framing and metadata match their checksum.
     Nothing,
     /// Such messages, starting at `first`, each saying (`SYNCED_KEY`) that no fsync had
@@ -507,7 +507,7 @@ impl AfterDamage {
 /// damage) were fsync'd when it was written, or does not say: [`AfterDamage::Synced`]. The
 /// key's values only grow along a segment, so all of them up to the file's end at most
 /// `rows_before` is [`AfterDamage::Unsynced`]; none found, [`AfterDamage::Nothing`].
-pub(crate) async fn after_damage<F: SegmentFile>(
+async fn after_damage<F: SegmentFile>(
     file: &F,
     from: u64,
     file_len: u64,

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use glommio::net::{TcpListener, TcpStream};
-use glommio::sync::{Gate, Semaphore};
+use glommio::sync::Gate;
+
+use crate::sched::FairSemaphore;
 
 use super::handoff::Handoff;
 use super::mesh::{MeshAppend, MeshReply, ReplyTo, Router};
@@ -142,8 +144,8 @@ pub async fn run_core(start: CoreStart) {
         telemetry,
         router: router.clone(),
         stop: stop.clone(),
-        request_memory: Rc::new(Semaphore::new(config.max_request_memory as u64)),
-        answer_memory: Rc::new(Semaphore::new(config.max_answer_memory as u64)),
+        request_memory: Rc::new(FairSemaphore::new(config.max_request_memory as u64)),
+        answer_memory: Rc::new(FairSemaphore::new(config.max_answer_memory as u64)),
     });
     let connections = Rc::new(Gate::new());
 
