@@ -408,7 +408,7 @@ fn string_value(s: &str, column: &mut Column<'_>) -> Option<()> {
             builder,
             precision,
             scale,
-        } => builder.append_value(values::decimal(s, *precision, *scale).ok()?),
+        } => builder.append_value(values::decimal(s, *precision, *scale, true).ok()?),
         Data::Date32(c) => c.append_value(values::date(s).ok()?),
         Data::Temporal {
             values: column_values,
@@ -452,7 +452,7 @@ fn number_value(b: &[u8], i: usize, column: &mut Column<'_>) -> Option<usize> {
             builder,
             precision,
             scale,
-        } => builder.append_value(values::decimal(t, *precision, *scale).ok()?),
+        } => builder.append_value(values::decimal(t, *precision, *scale, false).ok()?),
         Data::Temporal {
             values: column_values,
             kind: TemporalKind::TimestampLtz,

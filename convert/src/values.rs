@@ -32,8 +32,8 @@ pub(crate) fn integer(text: &str, min: i64, max: i64, type_name: &str) -> Result
             return Ok(value);
         }
         return Err(format!(
-            "number {} is out of range for {type_name}",
-            truncate_text(text)
+            "{} is out of range for {type_name}",
+            describe_number(text)
         ));
     }
     // Accumulate the magnitude in u64 (so that i64::MIN fits); saturate past it.
@@ -52,8 +52,8 @@ pub(crate) fn integer(text: &str, min: i64, max: i64, type_name: &str) -> Result
     match value {
         Some(v) if !digits.is_empty() && (min..=max).contains(&v) => Ok(v),
         _ => Err(format!(
-            "number {} is out of range for {type_name}",
-            truncate_text(text)
+            "{} is out of range for {type_name}",
+            describe_number(text)
         )),
     }
 }
@@ -67,7 +67,7 @@ pub(crate) fn double(text: &str) -> Result<f64, String> {
     }
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(format!("number {text} is out of range for DOUBLE")),
+        _ => Err(format!("{} is out of range for DOUBLE", describe_number(text))),
     }
 }
 
@@ -80,13 +80,14 @@ pub(crate) fn float(text: &str) -> Result<f32, String> {
     }
     match text.parse::<f32>() {
         Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(format!("number {text} is out of range for FLOAT")),
+        _ => Err(format!("{} is out of range for FLOAT", describe_number(text))),
     }
 }
 
 /// The unscaled value of `text` at `scale`, if it has at most `precision` digits there.
-/// Accepts JSON numbers and decimal literals `[+-]? (d+ [. d*] | . d+) ([eE] [+-]? d+)?`.
-pub(crate) fn decimal(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
+/// Accepts JSON numbers and decimal literals `[+-]? (d+ [. d*] | . d+) ([eE] [+-]? d+)?`;
+/// `quoted`: the text was a JSON string (what a refusal calls it).
+pub(crate) fn decimal(text: &str, precision: u8, scale: u8, quoted: bool) -> Result<i128, String> {
     let refuse = || {
         format!(
             "expected DECIMAL({precision}, {scale}), got {}",
@@ -111,15 +112,15 @@ pub(crate) fn decimal(text: &str, precision: u8, scale: u8) -> Result<i128, Stri
     }
     if value_scale > i128::from(scale) {
         return Err(format!(
-            "number {} has more than {scale} fraction digits for DECIMAL({precision}, {scale}) (never rounded)",
-            truncate_text(text)
+            "{} has more than {scale} fraction digits for DECIMAL({precision}, {scale}) (never rounded)",
+            describe_decimal(text, quoted)
         ));
     }
     let total_digits = len as i128 + (i128::from(scale) - value_scale);
     if total_digits > i128::from(precision) {
         return Err(format!(
-            "number {} has more than {} integer digits for DECIMAL({precision}, {scale})",
-            truncate_text(text),
+            "{} has more than {} integer digits for DECIMAL({precision}, {scale})",
+            describe_decimal(text, quoted),
             precision - scale
         ));
     }
@@ -273,10 +274,21 @@ impl<'a> DecimalLiteral<'a> {
     }
 }
 
-fn truncate_text(text: &str) -> &str {
-    match text.char_indices().nth(64) {
-        Some((at, _)) => &text[..at],
-        None => text,
+/// A number's text for a message: at most [`MAX_QUOTED_CHARS`](crate::error::MAX_QUOTED_CHARS)
+/// characters, `…` marking a cut.
+fn describe_number(text: &str) -> String {
+    match text.char_indices().nth(crate::error::MAX_QUOTED_CHARS) {
+        Some((at, _)) => format!("number {}…", &text[..at]),
+        None => format!("number {text}"),
+    }
+}
+
+/// How a DECIMAL's value was written: messages name it as what it was.
+fn describe_decimal(text: &str, quoted: bool) -> String {
+    if quoted {
+        describe_text(text)
+    } else {
+        describe_number(text)
     }
 }
 
@@ -693,7 +705,11 @@ mod tests {
             ("000123.4500", 5, 2, 12345),
         ];
         for (text, p, s, want) in ok {
-            assert_eq!(decimal(text, *p, *s), Ok(*want), "{text} as DECIMAL({p},{s})");
+            assert_eq!(
+                decimal(text, *p, *s, false),
+                Ok(*want),
+                "{text} as DECIMAL({p},{s})"
+            );
         }
         let refused: &[(&str, u8, u8)] = &[
             ("1.234", 5, 2),
@@ -712,7 +728,10 @@ mod tests {
             ("NaN", 5, 2),
         ];
         for (text, p, s) in refused {
-            assert!(decimal(text, *p, *s).is_err(), "{text} as DECIMAL({p},{s})");
+            assert!(
+                decimal(text, *p, *s, false).is_err(),
+                "{text} as DECIMAL({p},{s})"
+            );
         }
     }
 

@@ -128,8 +128,9 @@ impl<'d, 's> ValueWriter<'d, 's> {
                     precision,
                     scale,
                 },
-                JsonValue::Number(t) | JsonValue::String(t),
-            ) => values::decimal(t, *precision, *scale).map(|v| builder.append_value(v)),
+                value @ (JsonValue::Number(t) | JsonValue::String(t)),
+            ) => values::decimal(t, *precision, *scale, matches!(value, JsonValue::String(_)))
+                .map(|v| builder.append_value(v)),
             (Data::Utf8 { builder, max_chars }, JsonValue::String(s)) => match max_chars {
                 Some(n) if s.chars().count() > *n as usize => Err(format!(
                     "string of {} code points is longer than {type_name}",

@@ -379,3 +379,64 @@ fn arrays_maps_rows() {
         ],
     );
 }
+
+/// A refusal names the value as it was written (a DECIMAL given as a JSON string is a string,
+/// it was called a number), and a number cut to 64 characters ends with `…` (cut without a mark,
+/// a 100-digit number read as a different, 64-digit one).
+#[test]
+fn refusals_name_the_value_as_written_and_mark_a_cut() {
+    let d = |precision, scale| DataType::Decimal { precision, scale };
+    let nines = "9".repeat(100);
+    let ones = "1".repeat(100);
+    let cases: Vec<(DataType, String, String)> = vec![
+        (
+            d(5, 2),
+            r#""12.345""#.into(),
+            r#"string "12.345" has more than 2 fraction digits"#.into(),
+        ),
+        (
+            d(5, 2),
+            r#""1e10""#.into(),
+            r#"string "1e10" has more than 3 integer digits"#.into(),
+        ),
+        (
+            d(5, 2),
+            "12.345".into(),
+            "number 12.345 has more than 2 fraction digits".into(),
+        ),
+        (
+            d(5, 2),
+            nines.clone(),
+            format!("number {}… has more than 3 integer digits", "9".repeat(64)),
+        ),
+        (
+            d(5, 2),
+            format!("\"{nines}\""),
+            format!("string \"{}…\" has more than 3 integer digits", "9".repeat(64)),
+        ),
+        (
+            DataType::BigInt,
+            ones.clone(),
+            format!("number {}… is out of range for BIGINT", "1".repeat(64)),
+        ),
+        (
+            DataType::Int,
+            "2147483648".into(),
+            "number 2147483648 is out of range for INT".into(),
+        ),
+        (
+            DataType::Double,
+            format!("1{}e400", "0".repeat(80)),
+            format!("number 1{}… is out of range for DOUBLE", "0".repeat(63)),
+        ),
+    ];
+    for (data_type, json, want) in cases {
+        let plan = flat_plan(vec![col("v", data_type.clone())]);
+        let err = convert_one(&plan, &format!(r#"{{"v":{json}}}"#)).expect_err(&json);
+        assert!(
+            err.reason.starts_with(&want),
+            "{data_type} {json}: {:?} is not {want:?}…",
+            err.reason
+        );
+    }
+}
