@@ -12,11 +12,12 @@ use crate::builders::{offset, offsets_with_capacity, row_columns, Column, Data};
 use crate::error::ConvertError;
 use crate::json::JsonScratch;
 use crate::onepass::OnePass;
+use crate::path::Path;
 use crate::plan::{ColumnSource, ConversionPlan, RowShape, ValuePlan};
 use crate::record::{Header, KafkaRecord, NO_TIMESTAMP};
 use crate::rescue::Rescue;
 use crate::schema::LTZ_TIME_ZONE;
-use crate::writer::{Path, Refusal, ValueWriter};
+use crate::writer::{Refusal, ValueWriter};
 
 /// Most payload bytes (keys, values, headers) in one batch. Rescue text can grow to about
 /// 2.5× its input (array placeholders), so this keeps every 32-bit Arrow offset in range.

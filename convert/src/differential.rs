@@ -301,7 +301,15 @@ fn compare(plan: &ConversionPlan, values: &[Vec<u8>]) -> Result<(), TestCaseErro
             if syntax(&old.reason) {
                 prop_assert!(syntax(&new.reason), "new: {new} / old: {old}");
             } else {
-                prop_assert_eq!(&new.reason, &old.reason);
+                // The reference parser names a repeated key below the root without where its
+                // object is (the row writer, which checks the root's keys, says it for both).
+                let unlocated = |r: &str| {
+                    r.split(" in the object at $")
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                prop_assert_eq!(unlocated(&new.reason), unlocated(&old.reason));
             }
         }
         (new, old) => prop_assert!(false, "new: {new:?}\nold: {old:?}"),

@@ -71,11 +71,8 @@ impl fmt::Display for ConvertError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "record {}: ", self.record_index)?;
         if !self.path.is_empty() {
-            if self.path.starts_with('[') {
-                write!(f, "${}: ", self.path)?;
-            } else {
-                write!(f, "$.{}: ", self.path)?;
-            }
+            crate::path::write_rooted(f, &self.path)?;
+            f.write_str(": ")?;
         }
         f.write_str(&self.reason)
     }

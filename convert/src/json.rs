@@ -14,6 +14,7 @@
 use std::collections::HashSet;
 
 use crate::error::quote_truncated;
+use crate::path::Path;
 use crate::scan::{LexError, LexErrorKind, MAX_JSON_DEPTH};
 
 /// Most members (object) or elements (array) in one JSON container.
@@ -633,9 +634,13 @@ fn check_members(len: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// The refusal of an object at `at` (a rooted path, `$.r`) with `key` twice.
 #[cold]
-fn duplicate_key(key: &str) -> String {
-    format!("invalid JSON: duplicate key {}", quote_truncated(key))
+pub(crate) fn duplicate_key(key: &str, at: &str) -> String {
+    format!(
+        "invalid JSON: duplicate key {} in the object at {at}",
+        quote_truncated(key)
+    )
 }
 
 /// Length and first, middle and last bytes of a key: equal keys have equal prints.
@@ -747,10 +752,13 @@ impl<'s> Doc<'s> {
                 Some(&Node::Object { len, .. }) => {
                     check_members(len)?;
                     if container != 0 {
-                        self.check_duplicate_keys(Members {
+                        let object = Members {
                             node: container,
                             len: len as usize,
-                        })?;
+                        };
+                        if let Err(key) = self.check_duplicate_keys(object) {
+                            return Err(duplicate_key(key, &self.path_of(container)));
+                        }
                     }
                 }
                 Some(&Node::Array { len, .. }) => check_members(len)?,
@@ -760,8 +768,42 @@ impl<'s> Doc<'s> {
         Ok(())
     }
 
-    /// Refuses an object with a repeated key (the root is not checked when parsing).
-    pub(crate) fn check_duplicate_keys(&self, object: Members) -> Result<(), String> {
+    /// The path of node `target` below the root, rooted (`$.r.s`, `$.a[1]`, `$`): a walk from
+    /// the root, only made to refuse the document.
+    #[cold]
+    fn path_of(&self, target: usize) -> String {
+        fn walk(doc: &Doc<'_>, node: usize, target: usize, path: &Path<'_>) -> Option<String> {
+            if node == target {
+                let mut rooted = String::new();
+                crate::path::write_rooted(&mut rooted, &path.render()).ok()?;
+                return Some(rooted);
+            }
+            let inside = |child: usize| child <= target && target < doc.skip(child);
+            match *doc.nodes.get(node)? {
+                Node::Object { len, .. } => {
+                    let object = Members {
+                        node,
+                        len: len as usize,
+                    };
+                    let (key, value) = doc.members(object).find(|&(_, value)| inside(value))?;
+                    walk(doc, value, target, &Path::Field(path, key))
+                }
+                Node::Array { len, .. } => {
+                    let array = Members {
+                        node,
+                        len: len as usize,
+                    };
+                    let (index, element) = doc.elements(array).enumerate().find(|&(_, e)| inside(e))?;
+                    walk(doc, element, target, &Path::Index(path, index))
+                }
+                _ => None,
+            }
+        }
+        walk(self, 0, target, &Path::Root).unwrap_or_else(|| "$".to_string())
+    }
+
+    /// Refuses an object with a repeated key (the root is not checked when parsing): the key.
+    pub(crate) fn check_duplicate_keys(&self, object: Members) -> Result<(), &'s str> {
         let len = object.len;
         if len < 2 {
             return Ok(());
@@ -769,7 +811,7 @@ impl<'s> Doc<'s> {
         if len == 2 {
             let mut keys = self.members(object).map(|(key, _)| key);
             return match (keys.next(), keys.next()) {
-                (Some(a), Some(b)) if a == b => Err(duplicate_key(b)),
+                (Some(a), Some(b)) if a == b => Err(b),
                 _ => Ok(()),
             };
         }
@@ -777,7 +819,7 @@ impl<'s> Doc<'s> {
             let mut seen = HashSet::with_capacity(len);
             for (key, _) in self.members(object) {
                 if !seen.insert(key) {
-                    return Err(duplicate_key(key));
+                    return Err(key);
                 }
             }
             return Ok(());
@@ -789,7 +831,7 @@ impl<'s> Doc<'s> {
             let print = fingerprint(key);
             for m in 0..n {
                 if prints[m] == print && keys[m] == key {
-                    return Err(duplicate_key(key));
+                    return Err(key);
                 }
             }
             prints[n] = print;
@@ -923,15 +965,38 @@ mod tests {
         assert!(parse_err(r#"{"a":"\ud800\u0041"}"#).contains("surrogate"));
         assert_eq!(
             parse_err(r#"{"x":{"a":1,"b":2,"a":3}}"#),
-            r#"invalid JSON: duplicate key "a""#
+            r#"invalid JSON: duplicate key "a" in the object at $.x"#
+        );
+        // The message names where the object is (it named only the key, the same for every
+        // place a document repeats it).
+        for (value, at) in [
+            (r#"{"r":{"s":{"a":1,"a":2}}}"#, "$.r.s"),
+            (r#"{"arr":[{"a":1},{"a":1,"a":2}]}"#, "$.arr[1]"),
+            (
+                r#"{"m":{"a b":{"k":[[0,{"z":1,"z":2}]]}}}"#,
+                r#"$.m["a b"].k[0][1]"#,
+            ),
+            (
+                r#"{"a":1,"b":{"c":{},"d":[1,2,{}]},"e":{"f":{"g":1,"g":1}}}"#,
+                "$.e.f",
+            ),
+        ] {
+            assert!(
+                parse_err(value).ends_with(&format!(" in the object at {at}")),
+                "{value}: {}",
+                parse_err(value)
+            );
+        }
+        // 20 members (checked through a set): the same.
+        let wide: String = (0..20).map(|i| format!(r#""k{}":{i},"#, i % 19)).collect();
+        assert_eq!(
+            parse_err(&format!(r#"{{"w":[{{{}"z":0}}]}}"#, wide)),
+            r#"invalid JSON: duplicate key "k0" in the object at $.w[0]"#
         );
         // The root's keys are left to the row writer, which checks them as it matches.
         let mut scratch = JsonScratch::default();
         let doc = scratch.parse(br#"{"a":1,"a":2}"#).unwrap();
-        assert_eq!(
-            doc.check_duplicate_keys(doc.root()),
-            Err(r#"invalid JSON: duplicate key "a""#.to_string())
-        );
+        assert_eq!(doc.check_duplicate_keys(doc.root()), Err("a"));
         assert!(parse_err(r#"{"x":{"k":1,"k":2}}"#).contains("duplicate key \"k\""));
         assert!(parse_err(r#"{"x":{"k\u0041":1,"kA":2}}"#).contains("duplicate key \"kA\""));
         assert_eq!(parse_err("[1]"), "the JSON value must be an object, got an array");

@@ -46,6 +46,7 @@ mod json;
 #[cfg(test)]
 mod json_reference;
 mod onepass;
+mod path;
 mod plan;
 mod record;
 mod rescue;

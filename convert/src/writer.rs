@@ -7,64 +7,10 @@ use crate::builders::{offset, Column, Data, TemporalKind};
 use crate::error::{quote_truncated, ConvertError};
 use crate::json::{Doc, JsonValue, Members};
 use crate::mapping::RESCUE_COLUMN;
+use crate::path::Path;
 use crate::plan::RowShape;
 use crate::rescue::{Rescue, RescueId};
 use crate::values;
-
-/// The path of the value being written, as a chain on the stack (rendered only on error).
-#[derive(Clone, Copy)]
-pub(crate) enum Path<'a> {
-    Root,
-    Field(&'a Path<'a>, &'a str),
-    Index(&'a Path<'a>, usize),
-    Key(&'a Path<'a>, &'a str),
-}
-
-impl Path<'_> {
-    /// `customer.items[2].qty`, `m["k"]`; names that are not plain words are quoted.
-    pub(crate) fn render(&self) -> String {
-        let mut segments = Vec::new();
-        let mut at = self;
-        loop {
-            match at {
-                Path::Root => break,
-                Path::Field(parent, _) | Path::Index(parent, _) | Path::Key(parent, _) => {
-                    segments.push(at);
-                    at = parent;
-                }
-            }
-        }
-        let mut out = String::new();
-        for segment in segments.iter().rev() {
-            match segment {
-                Path::Field(_, name) if is_plain_name(name) => {
-                    if !out.is_empty() {
-                        out.push('.');
-                    }
-                    out.push_str(name);
-                }
-                Path::Field(_, name) | Path::Key(_, name) => {
-                    out.push('[');
-                    out.push_str(&quote_truncated(name));
-                    out.push(']');
-                }
-                Path::Index(_, i) => {
-                    out.push_str(&format!("[{i}]"));
-                }
-                Path::Root => {}
-            }
-        }
-        out
-    }
-}
-
-fn is_plain_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b == b'_' || b == b'$' || b.is_ascii_alphanumeric())
-}
 
 /// Why a value was not written.
 pub(crate) enum Refusal {
@@ -217,8 +163,8 @@ impl<'d, 's> ValueWriter<'d, 's> {
             if let Err(Refusal::Record(_)) = &written {
                 // A repeated root key makes the value invalid JSON, which outranks the
                 // failure that stopped the loop before it reached the repetition.
-                if let Err(reason) = self.doc.check_duplicate_keys(object) {
-                    return Err(self.record_error(&Path::Root, reason));
+                if let Err(key) = self.doc.check_duplicate_keys(object) {
+                    return Err(self.record_error(&Path::Root, crate::json::duplicate_key(key, "$")));
                 }
             }
         }
@@ -245,8 +191,8 @@ impl<'d, 's> ValueWriter<'d, 's> {
             let repeated = field.is_some_and(|f| written.contains(f));
             if root && (repeated || (field.is_none() && !keys_checked)) {
                 keys_checked = true;
-                if let Err(reason) = doc.check_duplicate_keys(object) {
-                    return Err(self.record_error(&Path::Root, reason));
+                if let Err(key) = doc.check_duplicate_keys(object) {
+                    return Err(self.record_error(&Path::Root, crate::json::duplicate_key(key, "$")));
                 }
             }
             let Some(field) = field else {
