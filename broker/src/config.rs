@@ -44,6 +44,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("security.login.max-tracked", Some("10000")),
     ("default.bucket.number", Some("1")),
     ("kafka.connection.max-idle-time", Some("10m")),
+    ("kafka.shutdown-timeout", Some("5s")),
     ("kafka.max-request-size", Some("100mb")),
     ("kafka.max-record-size", Some("1mb")),
     ("kafka.max-other-request-size", Some("1mb")),
@@ -155,6 +156,9 @@ pub struct ServerConfig {
     pub login_throttle: kafluss_auth::ThrottleConfig,
     pub default_bucket_number: u32,
     pub connection_max_idle_time: Duration,
+    /// `kafka.shutdown-timeout`: how long shutdown waits for Kafka connections to write the
+    /// answers to the requests they read before it closes those still writing.
+    pub kafka_shutdown_timeout: Duration,
     pub max_request_size: usize,
     pub max_record_size: usize,
     /// `kafka.max-other-request-size`: the largest frame of a request other than Produce.
@@ -456,6 +460,7 @@ impl ServerConfig {
             },
             default_bucket_number: bucket_number as u32,
             connection_max_idle_time: positive_duration("kafka.connection.max-idle-time")?,
+            kafka_shutdown_timeout: positive_duration("kafka.shutdown-timeout")?,
             max_request_size: max_request_size as usize,
             max_record_size: positive_size("kafka.max-record-size")? as usize,
             max_other_request_size: positive_size("kafka.max-other-request-size")? as usize,
@@ -935,6 +940,25 @@ mod tests {
         for bad in ["log.unsynced.size=-1", "log.unsynced.size=lots"] {
             let error = load(&[bad]).unwrap_err();
             assert!(error.to_string().contains("log.unsynced.size"), "{error}");
+        }
+    }
+
+    #[test]
+    fn kafka_shutdown_timeout_defaults_to_5s_and_refuses_nonsense() {
+        assert_eq!(load(&[]).unwrap().kafka_shutdown_timeout, Duration::from_secs(5));
+        assert_eq!(
+            load(&["kafka.shutdown-timeout=250ms"])
+                .unwrap()
+                .kafka_shutdown_timeout,
+            Duration::from_millis(250)
+        );
+        for bad in [
+            "kafka.shutdown-timeout=0s",
+            "kafka.shutdown-timeout=-1s",
+            "kafka.shutdown-timeout=soon",
+        ] {
+            let error = load(&[bad]).unwrap_err();
+            assert!(error.to_string().contains("kafka.shutdown-timeout"), "{error}");
         }
     }
 

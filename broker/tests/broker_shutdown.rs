@@ -3,14 +3,15 @@
 //! answered, and the connection ends with a FIN after the last answer, never with a reset: a
 //! reset makes the client's kernel drop answers that arrived but were not read yet, so the
 //! client would see a transport error for records that were stored. The test checks that the
-//! acknowledged records are exactly the stored ones.
+//! acknowledged records are exactly the stored ones. A client that stops reading its answers
+//! holds the shutdown for at most `kafka.shutdown-timeout`.
 
 #[path = "broker_support.rs"]
 mod support;
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -208,4 +209,70 @@ fn sigterm_during_a_drop_answers_it_and_exits_promptly() {
         server.logs()
     );
     assert!(!table_dir.exists(), "{} stays", table_dir.display());
+}
+
+/// A Kafka client that stops reading: DeleteTopics requests naming 4,000 topics (answers of
+/// about 200 KB, every name echoed back) written into a connection with a 4 KiB receive buffer
+/// until the server reads no more of them (its in-flight window full behind answers it cannot
+/// write) for 2 s. The connection is returned open, its answers unread.
+fn client_that_stopped_reading(kafka: SocketAddr) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&kafka.into()).unwrap();
+    let mut stream: TcpStream = socket.into();
+    stream.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    let request = {
+        let header = RequestHeader::new(kafluss_protocol::ApiKey::DELETE_TOPICS, 5, 1, Some("stuck"));
+        let topics = (0..4000)
+            .map(|i| kafluss_protocol::DeleteTopicState {
+                name: Some(format!("{}{i}", "n".repeat(40))),
+                topic_id: kafluss_protocol::Uuid::ZERO,
+            })
+            .collect();
+        let body = kafluss_protocol::DeleteTopicsRequest {
+            topics,
+            timeout_ms: 1000,
+        };
+        let mut frame = BytesMut::new();
+        encode_request_frame(&mut frame, &header, &body).expect("encode");
+        frame.freeze()
+    };
+    for _ in 0..200 {
+        if stream.write_all(&request).is_err() {
+            return stream;
+        }
+    }
+    panic!("the server read 200 requests of a client that reads no answer");
+}
+
+/// SIGTERM while a client reads none of its answers: the server waits
+/// `kafka.shutdown-timeout` (1 s here) for them, closes that connection (logged, with the count
+/// of answers not written) and exits 0, though `kafka.connection.max-idle-time` is 10 min.
+/// Before, the shutdown waited for the idle time: the server was killed 30 s after SIGTERM.
+#[test]
+fn a_client_that_reads_no_answers_holds_the_shutdown_for_the_kafka_shutdown_timeout() {
+    let mut server = Server::start(1, &["kafka.shutdown-timeout=1s"]);
+    let stuck = client_that_stopped_reading(server.kafka);
+    let started = Instant::now();
+    let status = server.terminate();
+    let took = started.elapsed();
+    let logs = server.logs();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit 0 after SIGTERM: {status:?} after {took:?}\n{logs}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "exited {took:?} after SIGTERM\n{logs}"
+    );
+    assert!(
+        logs.contains("closing Kafka connection at shutdown: its answers were not read within kafka.shutdown-timeout (1s)"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("shutdown closed 1 Kafka connections with"),
+        "{logs}"
+    );
+    assert!(logs.contains("shutdown complete"), "{logs}");
+    drop(stuck);
 }

@@ -7,7 +7,8 @@
 //! `kafka.connection.max-inflight-requests`, so a slow disk or a slow consumer of responses
 //! stops the reader, which stops reading the socket: memory per connection stays bounded and
 //! TCP pushes back on the client. The reader also closes a connection idle for
-//! `kafka.connection.max-idle-time`, and stops at shutdown after queued responses are written.
+//! `kafka.connection.max-idle-time`, and stops at shutdown after queued responses are written
+//! (for at most `kafka.shutdown-timeout`: then the answers not written are given up).
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -494,7 +495,7 @@ pub async fn serve(
     drop(reader);
     // Closing the queue lets the writer finish what is queued, then stop.
     drop(queue);
-    let client_closes_first = writer.await;
+    let written = writer.await;
     drop(read_stream);
     let stream = match Rc::try_unwrap(stream.0) {
         Ok(stream) => stream.into_inner(),
@@ -504,14 +505,21 @@ pub async fn serve(
         }
     };
     // Every response is written (unless the writer stopped: then the connection closes).
-    let stream = match moving {
+    let mut stream = match moving {
         Some((to, buffered)) if !closing.is_stopping() => match move_out(stream, to, buffered, &context) {
             Ok(served) => return served,
             Err(stream) => stream,
         },
         _ => stream,
     };
-    close_gracefully(stream, peer, client_closes_first).await;
+    match written {
+        // Its client reads nothing: neither a FIN nor what it still sends would change that.
+        Written::CutOff => {
+            let _ = stream.close().await;
+        }
+        Written::All => close_gracefully(stream, peer, false).await,
+        Written::EndingAnswer => close_gracefully(stream, peer, true).await,
+    }
     Served::Closed
 }
 
@@ -595,19 +603,35 @@ async fn discard_until_closed(stream: &mut TcpStream, peer: SocketAddr) -> bool 
     }
 }
 
+/// How the writer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// Every answer was written, or given up with the connection for a reason of its own (a
+    /// failed write, answers not read within `kafka.connection.max-idle-time`, a response that
+    /// closes it silently).
+    All,
+    /// The last response was an answer that ends the session, written whole: the client
+    /// closes first (see [`close_gracefully`]).
+    EndingAnswer,
+    /// Shutdown's `kafka.shutdown-timeout` passed with answers not written
+    /// ([`super::context::AnswerCutoff`]): the connection closes at once.
+    CutOff,
+}
+
 /// Writes responses in request order as each becomes ready; records metrics. Responses that
 /// are ready together (pipelined requests answered in one wake-up) go out in one write.
-/// Returns whether the connection closes on a response that carried an answer, written whole
-/// (see [`close_gracefully`]).
 async fn write_responses(
     core: Rc<KafkaCore>,
     mut stream: SharedStream,
     peer: SocketAddr,
     queued: LocalReceiver<Queued>,
     closing: Rc<StopSignal>,
-) -> bool {
+) -> Written {
     let mut closed_on_answer = false;
     let mut broken = false;
+    // Answers in `out` (responses with a frame), and those given up by the shutdown's cut.
+    let mut framed = 0u64;
+    let mut cut_off: Option<u64> = None;
     let mut out: Vec<u8> = Vec::new();
     // The memory permits of the answers in `out`: given back once `out` is written (a client
     // that reads slowly holds them while its answers wait in the socket's way).
@@ -621,7 +645,7 @@ async fn write_responses(
                 None => break,
             },
         };
-        let mut close_after = answer(&core, item, &mut out, &mut permits, broken).await;
+        let mut close_after = answer(&core, item, &mut out, &mut permits, &mut framed, broken).await;
         // Gather every further response that is ready now, without waiting.
         while close_after == Close::No && out.len() < COALESCE_BYTES {
             let Some(Some(mut item)) = futures_lite::future::poll_once(queued.recv()).await else {
@@ -636,15 +660,26 @@ async fn write_responses(
                     }
                 }
             }
-            close_after = answer(&core, item, &mut out, &mut permits, broken).await;
+            close_after = answer(&core, item, &mut out, &mut permits, &mut framed, broken).await;
         }
-        if !broken
-            && !out.is_empty()
-            && !write_within(&mut stream, peer, &out, core.config().connection_max_idle_time).await
-        {
-            broken = true;
-            closing.stop();
+        if !broken && !out.is_empty() {
+            match write_within(&mut stream, peer, &out, &core).await {
+                Write::Whole => {}
+                Write::Failed => {
+                    broken = true;
+                    closing.stop();
+                }
+                Write::CutOff => {
+                    broken = true;
+                    closing.stop();
+                    cut_off = Some(0);
+                }
+            }
         }
+        if let Some(lost) = cut_off.as_mut() {
+            *lost += framed;
+        }
+        framed = 0;
         out.clear();
         permits.clear();
         if out.capacity() > COALESCE_BYTES {
@@ -660,28 +695,64 @@ async fn write_responses(
     if !broken {
         let _ = stream.flush().await;
     }
-    closed_on_answer
+    if let Some(lost) = cut_off {
+        core.cutoff.record(lost);
+        tracing::info!(
+            %peer,
+            answers = lost,
+            "closing Kafka connection at shutdown: its answers were not read within kafka.shutdown-timeout ({:?}); {lost} not written",
+            core.config().kafka_shutdown_timeout
+        );
+        return Written::CutOff;
+    }
+    if closed_on_answer {
+        Written::EndingAnswer
+    } else {
+        Written::All
+    }
 }
 
-/// Writes `bytes` whole; false when the write fails or does not finish within `limit`
-/// (`kafka.connection.max-idle-time`): a client that stops reading must not hold its answers,
-/// and the request memory they count against, for ever. The timer is armed only when the
-/// write does not finish at once (the socket buffer full).
-async fn write_within(stream: &mut SharedStream, peer: SocketAddr, bytes: &[u8], limit: Duration) -> bool {
+/// How a write ended.
+enum Write {
+    Whole,
+    /// The write failed, or did not finish within `kafka.connection.max-idle-time`.
+    Failed,
+    /// Shutdown gave up the answers not written yet (`kafka.shutdown-timeout`).
+    CutOff,
+}
+
+/// Writes `bytes` whole, unless the write fails or does not finish within
+/// `kafka.connection.max-idle-time` (a client that stops reading must not hold its answers, and
+/// the request memory they count against, for ever) or, at shutdown, before
+/// `kafka.shutdown-timeout` has passed. The timer is armed only when the write does not finish
+/// at once (the socket buffer full).
+async fn write_within(stream: &mut SharedStream, peer: SocketAddr, bytes: &[u8], core: &KafkaCore) -> Write {
     let write = stream.write_all(bytes);
     futures_lite::pin!(write);
+    let done = |result: std::io::Result<()>| {
+        if result.is_ok() {
+            Write::Whole
+        } else {
+            Write::Failed
+        }
+    };
     if let Some(result) = futures_lite::future::poll_once(write.as_mut()).await {
-        return result.is_ok();
+        return done(result);
     }
-    futures_lite::future::or(async { write.await.is_ok() }, async {
+    let limit = core.config().connection_max_idle_time;
+    let idle = async {
         glommio::timer::sleep(limit).await;
         tracing::info!(
             %peer,
             "closing Kafka connection: its answers were not read within kafka.connection.max-idle-time ({limit:?})"
         );
-        false
-    })
-    .await
+        Write::Failed
+    };
+    let cut = async {
+        core.cutoff.reached().await;
+        Write::CutOff
+    };
+    futures_lite::future::or(async { done(write.await) }, futures_lite::future::or(cut, idle)).await
 }
 
 /// Whether the connection closes after a response.
@@ -696,12 +767,14 @@ enum Close {
 
 /// Waits for `item`'s response, records its metrics, appends its frame to `out` (unless the
 /// connection is `broken`) and its memory permits to `permits`, which the caller gives back
-/// once `out` is written; returns whether the connection closes after it.
+/// once `out` is written, and counts it in `framed` when it has a frame; returns whether the
+/// connection closes after it.
 async fn answer(
     core: &KafkaCore,
     item: Queued,
     out: &mut Vec<u8>,
     permits: &mut Vec<StaticPermit>,
+    framed: &mut u64,
     broken: bool,
 ) -> Close {
     permits.push(item.memory);
@@ -718,8 +791,11 @@ async fn answer(
         item.received.elapsed(),
         response.failed,
     );
-    if let (false, Some(frame)) = (broken, &response.frame) {
-        out.extend_from_slice(frame);
+    if let Some(frame) = &response.frame {
+        *framed += 1;
+        if !broken {
+            out.extend_from_slice(frame);
+        }
     }
     match (response.close_after, response.frame.is_some()) {
         (false, _) => Close::No,

@@ -31,6 +31,41 @@ pub struct KafkaCore {
     /// Units are bytes held beyond request frames (`kafka.max-answer-memory`): what a request
     /// costs from its decoding until its answer is written ([`KafkaCore::hold_answer_memory`]).
     pub answer_memory: Rc<FairSemaphore>,
+    /// Shutdown's bound on the answers still to write (`kafka.shutdown-timeout`).
+    pub cutoff: AnswerCutoff,
+}
+
+/// Shutdown's bound on the answers still to write: once `kafka.shutdown-timeout` has passed,
+/// the core [`AnswerCutoff::cut`]s, and every connection whose answers are not written yet
+/// stops waiting for its client to read them and closes at once, counting what it gave up.
+#[derive(Default)]
+pub struct AnswerCutoff {
+    signal: StopSignal,
+    connections: Cell<usize>,
+    answers: Cell<u64>,
+}
+
+impl AnswerCutoff {
+    /// Gives up every answer not written yet (once).
+    pub fn cut(&self) {
+        self.signal.stop();
+    }
+
+    /// Resolves once [`AnswerCutoff::cut`] was called.
+    pub async fn reached(&self) {
+        self.signal.stopping().await;
+    }
+
+    /// A connection closed by the cut, with `answers` of its answers not written.
+    pub fn record(&self, answers: u64) {
+        self.connections.set(self.connections.get() + 1);
+        self.answers.set(self.answers.get() + answers);
+    }
+
+    /// Connections closed by the cut, and the answers they did not write.
+    pub fn counts(&self) -> (usize, u64) {
+        (self.connections.get(), self.answers.get())
+    }
 }
 
 impl KafkaCore {

@@ -20,7 +20,7 @@ use super::{ControlMessage, ControlReceiver, KafkaListener, Shared, StopSignal};
 use crate::append::bucket::Buckets;
 use crate::append::pipeline::Appender;
 use crate::kafka::connection::{Carried, Served};
-use crate::kafka::context::KafkaCore;
+use crate::kafka::context::{AnswerCutoff, KafkaCore};
 use crate::telemetry::CoreTelemetry;
 
 /// Why a core could not start (reported to the main thread).
@@ -146,6 +146,7 @@ pub async fn run_core(start: CoreStart) {
         stop: stop.clone(),
         request_memory: Rc::new(FairSemaphore::new(config.max_request_memory as u64)),
         answer_memory: Rc::new(FairSemaphore::new(config.max_answer_memory as u64)),
+        cutoff: AnswerCutoff::default(),
     });
     let connections = Rc::new(Gate::new());
 
@@ -193,7 +194,7 @@ pub async fn run_core(start: CoreStart) {
     for task in accept_tasks {
         task.await;
     }
-    let _ = connections.close().await;
+    drain(&kafka, &connections).await;
     shared.drained_cores.fetch_add(1, Ordering::SeqCst);
     // Keep serving appends from cores still draining; bounded by their own drain.
     while shared.drained_cores.load(Ordering::SeqCst) < cores {
@@ -205,6 +206,57 @@ pub async fn run_core(start: CoreStart) {
     let _ = drops.close().await;
     for task in mesh_tasks.into_iter().chain(handoff_tasks) {
         task.cancel().await;
+    }
+}
+
+/// Waits until every connection of this core has written the answers to the requests it read
+/// and closed: at most `kafka.shutdown-timeout`, then the connections still writing are closed
+/// (a client that stops reading would otherwise hold the shutdown for
+/// `kafka.connection.max-idle-time`). The appends of requests already read still finish: a
+/// connection closed this way awaits its requests' results before it ends, unwritten.
+async fn drain(core: &KafkaCore, connections: &Gate) {
+    let me = core.telemetry.core();
+    let limit = core.config().kafka_shutdown_timeout;
+    let open = core.shared.connection_load.of(me);
+    if open > 0 {
+        tracing::info!(
+            core = me,
+            connections = open,
+            "waiting for the Kafka connections to write the answers to the requests they read (at most kafka.shutdown-timeout, {limit:?})"
+        );
+    }
+    // One close, polled across the deadline: dropping a gate's close while it waits would make
+    // the last pass's drop fail to tell it.
+    let close = connections.close();
+    futures_lite::pin!(close);
+    let drained = futures_lite::future::or(
+        async {
+            let _ = close.as_mut().await;
+            true
+        },
+        async {
+            glommio::timer::sleep(limit).await;
+            false
+        },
+    )
+    .await;
+    if drained {
+        return;
+    }
+    tracing::info!(
+        core = me,
+        "kafka.shutdown-timeout ({limit:?}) passed: closing the Kafka connections whose answers are not written yet"
+    );
+    core.cutoff.cut();
+    let _ = close.await;
+    let (closed, answers) = core.cutoff.counts();
+    if closed > 0 {
+        tracing::warn!(
+            core = me,
+            connections = closed,
+            answers,
+            "shutdown closed {closed} Kafka connections with {answers} answers not written: their clients did not read them within kafka.shutdown-timeout ({limit:?})"
+        );
     }
 }
 

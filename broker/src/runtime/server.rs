@@ -530,7 +530,10 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         }
     }
     stop_cores(&shutdown, &control_senders);
-    tracing::info!("shutting down: draining connections and flushing bucket logs");
+    tracing::info!(
+        "shutting down: answering the Kafka requests already read (for at most kafka.shutdown-timeout, {:?}), then flushing bucket logs",
+        config.kafka_shutdown_timeout
+    );
     for handle in handles {
         let _ = handle.join();
     }
