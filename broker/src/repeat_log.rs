@@ -6,9 +6,9 @@
 //! occurrence is logged; after that at most one line per `server.log-repeat-interval`, and
 //! the occurrences in between are only counted: the next line that is logged says how many
 //! were suppressed. The limiter keeps no timer; its caller, `CoreTelemetry::log_limited`, asks
-//! once, an interval after each line, for what was suppressed since
-//! ([`RepeatLimiter::take_suppressed`]) and logs that as the burst's tail, so a key that falls
-//! quiet is still counted in full. Keys sharing the overflow entry (below) get no tail: their
+//! once, an interval after each line (or at shutdown, if that comes first), for what was
+//! suppressed since ([`RepeatLimiter::take_suppressed`]) and logs that as the burst's tail, so
+//! a key that falls quiet is still counted in full. Keys sharing the overflow entry (below) get no tail: their
 //! count shows with the overflow's next line.
 //!
 //! An occurrence may carry a magnitude (how long an answer waited): an entry keeps the largest

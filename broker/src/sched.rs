@@ -1,4 +1,5 @@
-//! How CPU-heavy work on a core gives the core back to the connections it also serves.
+//! How CPU-heavy work on a core gives the core back to the connections it also serves, and the
+//! core's waiting primitives ([`FairSemaphore`], [`StopSignal`]).
 //!
 //! Everything on a core runs in glommio's one default task queue. glommio only polls for I/O
 //! (sockets becoming readable, completions) between runs of its task queues, and a run ends
@@ -20,6 +21,7 @@
 //! shorter preemption timer puts a completion there far more often, hence the hangs; see
 //! docs/architecture.md.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -120,6 +122,42 @@ impl FairSemaphore {
         }
         let _turn = self.turn.acquire_permit(1).await?;
         self.units.acquire_static_permit(units).await
+    }
+}
+
+/// A one-way broadcast on one core: "shutdown has begun", "the client went away", "log what you
+/// wait to log now". Every task waiting in [`StopSignal::stopping`] wakes when it is stopped.
+pub struct StopSignal {
+    /// Never has permits; closed by `stop`, which wakes everyone waiting in `stopping`.
+    stop: Rc<Semaphore>,
+    stopped: Cell<bool>,
+}
+
+impl Default for StopSignal {
+    fn default() -> Self {
+        Self {
+            stop: Rc::new(Semaphore::new(0)),
+            stopped: Cell::new(false),
+        }
+    }
+}
+
+impl StopSignal {
+    pub fn is_stopping(&self) -> bool {
+        self.stopped.get()
+    }
+
+    /// Resolves once stopped.
+    pub async fn stopping(&self) {
+        // `acquire` fails only when the semaphore is closed; it never has permits.
+        let _ = self.stop.acquire(1).await;
+    }
+
+    /// Stops (once), waking every task waiting in [`StopSignal::stopping`].
+    pub fn stop(&self) {
+        if !self.stopped.replace(true) {
+            self.stop.close();
+        }
     }
 }
 

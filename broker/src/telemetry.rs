@@ -8,9 +8,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use glommio::sync::Gate;
+
 use crate::catalog::model::TableInfo;
 use crate::metrics::{CoreMetrics, Metrics, TableSeries, TableSeriesCache};
 use crate::repeat_log::{RepeatLimiter, Verdict};
+use crate::sched::StopSignal;
 
 /// One core's metrics and log limiter; `!Sync`, owned by its core.
 pub struct CoreTelemetry {
@@ -18,6 +21,10 @@ pub struct CoreTelemetry {
     metrics: Arc<Metrics>,
     table_series: TableSeriesCache,
     repeat_log: RefCell<RepeatLimiter>,
+    /// The tasks that log a line's tail one interval after it ([`CoreTelemetry::log_limited`]).
+    tails: Gate,
+    /// Stopped at shutdown: the waiting tails log at once ([`CoreTelemetry::flush_tails`]).
+    flush: StopSignal,
 }
 
 impl CoreTelemetry {
@@ -29,6 +36,8 @@ impl CoreTelemetry {
             metrics,
             table_series: TableSeriesCache::default(),
             repeat_log: RefCell::new(RepeatLimiter::new(interval, max_keys)),
+            tails: Gate::new(),
+            flush: StopSignal::default(),
         }
     }
 
@@ -65,7 +74,8 @@ impl CoreTelemetry {
     /// left out since its last line; one interval later `tail` logs what that interval left out,
     /// if anything, so the end of a burst is reported even when the key logs nothing more (it is
     /// given the key, copied only for a logged line). At most one waiting tail per logged line,
-    /// itself at most one per key and interval.
+    /// itself at most one per key and interval. At shutdown the tails waiting log at once
+    /// ([`CoreTelemetry::flush_tails`]); after it a line gets no tail.
     pub fn log_limited(
         self: &Rc<Self>,
         key: &str,
@@ -89,8 +99,8 @@ impl CoreTelemetry {
         });
         let telemetry = Rc::clone(self);
         let key = key.to_string();
-        glommio::spawn_local(async move {
-            glommio::timer::sleep(interval).await;
+        let waiting = self.tails.spawn(async move {
+            futures_lite::future::or(glommio::timer::sleep(interval), telemetry.flush.stopping()).await;
             let taken = telemetry.repeat_log.borrow_mut().take_suppressed((&key, reason));
             if let Some((suppressed, largest)) = taken {
                 tail(
@@ -102,8 +112,18 @@ impl CoreTelemetry {
                     },
                 );
             }
-        })
-        .detach();
+        });
+        if let Ok(task) = waiting {
+            task.detach();
+        }
+    }
+
+    /// Logs every waiting tail at once, with what its interval left out so far, and waits until
+    /// they are logged: the server stops before their interval ends, and a burst that ended
+    /// is still counted in full.
+    pub async fn flush_tails(&self) {
+        self.flush.stop();
+        let _ = self.tails.close().await;
     }
 
     /// `server.log-repeat-interval`.
@@ -196,6 +216,48 @@ mod tests {
                 occur(7);
                 assert_eq!(lines.borrow().len(), 2);
                 assert_eq!(lines.borrow()[1], first);
+            })
+            .expect("executor")
+            .join()
+            .expect("test task");
+    }
+
+    #[test]
+    fn waiting_tails_are_logged_at_once_when_flushed() {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(|| async {
+                let interval = Duration::from_secs(3600);
+                let telemetry = Rc::new(CoreTelemetry::new(0, Arc::new(Metrics::new(1)), interval, 16));
+                let tails: Rc<RefCell<Vec<(String, Repeats)>>> = Rc::default();
+                for (key, value) in [("fluss.t", 12), ("fluss.t", 261), ("fluss.t", 30), ("fluss.u", 1)] {
+                    let tails = tails.clone();
+                    telemetry.log_limited(
+                        key,
+                        "disk-paced",
+                        value,
+                        |_| {},
+                        move |key, r| tails.borrow_mut().push((key.to_string(), r)),
+                    );
+                }
+                let flushed = futures_lite::future::or(
+                    async {
+                        telemetry.flush_tails().await;
+                        true
+                    },
+                    async {
+                        glommio::timer::sleep(Duration::from_secs(10)).await;
+                        false
+                    },
+                )
+                .await;
+                assert!(flushed, "the tails wait for their interval");
+                let expected = Repeats {
+                    suppressed: 2,
+                    largest: 261,
+                    interval,
+                };
+                // fluss.u suppressed nothing: no tail.
+                assert_eq!(*tails.borrow(), [("fluss.t".to_string(), expected)]);
             })
             .expect("executor")
             .join()

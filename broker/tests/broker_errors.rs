@@ -617,6 +617,43 @@ fn a_burst_of_refusals_is_counted_one_interval_after_its_line_though_none_follow
     }
 }
 
+/// A server that stops inside `server.log-repeat-interval` (1 h here) still counts a burst in
+/// full: the tail is logged at shutdown, before `shutdown complete`. Before, the log had the
+/// first line and then `shutting down` / `shutdown complete`: 19 refusals counted nowhere.
+#[test]
+fn a_burst_of_refusals_is_counted_at_shutdown_inside_its_interval() {
+    let mut server = Server::start(1, &["server.log-repeat-interval=1h"]);
+    setup(&server);
+    let mut raw = Raw::connect(server.kafka);
+    let bad = request(1, vec![("strict", vec![(0, Some(batch(&[r#"{"id":"x"}"#])))])]);
+    for _ in 0..20 {
+        assert_eq!(outcomes(&raw.produce(9, &bad))[0].2, ErrorCode::InvalidRecord);
+    }
+    drop(raw);
+    let status = server.terminate();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let lines = refusal_lines(&server, "fluss.strict");
+    let accounted: u64 = lines.iter().map(|l| accounts_for(l)).sum();
+    assert_eq!(
+        accounted,
+        20,
+        "every refusal is a line or counted in one:\n{}",
+        server.logs()
+    );
+    assert_eq!(lines.len(), 2, "{}", lines.join("\n"));
+    assert!(
+        lines[1].contains("produce refused: 19 more partitions of fluss.strict with INVALID_RECORD"),
+        "{}",
+        lines[1]
+    );
+    let logs = server.logs();
+    let (tail, complete) = (
+        logs.find(" more partitions of fluss.strict").unwrap(),
+        logs.find("shutdown complete").expect("shutdown complete"),
+    );
+    assert!(tail < complete, "the tail comes before the end:\n{logs}");
+}
+
 #[test]
 fn a_refused_record_logs_one_warn_line_and_a_retry_flood_stays_under_the_rate_limit() {
     let server = Server::start(1, &["server.log-repeat-interval=1s"]);

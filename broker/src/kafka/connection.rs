@@ -24,7 +24,8 @@ use kafluss_protocol::{frame_len, FrameError, FrameSplitter, FRAME_PREFIX_LEN};
 
 use super::context::{ConnectionContext, KafkaCore};
 use super::{Dispatch, HandlerError, PendingResponse, Response};
-use crate::runtime::{KafkaListener, StopSignal};
+use crate::runtime::KafkaListener;
+use crate::sched::StopSignal;
 
 /// How many bytes the reader asks the socket for at most while waiting for a frame prefix
 /// (pipelined small requests arrive together; big bodies are read to their exact end).

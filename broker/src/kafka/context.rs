@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use glommio::sync::StaticPermit;
 
-use crate::sched::FairSemaphore;
+use crate::sched::{FairSemaphore, StopSignal};
 
 use super::HandlerError;
 use crate::append::Submit;
 use crate::config::ServerConfig;
 use crate::metrics::CoreMetrics;
-use crate::runtime::{KafkaListener, Runtime, Shared, StopSignal};
+use crate::runtime::{KafkaListener, Runtime, Shared};
 use crate::telemetry::CoreTelemetry;
 
 /// The Kafka side of one core: what its connections share.

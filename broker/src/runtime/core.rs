@@ -1,6 +1,7 @@
 //! One core: bind its Kafka listeners, join the meshes, open the buckets it owns, accept
 //! connections, follow control messages, and at shutdown drain its connections, keep serving
-//! the mesh until every core has drained, then close its bucket logs.
+//! the mesh until every core has drained, close its bucket logs, then log what its
+//! rate-limited lines left out.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -12,11 +13,11 @@ use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Gate;
 
-use crate::sched::FairSemaphore;
+use crate::sched::{FairSemaphore, StopSignal};
 
 use super::handoff::Handoff;
 use super::mesh::{MeshAppend, MeshReply, ReplyTo, Router};
-use super::{ControlMessage, ControlReceiver, KafkaListener, Shared, StopSignal};
+use super::{ControlMessage, ControlReceiver, KafkaListener, Shared};
 use crate::append::bucket::Buckets;
 use crate::append::pipeline::Appender;
 use crate::kafka::connection::{Carried, Served};
@@ -207,6 +208,9 @@ pub async fn run_core(start: CoreStart) {
     for task in mesh_tasks.into_iter().chain(handoff_tasks) {
         task.cancel().await;
     }
+    // What the rate-limited lines left out within their last interval (the executor drops
+    // the tasks that wait to log it when this returns).
+    kafka.telemetry.flush_tails().await;
 }
 
 /// Waits until every connection of this core has written the answers to the requests it read

@@ -2,8 +2,8 @@
 //! ([`core`]), the cross-core mesh ([`mesh`]), which core owns a bucket ([`routing`]), which
 //! core serves a connection ([`handoff`]).
 //!
-//! This file holds only leaf types the layers below read (shared state, listeners, the stop
-//! signal, control messages); it imports nothing of `kafka/` or `append/`, so `kafka/` can use
+//! This file holds only leaf types the layers below read (shared state, listeners, control
+//! messages); it imports nothing of `kafka/` or `append/`, so `kafka/` can use
 //! these types without importing back up into the runtime's logic.
 
 pub mod core;
@@ -13,16 +13,12 @@ pub mod routing;
 pub mod server;
 pub mod stall;
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-
-use glommio::sync::Semaphore;
 
 use crate::catalog::ddl::Catalog;
 use crate::config::ServerConfig;
@@ -82,41 +78,6 @@ pub struct Shared {
     /// Cores that finished draining their connections (they keep serving the mesh until all
     /// have, so that cross-core appends in flight complete).
     pub drained_cores: AtomicUsize,
-}
-
-/// One core's "shutdown has begun" broadcast.
-pub struct StopSignal {
-    /// Never has permits; closed at shutdown, which wakes everyone waiting in `stopping`.
-    stop: Rc<Semaphore>,
-    stopped: Cell<bool>,
-}
-
-impl Default for StopSignal {
-    fn default() -> Self {
-        Self {
-            stop: Rc::new(Semaphore::new(0)),
-            stopped: Cell::new(false),
-        }
-    }
-}
-
-impl StopSignal {
-    pub fn is_stopping(&self) -> bool {
-        self.stopped.get()
-    }
-
-    /// Resolves once shutdown has begun.
-    pub async fn stopping(&self) {
-        // `acquire` fails only when the semaphore is closed; it never has permits.
-        let _ = self.stop.acquire(1).await;
-    }
-
-    /// Begins shutdown on this core (once).
-    pub fn stop(&self) {
-        if !self.stopped.replace(true) {
-            self.stop.close();
-        }
-    }
 }
 
 /// Messages from the admin thread to every core.
