@@ -276,3 +276,32 @@ fn a_client_that_reads_no_answers_holds_the_shutdown_for_the_kafka_shutdown_time
     assert!(logs.contains("shutdown complete"), "{logs}");
     drop(stuck);
 }
+
+/// While the shutdown waits for a client that reads no answers (`kafka.shutdown-timeout=60s`
+/// here; new Kafka connections are refused meanwhile), `/healthz` answers 503 "shutting down";
+/// once that client goes away the server exits 0. Before, `/healthz` answered 200 throughout.
+#[test]
+fn healthz_answers_503_while_the_server_shuts_down() {
+    let mut server = Server::start(1, &["kafka.shutdown-timeout=60s"]);
+    assert_eq!(server.get("/healthz").0, 200);
+    let stuck = client_that_stopped_reading(server.kafka);
+    server.begin_terminate();
+    assert!(
+        server.log_shows("shutting down", Duration::from_secs(10)),
+        "{}",
+        server.logs()
+    );
+    assert_eq!(
+        server.get("/healthz"),
+        (503, "shutting down\n".to_string()),
+        "{}",
+        server.logs()
+    );
+    drop(stuck);
+    let status = server.wait_exit(Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{status:?}\n{}",
+        server.logs()
+    );
+}

@@ -151,6 +151,18 @@ impl Server {
         self.server.terminate_within(Duration::from_secs(30))
     }
 
+    /// SIGTERM, returning at once: the server is shutting down (see [`Server::wait_exit`]).
+    pub fn begin_terminate(&self) {
+        self.server.begin_terminate();
+    }
+
+    /// Waits (bounded) for the exit a [`Server::begin_terminate`] began, without a second signal
+    /// (which would exit at once with status 1); `None` when it had to be killed.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        self.stopped = true;
+        self.server.wait_within(within)
+    }
+
     /// Runs SQL through `POST /v1/sql`; returns (status, body).
     pub fn sql(&self, sql: &str) -> (u16, String) {
         http(self.fluss, "POST", "/v1/sql", sql.as_bytes())

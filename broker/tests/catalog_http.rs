@@ -141,23 +141,21 @@ fn request_bodies_are_bounded() {
 }
 
 #[test]
-fn healthz_follows_the_readiness_flag() {
+fn healthz_follows_the_readiness_and_stopping_flags() {
     let dir = tempfile::tempdir().unwrap();
     let ready = Arc::new(AtomicBool::new(false));
-    let server = start_admin_server(
-        "127.0.0.1:0",
-        AdminContext::new(catalog(dir.path()), Arc::clone(&ready)),
-    )
-    .unwrap();
-    assert_eq!(
-        request(server.local_addr(), "GET", "/healthz", b"", None).status,
-        503
-    );
+    let context = AdminContext::new(catalog(dir.path()), Arc::clone(&ready));
+    let stopping = Arc::clone(&context.stopping);
+    let server = start_admin_server("127.0.0.1:0", context).unwrap();
+    let health = || {
+        let reply = request(server.local_addr(), "GET", "/healthz", b"", None);
+        (reply.status, String::from_utf8_lossy(&reply.body).to_string())
+    };
+    assert_eq!(health(), (503, "starting\n".to_string()));
     ready.store(true, Ordering::Release);
-    assert_eq!(
-        request(server.local_addr(), "GET", "/healthz", b"", None).status,
-        200
-    );
+    assert_eq!(health(), (200, "ok\n".to_string()));
+    stopping.store(true, Ordering::Release);
+    assert_eq!(health(), (503, "shutting down\n".to_string()));
 }
 
 #[test]

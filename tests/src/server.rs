@@ -479,11 +479,23 @@ impl KaflussServer {
         if let Some(status) = self.child.try_wait().ok().flatten() {
             return Some(status);
         }
+        self.begin_terminate();
+        self.wait_within(grace)
+    }
+
+    /// Sends SIGTERM and returns at once, while the server shuts down (its Fluss listener
+    /// answers until its cores are done); [`KaflussServer::wait_within`] waits for the exit. A
+    /// second SIGTERM would make it exit at once with status 1.
+    pub fn begin_terminate(&self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+    }
+
+    /// Waits up to `grace` for the exit status, sending nothing; kills it after that (`None`).
+    pub fn wait_within(&mut self, grace: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Some(status) = self.child.try_wait().ok().flatten() {

@@ -8,7 +8,7 @@
 //! | `GET /v1/tables/{db}.{table}` | schema, options, buckets and row counts, Kafka state |
 //! | `GET /v1/tables/{db}.{table}/scan?...` | rows, streamed by the scan hook |
 //! | `GET /metrics` | Prometheus text from the metrics hook |
-//! | `GET /healthz` | 200 once the readiness flag is set, else 503 |
+//! | `GET /healthz` | 200 once the readiness flag is set, 503 before, and 503 once the stopping flag is set |
 //!
 //! Another method on one of these paths is 405 `METHOD_NOT_ALLOWED` with an `Allow` header
 //! naming the path's method; any other path is 404 `NOT_FOUND`.
@@ -131,6 +131,8 @@ pub struct AdminContext {
     pub catalog: Arc<Catalog>,
     /// Set once every core serves (`/healthz`).
     pub ready: Arc<AtomicBool>,
+    /// Set when shutdown begins (the signal handler's flag): `/healthz` answers 503 from then on.
+    pub stopping: Arc<AtomicBool>,
     /// `Some` when the Fluss listener is mapped to `sasl`: requests need Basic auth.
     pub credentials: Option<Arc<CredentialStore>>,
     pub row_counts: Option<RowCountsHook>,
@@ -151,6 +153,7 @@ impl AdminContext {
         Self {
             catalog,
             ready,
+            stopping: Arc::new(AtomicBool::new(false)),
             credentials: None,
             row_counts: None,
             scan: None,
@@ -270,7 +273,9 @@ pub(super) struct RequestInfo {
 
 /// `/healthz`: cheap, answered on the listener thread itself.
 pub(super) fn health(ctx: &AdminContext) -> Reply {
-    if ctx.ready.load(Ordering::Acquire) {
+    if ctx.stopping.load(Ordering::Acquire) {
+        Reply::text(503, TEXT, "shutting down\n")
+    } else if ctx.ready.load(Ordering::Acquire) {
         Reply::text(200, TEXT, "ok\n")
     } else {
         Reply::text(503, TEXT, "starting\n")

@@ -504,7 +504,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         bucket_owners,
     ));
     let ready = Arc::new(AtomicBool::new(false));
-    let admin = start_admin(&config, &shared.runtime, &metrics, &ready)?;
+    let admin = start_admin(&config, &shared.runtime, &metrics, &ready, &shutdown)?;
     ready.store(true, Ordering::SeqCst);
 
     let mut line = String::from("kafluss ready:");
@@ -624,12 +624,14 @@ fn unprotected_admin_warning(
 }
 
 /// Starts the admin HTTP server on the Fluss listener (the first non-Kafka listener), with
-/// the storage and metrics hooks; returns the listener name and the running server.
+/// the storage and metrics hooks, `/healthz` following `ready` and `shutdown`; returns the
+/// listener name and the running server.
 fn start_admin(
     config: &ServerConfig,
     runtime: &Runtime,
     metrics: &Arc<Metrics>,
     ready: &Arc<AtomicBool>,
+    shutdown: &Arc<AtomicBool>,
 ) -> Result<Option<(String, AdminHandle)>, ServerError> {
     let Some(listener) = config.fluss_bind_listener() else {
         return Ok(None);
@@ -640,6 +642,8 @@ fn start_admin(
         source,
     })?;
     let mut context = AdminContext::new(runtime.catalog.clone(), ready.clone());
+    // Set by the signal handler (or when a core exits): /healthz says the server is going.
+    context.stopping = shutdown.clone();
     if runtime.security.listener_security(&listener.name) == kafluss_auth::ListenerSecurity::Sasl {
         context.credentials = Some(runtime.credentials.clone());
     }
