@@ -69,4 +69,4 @@ pub use credentials::{CredentialStore, CredentialsError, PlainCredentials};
 pub use plain::{PlainToken, PlainTokenError, MAX_PLAIN_PART_LEN, MAX_PLAIN_TOKEN_LEN};
 pub use principal::Principal;
 pub use sasl_state::{FailureReason, Gate, HandshakeOutcome, SaslErrorCode, SaslFailure, SaslSession};
-pub use throttle::{HeldTurn, LoginThrottle, ThrottleConfig, Turn};
+pub use throttle::{HeldTurn, LoginThrottle, ThrottleConfig};

@@ -161,6 +161,56 @@ fn failed_logins_slow_the_next_attempts() {
     );
 }
 
+/// Guesses sent at once wait as long as the same guesses one after another: each waiting
+/// guess counts as a failure when the next turn is spaced, so the delay doubles from one turn
+/// to the next (30, 60, 120, ... ms), not 30 ms each. Every connection has done its handshake
+/// before the first guess is sent, so the six are waiting together. A lower bound, as in
+/// `failed_logins_slow_the_next_attempts`: the six turns follow the first failure, which came
+/// after its attempt was sent.
+#[test]
+fn parallel_guesses_take_as_long_as_sequential_ones() {
+    let server = Server::start(
+        2,
+        &[
+            "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
+            "security.sasl.plain.credentials=writer:secret",
+            "security.login.failure-delay=30ms",
+            "security.login.max-failure-delay=10s",
+        ],
+    );
+    let kafka = server.kafka;
+    let mut streams: Vec<TcpStream> = (0..6).map(|_| handshaken(kafka)).collect();
+    let (code, first_sent, _) = attempt(kafka, WRONG);
+    assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
+    for stream in &mut streams {
+        let header = RequestHeader::new(SaslAuthenticateRequest::API_KEY, 2, 9, Some("guesser"));
+        let mut frame = BytesMut::new();
+        let guess = SaslAuthenticateRequest {
+            auth_bytes: Bytes::from(format!("\0writer\0{WRONG}")),
+        };
+        encode_request_frame(&mut frame, &header, &guess).expect("encode");
+        stream.write_all(&frame).expect("send");
+    }
+    let mut answers = Vec::new();
+    for stream in &mut streams {
+        let mut prefix = [0u8; 4];
+        stream.read_exact(&mut prefix).expect("an answer");
+        let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
+        stream.read_exact(&mut body).expect("an answer");
+        let answer: SaslAuthenticateResponse =
+            decode_response_frame(&Bytes::from(body), 2).expect("decode").1;
+        assert_eq!(answer.error_code, ErrorCode::SaslAuthenticationFailed);
+        answers.push(first_sent.elapsed());
+    }
+    let last = answers.iter().max().copied().unwrap_or_default();
+    let sequential = Duration::from_millis(30 + 60 + 120 + 240 + 480 + 960);
+    assert!(
+        last >= sequential,
+        "6 parallel guesses were all answered within {last:?} of the first failure's attempt \
+         ({answers:?}); one after another they take at least {sequential:?}"
+    );
+}
+
 /// `GET /metrics` with HTTP Basic credentials; the status code and the headers+body.
 fn get_with_basic(server: SocketAddr, user: &str, password: &str) -> (u16, String) {
     let auth = kafluss_tests::http::BasicAuth::new(user, password);

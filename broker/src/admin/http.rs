@@ -370,20 +370,23 @@ pub(super) fn authenticate(ctx: &AdminContext, request: &RequestInfo) -> Result<
     let parsed = parse_basic_authorization(value);
     let user = parsed.as_ref().map(|c| c.username.clone()).unwrap_or_default();
     let address = request.peer.ip();
-    if let Err(wait) = ctx.login_throttle.try_now(Instant::now(), address, &user) {
-        let seconds = wait.as_secs_f64().ceil().max(1.0);
-        return Err(Reply::error(
-            429,
-            "TOO_MANY_FAILED_LOGINS",
-            &format!("too many failed logins for this user or client address: retry in {seconds} s"),
-        )
-        .with_header("Retry-After", format!("{seconds}")));
-    }
+    let turn = match ctx.login_throttle.try_now(Instant::now(), address, &user) {
+        Ok(turn) => turn,
+        Err(wait) => {
+            let seconds = wait.as_secs_f64().ceil().max(1.0);
+            return Err(Reply::error(
+                429,
+                "TOO_MANY_FAILED_LOGINS",
+                &format!("too many failed logins for this user or client address: retry in {seconds} s"),
+            )
+            .with_header("Retry-After", format!("{seconds}")));
+        }
+    };
     if let Some(principal) = store.verify_basic(value) {
-        ctx.login_throttle.succeeded(address, &user);
+        turn.succeeded();
         return Ok(principal);
     }
-    ctx.login_throttle.failed(Instant::now(), address, &user);
+    turn.failed(Instant::now());
     let (user, reason) = match parsed {
         Ok(credentials) => (
             Some(credentials.username),

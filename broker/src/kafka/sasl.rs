@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use kafluss_auth::plain::PlainToken;
 use kafluss_auth::sasl_state::{FailureReason, SaslFailure};
-use kafluss_auth::{CredentialStore, Principal, SaslSession};
+use kafluss_auth::{CredentialStore, HeldTurn, Principal, SaslSession};
 
 use super::context::ConnectionContext;
 use super::errors::KafkaCode;
@@ -61,8 +61,8 @@ pub fn authenticate(
     let request = super::decode_request::<SaslAuthenticateRequest>(&body, version)
         .map_err(|e| HandlerError::undecodable("SaslAuthenticate", version, e))?;
     let user = token_user(&request.auth_bytes);
-    let answer = move |context: &ConnectionContext| {
-        let result = checked(context, &request.auth_bytes, |session, store| {
+    let answer = move |context: &ConnectionContext, turn: HeldTurn| {
+        let result = checked(context, turn, &request.auth_bytes, |session, store| {
             session.on_authenticate(&request.auth_bytes, store)
         });
         let (response, close_after) = match result {
@@ -111,8 +111,8 @@ pub fn authenticate(
 pub fn raw_token(context: &Rc<ConnectionContext>, token: &Bytes) -> Dispatch {
     let user = token_user(token);
     let token = token.clone();
-    let answer = move |context: &ConnectionContext| {
-        let result = checked(context, &token, |session, store| {
+    let answer = move |context: &ConnectionContext, turn: HeldTurn| {
+        let result = checked(context, turn, &token, |session, store| {
             session.on_raw_token(&token, store)
         });
         match result {
@@ -133,28 +133,27 @@ pub fn raw_token(context: &Rc<ConnectionContext>, token: &Bytes) -> Dispatch {
 
 /// Runs `answer` once this attempt's turn under the login throttle has come: at once when the
 /// client address and user have no recent failures, else after the throttle's wait (the
-/// password is not checked before then, so parallel guesses are serialised). An attempt whose
-/// client goes away before its turn is dropped unanswered and gives its turn back, so closed
+/// password is not checked before then, so parallel guesses are serialised, each waiting one
+/// counted as a failure until `answer` books its outcome on the turn). An attempt whose client
+/// goes away before its turn is dropped unanswered and gives its turn back, so closed
 /// connections do not push the next logins of their address and user further away.
 fn after_turn(
     context: &Rc<ConnectionContext>,
     user: &str,
-    answer: impl FnOnce(&ConnectionContext) -> Response + 'static,
+    answer: impl FnOnce(&ConnectionContext, HeldTurn) -> Response + 'static,
 ) -> PendingResponse {
     let throttle = &context.core.runtime().login_throttle;
     let turn = throttle.hold(Instant::now(), context.peer.ip(), user);
     let wait = turn.wait();
     if wait.is_zero() {
-        turn.come();
-        return PendingResponse::Ready(answer(context));
+        return PendingResponse::Ready(answer(context, turn));
     }
     let context = Rc::clone(context);
     let gone = Rc::clone(&context);
     PendingResponse::Later(Box::pin(futures_lite::future::or(
         async move {
             glommio::timer::sleep(wait).await;
-            turn.come();
-            answer(&context)
+            answer(&context, turn)
         },
         async move {
             gone.client_gone.stopping().await;
@@ -167,20 +166,21 @@ fn after_turn(
     )))
 }
 
-/// Runs one authentication step of the session and books its outcome with the throttle; a
-/// failure is logged with the user and address (never the password).
+/// Runs one authentication step of the session and books its outcome on the attempt's turn (a
+/// failure that checked no password, such as a request in the wrong state, gives the turn
+/// back); a failure is logged with the user and address (never the password).
 fn checked(
     context: &ConnectionContext,
+    turn: HeldTurn,
     token: &[u8],
     step: impl FnOnce(&mut SaslSession, &CredentialStore) -> Result<Principal, SaslFailure>,
 ) -> Result<Principal, SaslFailure> {
     let user = token_user(token);
     let runtime = context.core.runtime();
     let result = step(&mut context.sasl.borrow_mut(), &runtime.credentials);
-    let address = context.peer.ip();
     match &result {
         Ok(principal) => {
-            runtime.login_throttle.succeeded(address, &user);
+            turn.succeeded();
             tracing::debug!(peer = %context.peer, %principal, "SASL/PLAIN authenticated");
         }
         Err(failure) => {
@@ -188,7 +188,7 @@ fn checked(
                 failure.reason,
                 FailureReason::InvalidCredentials | FailureReason::MalformedToken(_)
             ) {
-                runtime.login_throttle.failed(Instant::now(), address, &user);
+                turn.failed(Instant::now());
             }
             tracing::warn!(peer = %context.peer, user = ?user, "SASL authentication failed: {failure}");
         }
