@@ -16,9 +16,16 @@
 //! counted there was for that same user (someone mistyping their own password): an address
 //! guessing other users' passwords keeps its delay however often it also logs in with an
 //! account of its own. A key whose last failure is `6 × max-failure-delay` old is forgotten
-//! (its next attempt neither waits nor takes a turn), however many attempts came since; at
-//! most `max-tracked` keys are kept (when the table is full of keys that failed recently, a new
-//! key is not tracked: the other key of the attempt still is).
+//! (its next attempt neither waits nor takes a turn), however many attempts came since.
+//!
+//! At most `max-tracked` keys are kept. When the table is full of keys that failed recently, a
+//! key that is not in it is not tracked on its own: its failures are booked on one entry shared
+//! by every such key, which doubles its delay like any key, and while the table stays full an
+//! attempt takes the turns of that shared entry for each of its keys that is not tracked (the
+//! other key of the attempt keeps its own). Filling the table therefore does not switch the
+//! delay off: guesses for users and from addresses it cannot hold are slowed together (logins
+//! that succeed included, their turns given back), and memory stays `max-tracked` keys plus
+//! one. `max-tracked` 0 tracks nothing and delays nothing.
 //!
 //! The clock is passed in, so the rules are tested without sleeping. No secret is ever held.
 
@@ -54,6 +61,8 @@ impl Default for ThrottleConfig {
 enum Key {
     Address(IpAddr),
     User(String),
+    /// Every address and user name that failed while the table was full of recent keys.
+    Untracked,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -201,8 +210,7 @@ impl LoginThrottle {
     ) -> Result<HeldTurn, Duration> {
         let turn = {
             let mut entries = self.lock();
-            let keys = [Key::Address(address), Key::User(user.to_string())];
-            self.forget_expired(&mut entries, &keys, now);
+            let keys = self.keys_of(&mut entries, now, address, user);
             let wait = keys
                 .iter()
                 .filter_map(|key| entries.get(key))
@@ -232,8 +240,7 @@ impl LoginThrottle {
     /// the later of them does, and each key's next turn is then spaced by the delay of its
     /// failures plus its pending attempts, this one included.
     fn reserve(&self, entries: &mut HashMap<Key, Entry>, now: Instant, address: IpAddr, user: &str) -> Turn {
-        let keys = [Key::Address(address), Key::User(user.to_string())];
-        self.forget_expired(entries, &keys, now);
+        let keys = self.keys_of(entries, now, address, user);
         let turn = keys
             .iter()
             .filter_map(|key| entries.get(key))
@@ -306,10 +313,20 @@ impl LoginThrottle {
         let whose = self.hasher.hash_one(user);
         let keys = [Key::Address(address), Key::User(user.to_string())];
         self.forget_expired(entries, &keys, now);
+        let mut booked = Vec::with_capacity(keys.len());
         for key in keys {
-            if !entries.contains_key(&key) && !self.make_room(entries, now) {
+            let key = if entries.contains_key(&key) || self.make_room(entries, now) {
+                key
+            } else if self.config.max_tracked == 0 {
+                continue;
+            } else {
+                self.forget_expired(entries, &[Key::Untracked], now);
+                Key::Untracked
+            };
+            if booked.contains(&key) {
                 continue;
             }
+            booked.push(key.clone());
             let entry = entries.entry(key).or_insert_with(|| Entry {
                 failures: 0,
                 pending: 0,
@@ -358,8 +375,8 @@ impl LoginThrottle {
     /// counted: they are removed when next looked up or when the table is full).
     pub fn tracked_at(&self, now: Instant) -> usize {
         self.lock()
-            .values()
-            .filter(|entry| !self.expired(entry, now))
+            .iter()
+            .filter(|(key, entry)| **key != Key::Untracked && !self.expired(entry, now))
             .count()
     }
 
@@ -386,13 +403,46 @@ impl LoginThrottle {
     }
 
     /// Makes room for one more key: forgets expired keys when the table is full. False when
-    /// every tracked key failed recently (the new key is then not tracked).
+    /// every tracked key failed recently (the new key is then not tracked: its failures are
+    /// booked on [`Key::Untracked`]).
     fn make_room(&self, entries: &mut HashMap<Key, Entry>, now: Instant) -> bool {
-        if entries.len() < self.config.max_tracked {
+        if !self.full(entries) {
             return true;
         }
         entries.retain(|_, entry| !self.expired(entry, now));
-        entries.len() < self.config.max_tracked
+        !self.full(entries)
+    }
+
+    /// Whether `max-tracked` addresses and user names are tracked ([`Key::Untracked`] is not
+    /// one of them; expired keys not removed yet are).
+    fn full(&self, entries: &HashMap<Key, Entry>) -> bool {
+        let untracked = usize::from(entries.contains_key(&Key::Untracked));
+        entries.len() - untracked >= self.config.max_tracked
+    }
+
+    /// The keys whose turns an attempt by `user` from `address` takes: each of the two that is
+    /// tracked, and for those that are not, while the table is full, the one entry of the keys
+    /// that could not be tracked (once, when both are not). Forgets the expired ones first.
+    fn keys_of(
+        &self,
+        entries: &mut HashMap<Key, Entry>,
+        now: Instant,
+        address: IpAddr,
+        user: &str,
+    ) -> Vec<Key> {
+        let keys = [Key::Address(address), Key::User(user.to_string()), Key::Untracked];
+        self.forget_expired(entries, &keys, now);
+        let [address, user, untracked] = keys;
+        let overflow = entries.contains_key(&untracked) && self.full(entries);
+        let mut taken = Vec::with_capacity(2);
+        for key in [address, user] {
+            if entries.contains_key(&key) {
+                taken.push(key);
+            } else if overflow && !taken.contains(&untracked) {
+                taken.push(untracked.clone());
+            }
+        }
+        taken
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry>> {
@@ -571,10 +621,11 @@ mod tests {
         fail(&t, now, ip(1), "a");
         fail(&t, now, ip(2), "b");
         assert_eq!(t.tracked(), 4);
-        // Full of recent keys: a new pair is not tracked, the table stays bounded.
+        // Full of recent keys: a new pair is not tracked on its own, the table stays bounded,
+        // and the pair's next attempt still waits (the keys not tracked share one entry).
         fail(&t, now, ip(3), "c");
         assert_eq!(t.tracked(), 4);
-        assert_eq!(wait(&t, now, ip(3), "c"), Duration::ZERO);
+        assert_eq!(wait(&t, now, ip(3), "c"), 100 * MS);
         // Much later the old keys are forgotten to make room.
         let later = now + 800 * MS * 7;
         fail(&t, later, ip(3), "c");
@@ -583,8 +634,59 @@ mod tests {
     }
 
     #[test]
-    fn a_success_keeps_the_delay_of_an_address_guessing_other_users() {
+    fn keys_a_full_table_cannot_hold_are_slowed_together() {
         let t = throttle();
+        let now = Instant::now();
+        fail(&t, now, ip(1), "a");
+        fail(&t, now, ip(2), "b");
+        // The table is full of recent keys. Guesses for admin from a fifth address: neither
+        // key is tracked, and their shared entry doubles its delay like any key's.
+        let mut clock = now;
+        let mut waits = Vec::new();
+        for _ in 0..5 {
+            let turn = t.hold(clock, ip(5), "admin");
+            waits.push(turn.wait());
+            clock += turn.wait();
+            turn.failed(clock);
+        }
+        assert_eq!(waits, [Duration::ZERO, 100 * MS, 200 * MS, 400 * MS, 800 * MS]);
+        // Any user or address not tracked waits for the same turns; a tracked key keeps its
+        // own (ip 1's delay has passed), and adds the shared one's for the other key.
+        assert_eq!(wait(&t, clock, ip(6), "root"), 800 * MS);
+        assert_eq!(wait(&t, clock, ip(1), "a"), Duration::ZERO);
+        assert_eq!(wait(&t, clock, ip(1), "root"), 800 * MS);
+        // Parallel guesses take its turns as they take a key's.
+        let held: Vec<HeldTurn> = (0..3)
+            .map(|i| t.hold(clock, ip(20 + i), &format!("user{i}")))
+            .collect();
+        let parallel: Vec<Duration> = held.iter().map(HeldTurn::wait).collect();
+        assert_eq!(parallel, [800 * MS, 1600 * MS, 2400 * MS]);
+        drop(held);
+        // Bounded: four keys and the shared entry.
+        assert_eq!(t.tracked_at(clock), 4);
+        assert_eq!(t.lock().len(), 5);
+        // Once the table has room, a key that is not in it is tracked on its own again.
+        succeed(&t, ip(1), "a");
+        assert_eq!(wait(&t, clock, ip(6), "root"), Duration::ZERO);
+        fail(&t, clock, ip(6), "root");
+        assert_eq!(t.tracked_at(clock), 4);
+        assert_eq!(wait(&t, clock, ip(6), "root"), 100 * MS);
+
+        // max-tracked 0 tracks nothing, shared or not: failures are never delayed.
+        let t = Arc::new(LoginThrottle::new(ThrottleConfig {
+            max_tracked: 0,
+            ..ThrottleConfig::default()
+        }));
+        for _ in 0..3 {
+            fail(&t, now, ip(1), "u");
+        }
+        assert_eq!(wait(&t, now, ip(1), "u"), Duration::ZERO);
+        assert!(t.lock().is_empty());
+    }
+
+    #[test]
+    fn a_success_keeps_the_delay_of_an_address_guessing_other_users() {
+        let t = tracking(64);
         let now = Instant::now();
         // Someone mistyping their own password: their success clears the address too.
         fail(&t, now, ip(1), "alice");

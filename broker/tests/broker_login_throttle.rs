@@ -56,7 +56,23 @@ fn login(server: SocketAddr, password: &str) -> (TcpStream, ErrorCode, Instant) 
 
 /// A fresh connection that has done SaslHandshake v1 for PLAIN.
 fn handshaken(server: SocketAddr) -> TcpStream {
-    let mut stream = TcpStream::connect_timeout(&server, Duration::from_secs(10)).expect("connect");
+    handshake(TcpStream::connect_timeout(&server, Duration::from_secs(10)).expect("connect"))
+}
+
+/// [`handshaken`] from a given loopback address (any of 127.0.0.0/8).
+fn handshaken_from(server: SocketAddr, source: std::net::IpAddr) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket
+        .bind(&SocketAddr::new(source, 0).into())
+        .expect("bind the source address");
+    socket
+        .connect_timeout(&server.into(), Duration::from_secs(10))
+        .expect("connect");
+    handshake(socket.into())
+}
+
+/// SaslHandshake v1 for PLAIN on `stream`.
+fn handshake(mut stream: TcpStream) -> TcpStream {
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");
@@ -208,6 +224,51 @@ fn parallel_guesses_take_as_long_as_sequential_ones() {
         last >= sequential,
         "6 parallel guesses were all answered within {last:?} of the first failure's attempt \
          ({answers:?}); one after another they take at least {sequential:?}"
+    );
+}
+
+/// When the throttle's table is full of recent failures (`security.login.max-tracked=2`: one
+/// wrong login of `filler` from 127.0.0.1 fills it), guesses for a user from an address that
+/// are neither tracked are still slowed: such keys share one entry whose delay doubles (50,
+/// 100, 200, 400 ms before the second to fifth guess), and the table holds no more than 2.
+#[test]
+fn guesses_the_full_table_cannot_hold_are_still_slowed() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
+            "security.sasl.plain.credentials=writer:secret",
+            "security.login.failure-delay=50ms",
+            "security.login.max-failure-delay=10s",
+            "security.login.max-tracked=2",
+        ],
+    );
+    let kafka = server.kafka;
+    let (_filler, answer, _) = login_with(kafka, Bytes::from(format!("\0filler\0{WRONG}")));
+    assert_eq!(answer.error_code, ErrorCode::SaslAuthenticationFailed);
+    let source = std::net::IpAddr::from([127, 0, 0, 2]);
+    let mut first_sent = None;
+    for _ in 0..5 {
+        let mut stream = handshaken_from(kafka, source);
+        first_sent.get_or_insert_with(Instant::now);
+        let answer: SaslAuthenticateResponse = exchange(
+            &mut stream,
+            2,
+            &SaslAuthenticateRequest {
+                auth_bytes: Bytes::from(format!("\0writer\0{WRONG}")),
+            },
+        );
+        assert_eq!(answer.error_code, ErrorCode::SaslAuthenticationFailed);
+    }
+    let took = first_sent.map(|sent| sent.elapsed()).unwrap_or_default();
+    assert!(
+        took >= Duration::from_millis(50 + 100 + 200 + 400),
+        "5 guesses for writer from 127.0.0.2 took {took:?} with the table full: they were not slowed"
+    );
+    let (_, metrics) = server.get("/metrics");
+    assert!(
+        metrics.lines().any(|line| line == "kafluss_login_tracked 2"),
+        "the table holds 2 keys:\n{metrics}"
     );
 }
 
