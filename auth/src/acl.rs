@@ -19,6 +19,11 @@ pub const WILDCARD_HOST: &str = "*";
 /// The filter keyword matching any value of a field (Fluss's `ANY`).
 const ANY: &str = "ANY";
 
+/// The resource name of the whole cluster, in any case: `CLUSTER`, and the first part of
+/// Fluss's `cluster.db` and `cluster.db.t` forms. So that every resource text has one reading,
+/// no database may be called this ([`Resource::is_cluster_name`]; the catalog refuses it).
+pub const CLUSTER_RESOURCE: &str = "cluster";
+
 /// Longest table or database name (Fluss's limit).
 const MAX_NAME_LEN: usize = 200;
 
@@ -161,6 +166,12 @@ pub enum Resource {
 }
 
 impl Resource {
+    /// Whether `name` is [`CLUSTER_RESOURCE`] in any case: as a resource it names the whole
+    /// cluster, so it cannot name a database.
+    pub fn is_cluster_name(name: &str) -> bool {
+        name.eq_ignore_ascii_case(CLUSTER_RESOURCE)
+    }
+
     pub fn database(name: &str) -> Self {
         Resource::Database(name.to_owned())
     }
@@ -178,12 +189,13 @@ impl FromStr for Resource {
 
     /// Accepts the kafluss forms `CLUSTER`, `db`, `db.t` and Fluss's own forms `cluster`,
     /// `cluster.db`, `cluster.db.t` (`cluster` is case-insensitive). Because of the Fluss
-    /// forms, a two-part name starting with `cluster` is a database: tables of a database
-    /// that is itself named `cluster` are written `cluster.cluster.t`.
+    /// forms, a two-part name starting with `cluster` is a database; the catalog refuses a
+    /// database named `cluster`, so that no text can also mean one of its tables (a data dir
+    /// made before that rule may hold one: its ACLs are written `cluster.cluster[.t]`).
     fn from_str(text: &str) -> Result<Self, AclError> {
         let invalid = || AclError::InvalidResource { value: shorten(text) };
         let text = text.trim();
-        let is_cluster = |part: &str| part.eq_ignore_ascii_case("cluster");
+        let is_cluster = |part: &str| Resource::is_cluster_name(part);
         let name = |part: &str| valid_name(part).then(|| part.to_owned()).ok_or_else(invalid);
         let parts: Vec<&str> = text.splitn(4, '.').collect();
         match parts.as_slice() {
@@ -208,7 +220,7 @@ impl fmt::Display for Resource {
     /// the cluster keyword gets the explicit `cluster.` prefix so the text parses back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let prefix = |db: &str| {
-            if db.eq_ignore_ascii_case("cluster") {
+            if Resource::is_cluster_name(db) {
                 "cluster."
             } else {
                 ""
@@ -466,6 +478,14 @@ mod tests {
             Ok(Resource::table("sales", "orders"))
         );
         assert_eq!("Cluster.cluster.t".parse(), Ok(Resource::table("cluster", "t")));
+        for name in ["cluster", "CLUSTER", "Cluster"] {
+            assert!(Resource::is_cluster_name(name), "{name}");
+            assert_eq!(name.parse(), Ok(Resource::Cluster), "{name}");
+        }
+        for name in ["clusters", "cluster_a", "sales"] {
+            assert!(!Resource::is_cluster_name(name), "{name}");
+        }
+        assert_eq!("sales.cluster".parse(), Ok(Resource::table("sales", "cluster")));
         for bad in [
             "",
             ".",

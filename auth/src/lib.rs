@@ -8,7 +8,8 @@
 //!   (`User:ANONYMOUS`), [`Principal::parse`].
 //! - [`Operation`] (READ, WRITE, CREATE, DROP, ALTER, DESCRIBE, ALL), [`Permission`]
 //!   (ALLOW, DENY), [`Resource`] (`CLUSTER`, `db`, `db.t`; Fluss's `cluster.db[.t]` too),
-//!   all `FromStr` + `Display`.
+//!   all `FromStr` + `Display`; [`Resource::is_cluster_name`] for the name no database may
+//!   take ([`CLUSTER_RESOURCE`]).
 //! - [`AclEntry`]: [`AclEntry::parse`]`(resource, permission, principal, operation, host)`
 //!   for `CALL sys.add_acl`; [`AclEntry::to_line`] / [`AclEntry::from_line`] (also
 //!   `Display`/`FromStr`) is the stable one-line form to persist and to print in `list_acl`:
@@ -57,7 +58,8 @@ pub mod sasl_state;
 pub mod throttle;
 
 pub use acl::{
-    AclEntry, AclError, AclFilter, Operation, Permission, Resource, WILDCARD_HOST, WILDCARD_PRINCIPAL,
+    AclEntry, AclError, AclFilter, Operation, Permission, Resource, CLUSTER_RESOURCE, WILDCARD_HOST,
+    WILDCARD_PRINCIPAL,
 };
 pub use authorizer::{parse_super_users, Authorizer};
 pub use basic::{parse_basic_authorization, BasicAuthError, BasicCredentials};

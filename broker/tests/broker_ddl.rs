@@ -160,3 +160,30 @@ fn a_start_removes_the_directory_a_drop_left_behind() {
     assert!(data.join("fluss").join("future-999").is_dir());
     assert!(data.join("fluss").join("other-1").join("notes.txt").is_file());
 }
+
+/// A data dir made before databases named like the ACL resource of the whole cluster were
+/// refused may hold one: the server starts and serves it, and says at WARN how its ACLs are
+/// written (`cluster.cluster[.t]`), since `cluster` alone names the whole cluster.
+#[test]
+fn a_start_warns_of_a_database_named_like_the_cluster() {
+    let mut server = Server::start(1, &[]);
+    let data = server.data_dir.clone();
+    assert!(server.terminate().expect("exits").success());
+    let path = data.join("catalog.json");
+    let mut stored: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let empty = stored["databases"]["fluss"].clone();
+    stored["databases"]["cluster"] = empty;
+    std::fs::write(&path, serde_json::to_vec_pretty(&stored).unwrap()).unwrap();
+
+    let server = Server::start_in(&data, 1, &[]);
+    assert!(
+        server.log_shows(
+            "a database is named like the whole cluster's ACL resource",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        server.logs()
+    );
+    assert!(server.logs().contains("'cluster.cluster.t'"), "{}", server.logs());
+    assert!(server.sql_ok("SHOW DATABASES").contains("cluster"));
+}

@@ -403,3 +403,57 @@ fn a_credential_change_that_locks_out_every_super_user_is_refused() {
         .unwrap();
     }
 }
+
+/// `cluster` is the ACL resource name of the whole cluster (and the first part of Fluss's
+/// `cluster.db[.t]` forms), so no database may be called that, in any case: otherwise
+/// `CALL sys.add_acl(resource => 'cluster', ...)` meant to cover one database granted the
+/// whole cluster, and `'cluster.audit'` named database `audit`, not its table.
+#[test]
+fn no_database_is_named_like_the_cluster_resource() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(secured(dir.path())).unwrap();
+    let admin = Principal::user("admin");
+    for name in ["cluster", "Cluster", "CLUSTER"] {
+        let error = run_as(&catalog, admin.clone(), &format!("CREATE DATABASE {name}")).unwrap_err();
+        assert!(
+            error.starts_with("INVALID_NAME") && error.contains("whole cluster"),
+            "{error}"
+        );
+    }
+    assert!(!catalog
+        .snapshot()
+        .databases
+        .keys()
+        .any(|db| db.eq_ignore_ascii_case("cluster")));
+    // A table may be called that: `db.cluster` has one reading.
+    run_as(
+        &catalog,
+        admin.clone(),
+        "CREATE DATABASE audit; CREATE TABLE audit.cluster (x INT)",
+    )
+    .unwrap();
+    // So each resource text names one thing: `cluster` the cluster, `cluster.audit` database
+    // audit (Fluss's form), `audit.cluster` a table.
+    run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.add_acl(resource => 'cluster', permission => 'ALLOW', principal => 'User:alice', operation => 'DESCRIBE');
+         CALL sys.add_acl(resource => 'cluster.audit', permission => 'DENY', principal => 'User:alice', operation => 'WRITE');
+         CALL sys.add_acl(resource => 'audit.cluster', permission => 'ALLOW', principal => 'User:bob', operation => 'WRITE')",
+    )
+    .unwrap();
+    let listed = run_as(&catalog, admin.clone(), "CALL sys.list_acl()").unwrap();
+    let resources: Vec<String> = rows(&listed[0]).into_iter().map(|row| row[0].clone()).collect();
+    assert_eq!(resources, ["cluster", "audit", "audit.cluster"]);
+    drop(catalog);
+
+    // Nor may kafka.default.database, created at start.
+    let mut config = secured(dir.path());
+    config.kafka_enabled = true;
+    config.kafka_default_database = "Cluster".to_string();
+    let error = Catalog::open(config).unwrap_err();
+    assert!(
+        error.to_string().contains("kafka.default.database") && error.to_string().contains("whole cluster"),
+        "{error}"
+    );
+}

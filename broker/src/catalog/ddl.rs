@@ -19,10 +19,10 @@ use super::error::{CatalogError, SqlError};
 use super::model::{CatalogSnapshot, TableInfo};
 use super::output::StatementResult;
 use super::publish::{build_snapshot, effective_credentials, new_cluster_id, super_user_lockout};
-use super::resolve::check_fluss_name;
+use super::resolve::check_database_name;
 use super::sql::ObjectName;
 use super::store::{CatalogStore, StoredCatalog};
-use super::validate::{check_name, MAX_BUCKETS};
+use super::validate::{check_new_database_name, MAX_BUCKETS};
 
 /// Who runs statements, and from where (for ACL checks); `current_db` changes with `USE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +74,7 @@ impl Catalog {
     /// Loads the catalog from `data.dir` (creating it on first start, with a new cluster id),
     /// creates the default databases, and publishes the first snapshot.
     pub fn open(config: CatalogConfig) -> Result<Self, CatalogError> {
-        check_fluss_name(&config.kafka_default_database).map_err(|reason| CatalogError::Config {
+        check_database_name(&config.kafka_default_database).map_err(|reason| CatalogError::Config {
             key: "kafka.default.database",
             reason: reason.to_string(),
         })?;
@@ -115,6 +115,19 @@ impl Catalog {
         }
 
         log_dynamic_configs(&config, &store, &stored.cluster_configs);
+        for name in stored
+            .databases
+            .keys()
+            .filter(|name| Resource::is_cluster_name(name))
+        {
+            tracing::warn!(
+                database = %name,
+                "a database is named like the whole cluster's ACL resource (made before such names \
+                 were refused): in CALL sys.add_acl, '{name}' means the whole cluster and \
+                 '{name}.t' database t; name this database 'cluster.{name}' and its tables \
+                 'cluster.{name}.t'"
+            );
+        }
         let credentials = effective_credentials(&config, &stored.cluster_configs)?;
         if let Some(reason) = super_user_lockout(&config, &credentials) {
             tracing::error!(
@@ -326,7 +339,7 @@ impl Catalog {
         if_not_exists: bool,
         session: &Session,
     ) -> Result<StatementResult, SqlError> {
-        check_name(name)?;
+        check_new_database_name(name)?;
         self.authorize(session, Operation::Create, Resource::Cluster)?;
         self.change(|stored| {
             if stored.databases.contains_key(name) {

@@ -93,6 +93,17 @@ pub fn check_fluss_name(name: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// [`check_fluss_name`] for a database: its name is also not the ACL resource name of the
+/// whole cluster (`cluster`, any case), which would make `cluster` and `cluster.t` in
+/// `CALL sys.add_acl` mean two things.
+pub fn check_database_name(name: &str) -> Result<(), &'static str> {
+    check_fluss_name(name)?;
+    if kafluss_auth::Resource::is_cluster_name(name) {
+        return Err("'cluster' (in any case) names the whole cluster in ACLs (CALL sys.add_acl(resource => 'cluster', ...)), so no database may be called that");
+    }
+    Ok(())
+}
+
 /// Resolves a Kafka topic to its table.
 pub fn resolve_topic(
     snapshot: &CatalogSnapshot,

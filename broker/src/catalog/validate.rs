@@ -8,7 +8,7 @@ use kafluss_convert::types::{DataType, Field, FieldType, Schema};
 
 use super::error::SqlError;
 use super::model::{BUCKET_NUM_OPTION, DEFAULT_LOG_FORMAT, LOG_FORMAT_OPTION};
-use super::resolve::{check_fluss_name, MAX_TOPIC_NAME_LEN};
+use super::resolve::{check_database_name, check_fluss_name, MAX_TOPIC_NAME_LEN};
 
 /// Most columns of a PRIMARY KEY or a PARTITIONED BY clause (each key column's DESCRIBE line
 /// names the whole key, so the answer grows with the square of its length).
@@ -28,6 +28,14 @@ pub(crate) const FIXED_OPTIONS: [&str; 2] = [BUCKET_NUM_OPTION, LOG_FORMAT_OPTIO
 
 pub(crate) fn check_name(name: &str) -> Result<(), SqlError> {
     check_fluss_name(name).map_err(|reason| SqlError::InvalidName {
+        name: name.to_string(),
+        reason,
+    })
+}
+
+/// [`check_name`] for a new database ([`check_database_name`]).
+pub(crate) fn check_new_database_name(name: &str) -> Result<(), SqlError> {
+    check_database_name(name).map_err(|reason| SqlError::InvalidName {
         name: name.to_string(),
         reason,
     })
