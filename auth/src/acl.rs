@@ -40,8 +40,14 @@ pub enum AclError {
     InvalidPermission { value: String },
     #[error("invalid operation `{value}`: expected READ, WRITE, CREATE, DROP, ALTER, DESCRIBE or ALL")]
     InvalidOperation { value: String },
-    #[error("invalid principal `{value}`: expected Type:name (e.g. User:alice) or ALL")]
-    InvalidPrincipal { value: String },
+    #[error("invalid principal `{value}`: expected {expected}")]
+    InvalidPrincipal { value: String, expected: &'static str },
+    #[error("invalid principal `{value}`: the type must be `User`, spelled so (every connection's principal is User:<name>, so a principal of another type never matches), e.g. User:{name}")]
+    PrincipalType { value: String, name: String },
+    #[error("super.users entry `{value}` is a wildcard: super.users names users (User:name;User:other), none matches everyone")]
+    SuperUsersWildcard { value: String },
+    #[error("empty {field}: name a value, or ANY (or leave the argument out) to match every one")]
+    EmptyFilterField { field: &'static str },
     #[error("invalid host `{value}`: expected * or an IP address")]
     InvalidHost { value: String },
     #[error("`ANY` is only valid when dropping or listing ACLs, not in {field} of a new ACL")]
@@ -243,13 +249,34 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// Canonical principal text for an ACL: `Type:name`, or [`WILDCARD_PRINCIPAL`].
+/// What an ACL's principal may be, for the message of one that is neither.
+const ACL_PRINCIPAL: &str = "User:name (e.g. User:alice) or ALL";
+
+/// The spellings of the principal that matches every principal: Fluss's `ALL`, `*`, `*:*` and
+/// [`WILDCARD_PRINCIPAL`] (any case).
+pub(crate) fn is_wildcard_principal(text: &str) -> bool {
+    ["ALL", "*", "*:*", WILDCARD_PRINCIPAL]
+        .iter()
+        .any(|w| w.eq_ignore_ascii_case(text.trim()))
+}
+
+/// Canonical principal text for a new ACL: `User:name` ([`Principal::parse`]), or
+/// [`WILDCARD_PRINCIPAL`].
 fn parse_acl_principal(text: &str) -> Result<String, AclError> {
-    let text = text.trim();
-    if ["ALL", "*", "*:*"].iter().any(|w| w.eq_ignore_ascii_case(text)) {
+    if is_wildcard_principal(text) {
         return Ok(WILDCARD_PRINCIPAL.to_owned());
     }
-    Principal::parse(text).map(|p| p.as_str().to_owned())
+    Principal::parse(text.trim(), ACL_PRINCIPAL).map(|p| p.as_str().to_owned())
+}
+
+/// [`parse_acl_principal`] that also takes a type other than `User`, which earlier versions
+/// accepted and stored (such an entry never matches): for stored lines and filters, so that
+/// a data dir holding one still opens and `drop_acl` can name it.
+fn parse_stored_principal(text: &str) -> Result<String, AclError> {
+    if is_wildcard_principal(text) {
+        return Ok(WILDCARD_PRINCIPAL.to_owned());
+    }
+    Principal::parse_any_type(text.trim(), ACL_PRINCIPAL).map(|p| p.as_str().to_owned())
 }
 
 /// Canonical host text: `*`, or the address as `IpAddr` prints it (IPv4-mapped IPv6
@@ -283,13 +310,32 @@ pub struct AclEntry {
 
 impl AclEntry {
     /// Parses the arguments of `CALL sys.add_acl(resource, permission, principal, operation,
-    /// host)`. Pass `"*"` as host when the call omitted it. `ANY` is refused in every field.
+    /// host)`. Pass `"*"` as host when the call omitted it. `ANY` is refused in every field,
+    /// and a principal must be `User:name` or the wildcard.
     pub fn parse(
         resource: &str,
         permission: &str,
         principal: &str,
         operation: &str,
         host: &str,
+    ) -> Result<Self, AclError> {
+        Self::parse_with(
+            resource,
+            permission,
+            principal,
+            operation,
+            host,
+            parse_acl_principal,
+        )
+    }
+
+    fn parse_with(
+        resource: &str,
+        permission: &str,
+        principal: &str,
+        operation: &str,
+        host: &str,
+        parse_principal: fn(&str) -> Result<String, AclError>,
     ) -> Result<Self, AclError> {
         for (field, value) in [
             ("resource", resource),
@@ -305,10 +351,20 @@ impl AclEntry {
         Ok(AclEntry {
             resource: resource.parse()?,
             permission: permission.parse()?,
-            principal: parse_acl_principal(principal)?,
+            principal: parse_principal(principal)?,
             operation: operation.parse()?,
             host: parse_host(host)?,
         })
+    }
+
+    /// Whether the entry's principal can match a connection: `User:name` or the wildcard (an
+    /// entry stored by an earlier version may name another type, which never matches).
+    pub fn principal_can_match(&self) -> bool {
+        self.principal == WILDCARD_PRINCIPAL
+            || self
+                .principal
+                .split_once(':')
+                .is_some_and(|(principal_type, _)| principal_type == crate::principal::USER_TYPE)
     }
 
     /// The stable one-line text form (also what `list_acl` shows), in Fluss's list style:
@@ -318,7 +374,9 @@ impl AclEntry {
         self.to_string()
     }
 
-    /// Parses [`AclEntry::to_line`] output, validating every field as [`AclEntry::parse`] does.
+    /// Parses [`AclEntry::to_line`] output, validating every field as [`AclEntry::parse`] does,
+    /// except that the principal may have a type other than `User`, as earlier versions
+    /// stored ([`AclEntry::principal_can_match`] tells such an entry).
     pub fn from_line(line: &str) -> Result<Self, AclError> {
         let malformed = |reason| AclError::MalformedLine { reason };
         if line.len() > MAX_LINE_LEN {
@@ -346,7 +404,14 @@ impl AclEntry {
             return Err(malformed("trailing text after host"));
         }
         let [resource, permission, principal, operation, host] = &values;
-        AclEntry::parse(resource, permission, principal, operation, host)
+        AclEntry::parse_with(
+            resource,
+            permission,
+            principal,
+            operation,
+            host,
+            parse_stored_principal,
+        )
     }
 }
 
@@ -420,9 +485,11 @@ impl AclFilter {
         Self::default()
     }
 
-    /// Parses procedure arguments; an omitted argument (`None`), an empty one or `ANY`
-    /// (case-insensitive) matches anything. `ALL` as principal selects the wildcard-principal
-    /// entries; `ALL` as operation selects the `ALL` entries.
+    /// Parses procedure arguments; an omitted argument (`None`) or `ANY` (case-insensitive)
+    /// matches anything, and an empty one is refused ([`AclError::EmptyFilterField`]): it is
+    /// no value, and must not select every entry. `ALL` as principal selects the
+    /// wildcard-principal entries; `ALL` as operation selects the `ALL` entries; a principal
+    /// may name a type other than `User`, to select entries an earlier version stored.
     pub fn parse(
         resource: Option<&str>,
         permission: Option<&str>,
@@ -431,21 +498,23 @@ impl AclFilter {
         host: Option<&str>,
     ) -> Result<Self, AclError> {
         fn field<T>(
+            field: &'static str,
             value: Option<&str>,
             parse: impl FnOnce(&str) -> Result<T, AclError>,
         ) -> Result<Option<T>, AclError> {
             match value {
                 None => Ok(None),
-                Some(v) if v.trim().is_empty() || is_any(v) => Ok(None),
+                Some(v) if v.trim().is_empty() => Err(AclError::EmptyFilterField { field }),
+                Some(v) if is_any(v) => Ok(None),
                 Some(v) => parse(v).map(Some),
             }
         }
         Ok(AclFilter {
-            resource: field(resource, str::parse)?,
-            permission: field(permission, str::parse)?,
-            principal: field(principal, parse_acl_principal)?,
-            operation: field(operation, str::parse)?,
-            host: field(host, parse_host)?,
+            resource: field("resource", resource, str::parse)?,
+            permission: field("permission", permission, str::parse)?,
+            principal: field("principal", principal, parse_stored_principal)?,
+            operation: field("operation", operation, str::parse)?,
+            host: field("host", host, parse_host)?,
         })
     }
 
@@ -603,7 +672,7 @@ mod tests {
         let a = entry("db", "ALLOW", "User:a", "READ", "*");
         let b = entry("db.t", "DENY", "ALL", "ALL", "127.0.0.1");
         assert!(AclFilter::any().matches(&a));
-        let f = AclFilter::parse(Some("ANY"), None, Some(""), Some("any"), None).unwrap();
+        let f = AclFilter::parse(Some("ANY"), None, Some("Any"), Some("any"), None).unwrap();
         assert_eq!(f, AclFilter::any());
         let by_db = AclFilter::parse(Some("db"), None, None, None, None).unwrap();
         assert!(by_db.matches(&a) && !by_db.matches(&b), "no hierarchy in filters");
@@ -614,5 +683,49 @@ mod tests {
         let host = AclFilter::parse(None, Some("deny"), None, None, Some("::ffff:127.0.0.1")).unwrap();
         assert!(host.matches(&b) && !host.matches(&a));
         assert!(AclFilter::parse(None, Some("nope"), None, None, None).is_err());
+    }
+
+    #[test]
+    fn an_empty_filter_argument_is_refused_not_a_wildcard() {
+        let fields = ["resource", "permission", "principal", "operation", "host"];
+        for (index, field) in fields.into_iter().enumerate() {
+            let mut arguments = [None; 5];
+            arguments[index] = Some(" ");
+            let [resource, permission, principal, operation, host] = arguments;
+            let error = AclFilter::parse(resource, permission, principal, operation, host).unwrap_err();
+            assert_eq!(error, AclError::EmptyFilterField { field });
+            assert!(error.to_string().contains("ANY"), "{error}");
+        }
+    }
+
+    #[test]
+    fn new_acls_name_user_principals_and_stored_ones_of_other_types_still_load() {
+        for other in ["user:bob", "Group:ops", "USER:bob"] {
+            let error = AclEntry::parse("db", "ALLOW", other, "READ", "*").unwrap_err();
+            assert!(
+                matches!(error, AclError::PrincipalType { .. }),
+                "{other}: {error}"
+            );
+            assert!(error.to_string().contains(other), "{error}");
+        }
+        for wildcard in ["ALL", "all", "*", "*:*", "User:*"] {
+            let e = entry("db", "ALLOW", wildcard, "READ", "*");
+            assert_eq!(e.principal, WILDCARD_PRINCIPAL, "{wildcard}");
+            assert!(e.principal_can_match());
+        }
+        assert_eq!(
+            AclEntry::parse("db", "ALLOW", "bob", "READ", "*")
+                .unwrap_err()
+                .to_string(),
+            "invalid principal `bob`: expected User:name (e.g. User:alice) or ALL"
+        );
+        // What an earlier version stored loads (the data dir still opens), never matches, and
+        // a filter can name it to drop it.
+        let line = r#"resource="db";permission="ALLOW";principal="Group:ops";operation="READ";host="*""#;
+        let stored = AclEntry::from_line(line).unwrap();
+        assert!(!stored.principal_can_match());
+        assert!(entry("db", "ALLOW", "User:ops", "READ", "*").principal_can_match());
+        let filter = AclFilter::parse(None, None, Some("Group:ops"), None, None).unwrap();
+        assert!(filter.matches(&stored));
     }
 }

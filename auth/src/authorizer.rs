@@ -19,7 +19,10 @@
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
-use crate::acl::{AclEntry, AclError, Operation, Permission, Resource, WILDCARD_HOST, WILDCARD_PRINCIPAL};
+use crate::acl::{
+    is_wildcard_principal, AclEntry, AclError, Operation, Permission, Resource, WILDCARD_HOST,
+    WILDCARD_PRINCIPAL,
+};
 use crate::principal::{shorten, Principal};
 
 /// Entries of one resource, host parsed once so that a check does not parse text.
@@ -236,7 +239,8 @@ impl From<&AclEntry> for CompiledEntry {
 }
 
 /// Parses `super.users`: principals separated by `;`, e.g. `User:admin;User:ops`. Blank
-/// items (a trailing `;`) are ignored; anything else must be `Type:name`.
+/// items (a trailing `;`) are ignored; anything else must be `User:name`: another type never
+/// matches a connection, and no wildcard (`ALL`, `*`, `User:*`) is taken.
 pub fn parse_super_users(text: &str) -> Result<Vec<Principal>, AclError> {
     let parse_item = |item: &str| {
         if item.contains(',') {
@@ -244,7 +248,10 @@ pub fn parse_super_users(text: &str) -> Result<Vec<Principal>, AclError> {
             // users), so this is a mistaken separator.
             return Err(AclError::SuperUsersSeparator { value: shorten(item) });
         }
-        Principal::parse(item)
+        if is_wildcard_principal(item) {
+            return Err(AclError::SuperUsersWildcard { value: shorten(item) });
+        }
+        Principal::parse(item, "User:name (e.g. User:alice)")
     };
     text.split(';')
         .map(str::trim)
@@ -551,6 +558,29 @@ mod tests {
         assert_eq!(users, vec![Principal::user("a"), Principal::user("b")]);
         assert_eq!(parse_super_users("").unwrap(), vec![]);
         assert!(parse_super_users("User:a;bob").is_err());
+        for other in ["user:bob", "Group:ops"] {
+            let error = parse_super_users(&format!("User:a;{other}")).unwrap_err();
+            assert!(matches!(error, AclError::PrincipalType { .. }), "{error}");
+            assert!(error.to_string().contains(other), "{error}");
+        }
+        for wildcard in ["ALL", "*", "*:*", "User:*"] {
+            let error = parse_super_users(wildcard).unwrap_err();
+            assert_eq!(
+                error,
+                AclError::SuperUsersWildcard {
+                    value: wildcard.to_string()
+                }
+            );
+            let message = error.to_string();
+            assert!(
+                !message.contains("or ALL") && message.contains("User:name"),
+                "{message}"
+            );
+        }
+        assert_eq!(
+            parse_super_users("admin").unwrap_err().to_string(),
+            "invalid principal `admin`: expected User:name (e.g. User:alice)"
+        );
         assert!(matches!(
             parse_super_users("User:a,User:b"),
             Err(AclError::SuperUsersSeparator { .. })

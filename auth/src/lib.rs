@@ -5,7 +5,8 @@
 //!
 //! Identity and ACLs ([`principal`], [`acl`], [`authorizer`]):
 //! - [`Principal`]: `Type:name`; [`Principal::user`], [`Principal::anonymous`]
-//!   (`User:ANONYMOUS`), [`Principal::parse`].
+//!   (`User:ANONYMOUS`), [`Principal::parse`] (`User:name` only: every connection's
+//!   principal is a user).
 //! - [`Operation`] (READ, WRITE, CREATE, DROP, ALTER, DESCRIBE, ALL), [`Permission`]
 //!   (ALLOW, DENY), [`Resource`] (`CLUSTER`, `db`, `db.t`; Fluss's `cluster.db[.t]` too),
 //!   all `FromStr` + `Display`; [`Resource::is_cluster_name`] for the name no database may
@@ -14,8 +15,9 @@
 //!   for `CALL sys.add_acl`; [`AclEntry::to_line`] / [`AclEntry::from_line`] (also
 //!   `Display`/`FromStr`) is the stable one-line form to persist and to print in `list_acl`:
 //!   `resource="db.t";permission="ALLOW";principal="User:x";operation="WRITE";host="*"`.
-//! - [`AclFilter`]: [`AclFilter::parse`] with `Option<&str>` arguments (`None`, empty or
-//!   `ANY` match anything), [`AclFilter::matches`], for `drop_acl` / `list_acl`.
+//! - [`AclFilter`]: [`AclFilter::parse`] with `Option<&str>` arguments (`None` or `ANY`
+//!   match anything, an empty one is refused), [`AclFilter::matches`], for `drop_acl` /
+//!   `list_acl`.
 //! - [`Authorizer`]: immutable snapshot; [`Authorizer::new`]`(enabled, super_users, acls)`,
 //!   [`Authorizer::authorize`]`(&principal, host_ip, operation, &resource) -> bool`,
 //!   [`Authorizer::with_acls`], [`Authorizer::entries`]; [`parse_super_users`] for

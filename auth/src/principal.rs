@@ -38,10 +38,30 @@ impl Principal {
         Self::user(ANONYMOUS_NAME)
     }
 
-    /// Parses `Type:name` (e.g. `User:alice`). The type is 1–32 ASCII letters; the name is
-    /// 1–255 bytes without control characters. Everything after the first `:` is the name.
-    pub fn parse(text: &str) -> Result<Self, AclError> {
-        let invalid = || AclError::InvalidPrincipal { value: shorten(text) };
+    /// Parses `User:name` (e.g. `User:alice`), as `super.users` and a new ACL name a
+    /// principal: the name is 1–255 bytes without control characters (everything after the
+    /// first `:`), and the type must be `User`, spelled so, since every connection's principal
+    /// is `User:<name>` and a principal of another type (`user:bob`, `Group:ops`) would never
+    /// match ([`AclError::PrincipalType`]). `expected` says what the caller accepts, for the
+    /// message of a value that is not `Type:name` at all.
+    pub fn parse(text: &str, expected: &'static str) -> Result<Self, AclError> {
+        let principal = Self::parse_any_type(text, expected)?;
+        if principal.principal_type() != USER_TYPE {
+            return Err(AclError::PrincipalType {
+                value: shorten(text),
+                name: shorten(principal.name()),
+            });
+        }
+        Ok(principal)
+    }
+
+    /// `Type:name` with any type of 1–32 ASCII letters: what ACL lines stored by earlier
+    /// versions may hold, and what a filter may select to drop them.
+    pub(crate) fn parse_any_type(text: &str, expected: &'static str) -> Result<Self, AclError> {
+        let invalid = || AclError::InvalidPrincipal {
+            value: shorten(text),
+            expected,
+        };
         let (principal_type, name) = text.split_once(':').ok_or_else(invalid)?;
         let type_ok = !principal_type.is_empty()
             && principal_type.len() <= 32
@@ -113,26 +133,62 @@ mod tests {
         assert_eq!(Principal::user("writer").name(), "writer");
     }
 
+    const EXPECTED: &str = "User:name";
+
     #[test]
     fn parse_splits_at_first_colon() {
-        let p = Principal::parse("Role:ops:eu").unwrap();
-        assert_eq!(p.principal_type(), "Role");
+        let p = Principal::parse("User:ops:eu", EXPECTED).unwrap();
+        assert_eq!(p.principal_type(), "User");
         assert_eq!(p.name(), "ops:eu");
-        assert_eq!(Principal::parse("User:alice").unwrap(), Principal::user("alice"));
+        assert_eq!(
+            Principal::parse("User:alice", EXPECTED).unwrap(),
+            Principal::user("alice")
+        );
+        let p = Principal::parse_any_type("Role:ops:eu", EXPECTED).unwrap();
+        assert_eq!((p.principal_type(), p.name()), ("Role", "ops:eu"));
     }
 
     #[test]
     fn parse_rejects_malformed() {
         for bad in ["alice", ":alice", "User:", "Us3r:alice", "User:a\tb", "User:a\nb"] {
-            assert!(Principal::parse(bad).is_err(), "{bad:?} accepted");
+            assert!(Principal::parse(bad, EXPECTED).is_err(), "{bad:?} accepted");
         }
-        assert!(Principal::parse(&format!("User:{}", "x".repeat(256))).is_err());
-        assert!(Principal::parse(&format!("User:{}", "x".repeat(255))).is_ok());
+        assert!(Principal::parse(&format!("User:{}", "x".repeat(256)), EXPECTED).is_err());
+        assert!(Principal::parse(&format!("User:{}", "x".repeat(255)), EXPECTED).is_ok());
+        assert_eq!(
+            Principal::parse("alice", EXPECTED).unwrap_err().to_string(),
+            "invalid principal `alice`: expected User:name"
+        );
+    }
+
+    #[test]
+    fn only_the_user_type_is_a_principal() {
+        for (text, name) in [("user:bob", "bob"), ("Group:ops", "ops"), ("USER:x:y", "x:y")] {
+            let error = Principal::parse(text, EXPECTED).unwrap_err();
+            assert_eq!(
+                error,
+                AclError::PrincipalType {
+                    value: text.to_string(),
+                    name: name.to_string()
+                }
+            );
+            let message = error.to_string();
+            assert!(
+                message.contains(&format!("`{text}`")) && message.contains(&format!("User:{name}")),
+                "{message}"
+            );
+        }
     }
 
     #[test]
     fn error_quotes_at_most_64_chars() {
-        let err = Principal::parse(&"y".repeat(1000)).unwrap_err().to_string();
+        let err = Principal::parse(&"y".repeat(1000), EXPECTED)
+            .unwrap_err()
+            .to_string();
         assert!(err.len() < 200, "{err}");
+        let err = Principal::parse(&format!("Group:{}", "y".repeat(1000)), EXPECTED)
+            .unwrap_err()
+            .to_string();
+        assert!(err.len() < 300, "{err}");
     }
 }

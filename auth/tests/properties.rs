@@ -77,7 +77,7 @@ proptest! {
     fn text_parsers_never_panic(text in ".{0,300}") {
         let _ = AclEntry::from_line(&text);
         let _ = text.parse::<Resource>();
-        let _ = Principal::parse(&text);
+        let _ = Principal::parse(&text, "User:name");
         let _ = kafluss_auth::parse_super_users(&text);
         let _ = SecurityConfig::parse(Some(&text), Some(&text));
         let _ = AclFilter::parse(Some(&text), Some(&text), Some(&text), Some(&text), Some(&text));

@@ -163,9 +163,11 @@ fn a_start_removes_the_directory_a_drop_left_behind() {
 
 /// A data dir made before databases named like the ACL resource of the whole cluster were
 /// refused may hold one: the server starts and serves it, and says at WARN how its ACLs are
-/// written (`cluster.cluster[.t]`), since `cluster` alone names the whole cluster.
+/// written (`cluster.cluster[.t]`), since `cluster` alone names the whole cluster. Likewise an
+/// ACL stored for a principal whose type is not `User`: it never matches, and the WARN says
+/// how to drop it.
 #[test]
-fn a_start_warns_of_a_database_named_like_the_cluster() {
+fn a_start_warns_of_what_earlier_versions_let_in() {
     let mut server = Server::start(1, &[]);
     let data = server.data_dir.clone();
     assert!(server.terminate().expect("exits").success());
@@ -173,6 +175,9 @@ fn a_start_warns_of_a_database_named_like_the_cluster() {
     let mut stored: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let empty = stored["databases"]["fluss"].clone();
     stored["databases"]["cluster"] = empty;
+    stored["acls"] = serde_json::json!([
+        r#"resource="fluss";permission="ALLOW";principal="Group:ops";operation="ALL";host="*""#
+    ]);
     std::fs::write(&path, serde_json::to_vec_pretty(&stored).unwrap()).unwrap();
 
     let server = Server::start_in(&data, 1, &[]);
@@ -186,4 +191,14 @@ fn a_start_warns_of_a_database_named_like_the_cluster() {
     );
     assert!(server.logs().contains("'cluster.cluster.t'"), "{}", server.logs());
     assert!(server.sql_ok("SHOW DATABASES").contains("cluster"));
+    assert!(
+        server
+            .logs()
+            .contains("a stored ACL names a principal whose type is not User")
+            && server
+                .logs()
+                .contains("CALL sys.drop_acl(principal => 'Group:ops')"),
+        "{}",
+        server.logs()
+    );
 }

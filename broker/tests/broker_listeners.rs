@@ -11,7 +11,7 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use support::{run_with_timeout, Server};
+use support::{run_with_timeout, serve_with, Server};
 
 /// Starts a second server with `listeners`; returns (exited with failure, stderr).
 fn second_server(listeners: &str) -> (bool, String) {
@@ -139,37 +139,6 @@ fn a_restart_at_once_after_sigkill_binds_the_same_ports() {
         assert_eq!(restarted.get("/healthz").0, 200, "round {round}");
         server = restarted;
     }
-}
-
-/// Runs `kafluss serve` with `defines`; returns (exit code, stdout, stderr).
-fn serve_with(defines: &[&str]) -> (Option<i32>, String, String) {
-    let temp = tempfile::tempdir().expect("temp dir");
-    let data_dir = format!("data.dir={}", temp.path().join("data").display());
-    let mut command = Command::new(support::binary());
-    command.args(["serve", "-D", &data_dir, "-D", "server.cores=1"]);
-    for define in defines {
-        command.args(["-D", define]);
-    }
-    let mut child = command
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start kafluss");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while child.try_wait().expect("wait").is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().expect("output");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 #[test]

@@ -14,7 +14,8 @@ use std::time::Duration;
 use kafluss_protocol::{ErrorCode, MetadataRequest, MetadataResponse};
 use serde_json::{json, Value};
 use support::{
-    binary, http_as, kcat, kcat_produce, python_ok, run_with_timeout, sasl_plain_login, Raw, Server,
+    binary, http_as, kcat, kcat_produce, python_ok, run_with_timeout, sasl_plain_login, serve_with, Raw,
+    Server,
 };
 
 const SASL: [&str; 3] = [
@@ -599,5 +600,30 @@ fn produce_without_write_learns_nothing_of_what_exists() {
                 "{topic} p{partition}: {message}"
             );
         }
+    }
+}
+
+/// `super.users` names users: a principal of another type (`user:bob`, `Group:ops`) could never
+/// match a connection (each is `User:<name>`), and a wildcard is no user. Start-up refuses
+/// them, naming the value, instead of running with a super user that never applies; the
+/// message no longer offers `ALL` for the value it refuses.
+#[test]
+fn super_users_that_can_never_match_stop_the_start() {
+    for (super_users, named, says) in [
+        ("User:admin;user:bob", "user:bob", "the type must be `User`"),
+        ("Group:ops", "Group:ops", "the type must be `User`"),
+        ("ALL", "ALL", "is a wildcard"),
+        ("*", "*", "is a wildcard"),
+        ("User:*", "User:*", "is a wildcard"),
+    ] {
+        let define = format!("super.users={super_users}");
+        let (code, stdout, stderr) = serve_with(&["authorizer.enabled=true", &define]);
+        assert_eq!(code, Some(1), "{define}: stdout {stdout} stderr {stderr}");
+        assert!(!stdout.contains("kafluss ready"), "{define}: {stdout}");
+        assert!(
+            stderr.contains("super.users") && stderr.contains(&format!("`{named}`")) && stderr.contains(says),
+            "{define}: {stderr}"
+        );
+        assert!(!stderr.contains("or ALL"), "{define}: {stderr}");
     }
 }

@@ -456,6 +456,38 @@ pub fn python() -> PathBuf {
     venv
 }
 
+/// Runs `kafluss serve` with `defines` on a fresh data dir and one core, for at most 20 s (a
+/// configuration error ends it at once); returns (exit code, stdout, stderr).
+pub fn serve_with(defines: &[&str]) -> (Option<i32>, String, String) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let data_dir = format!("data.dir={}", temp.path().join("data").display());
+    let mut command = Command::new(binary());
+    command.args(["serve", "-D", &data_dir, "-D", "server.cores=1"]);
+    for define in defines {
+        command.args(["-D", define]);
+    }
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kafluss");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("output");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 /// Runs a Python script with arguments; panics with its output unless it exits 0.
 pub fn python_ok(script: &str, args: &[&str]) -> String {
     let (ok, out, err) = run_with_timeout(

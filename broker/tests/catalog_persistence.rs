@@ -457,3 +457,82 @@ fn no_database_is_named_like_the_cluster_resource() {
         "{error}"
     );
 }
+
+/// A new ACL names `User:name` or the wildcard: `user:bob` and `Group:ops` never matched a
+/// connection (each is `User:<name>`) and are refused naming the value. An empty argument to
+/// drop_acl or list_acl is refused, not read as "any": `principal => ''` dropped every
+/// principal's entries of the resource, DENY entries included. Entries of other types that an
+/// earlier version stored still load (the data dir opens) and can be dropped by name.
+#[test]
+fn acl_principals_are_users_and_empty_filter_arguments_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(secured(dir.path())).unwrap();
+    let admin = Principal::user("admin");
+    for principal in ["user:bob", "Group:ops"] {
+        let error = run_as(
+            &catalog,
+            admin.clone(),
+            &format!(
+                "CALL sys.add_acl(resource => 'fluss', permission => 'ALLOW', principal => '{principal}', operation => 'WRITE')"
+            ),
+        )
+        .unwrap_err();
+        assert!(
+            error.starts_with("INVALID_PROCEDURE_CALL")
+                && error.contains(&format!("`{principal}`"))
+                && error.contains("the type must be `User`"),
+            "{error}"
+        );
+    }
+    run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.add_acl(resource => 'fluss.t', permission => 'DENY', principal => 'User:mallory', operation => 'ALL');
+         CALL sys.add_acl(resource => 'fluss.t', permission => 'ALLOW', principal => 'ALL', operation => 'WRITE');
+         CALL sys.add_acl(resource => 'fluss.t', permission => 'ALLOW', principal => 'User:bob', operation => 'READ')",
+    )
+    .unwrap();
+    for field in ["resource", "permission", "principal", "operation", "host"] {
+        for procedure in ["drop_acl", "list_acl"] {
+            let error = run_as(
+                &catalog,
+                admin.clone(),
+                &format!("CALL sys.{procedure}({field} => '')"),
+            )
+            .unwrap_err();
+            assert!(
+                error.starts_with("INVALID_PROCEDURE_CALL") && error.contains(&format!("empty {field}")),
+                "{procedure}({field} => ''): {error}"
+            );
+        }
+    }
+    let error = run_as(
+        &catalog,
+        admin.clone(),
+        "CALL sys.drop_acl(resource => 'fluss.t', principal => '', permission => 'ANY', operation => 'ANY', host => 'ANY')",
+    )
+    .unwrap_err();
+    assert!(error.contains("empty principal"), "{error}");
+    let listed = run_as(&catalog, admin.clone(), "CALL sys.list_acl()").unwrap();
+    assert_eq!(rows(&listed[0]).len(), 3, "nothing was dropped");
+    drop(catalog);
+
+    // An entry an earlier version stored for Group:ops: the catalog still opens, the entry
+    // never matches, and drop_acl names it.
+    let path = dir.path().join("catalog.json");
+    let mut stored: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    stored["acls"]
+        .as_array_mut()
+        .unwrap()
+        .push(r#"resource="fluss";permission="ALLOW";principal="Group:ops";operation="ALL";host="*""#.into());
+    std::fs::write(&path, serde_json::to_vec_pretty(&stored).unwrap()).unwrap();
+    let catalog = Catalog::open(secured(dir.path())).unwrap();
+    assert!(!catalog.authorizer().authorize(
+        &Principal::user("ops"),
+        localhost(),
+        Operation::Write,
+        &Resource::database("fluss")
+    ));
+    let dropped = run_as(&catalog, admin, "CALL sys.drop_acl(principal => 'Group:ops')").unwrap();
+    assert_eq!(rows(&dropped[0]).len(), 1);
+}

@@ -115,6 +115,15 @@ impl Catalog {
         }
 
         log_dynamic_configs(&config, &store, &stored.cluster_configs);
+        for entry in stored.acls.iter().filter(|entry| !entry.principal_can_match()) {
+            tracing::warn!(
+                acl = %entry,
+                "a stored ACL names a principal whose type is not User (accepted before such \
+                 principals were refused): it never matches, as every connection's principal is \
+                 User:<name>; drop it with CALL sys.drop_acl(principal => '{}')",
+                entry.principal
+            );
+        }
         for name in stored
             .databases
             .keys()
