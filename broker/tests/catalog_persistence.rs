@@ -536,3 +536,30 @@ fn acl_principals_are_users_and_empty_filter_arguments_are_refused() {
     let dropped = run_as(&catalog, admin, "CALL sys.drop_acl(principal => 'Group:ops')").unwrap();
     assert_eq!(rows(&dropped[0]).len(), 1);
 }
+
+/// SHOW DATABASES lists what USE and SHOW TABLES accept: a database the principal may
+/// DESCRIBE, or one of whose tables it may (WRITE implies DESCRIBE). A user with WRITE on
+/// sales.orders only saw no database at all, though `USE sales; SHOW TABLES` worked.
+#[test]
+fn show_databases_lists_what_use_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(secured(dir.path())).unwrap();
+    let admin = Principal::user("admin");
+    let writer = Principal::user("writer");
+    run_as(
+        &catalog,
+        admin,
+        "CREATE DATABASE sales; CREATE TABLE sales.orders (v STRING); CREATE TABLE sales.refunds (v STRING);
+         CREATE DATABASE empty;
+         CALL sys.add_acl(resource => 'sales.orders', permission => 'ALLOW', principal => 'User:writer', operation => 'WRITE')",
+    )
+    .unwrap();
+    let results = run_as(&catalog, writer.clone(), "SHOW DATABASES; USE sales; SHOW TABLES").unwrap();
+    assert_eq!(rows(&results[0]), vec![vec!["sales".to_string()]]);
+    assert_eq!(rows(&results[2]), vec![vec!["orders".to_string()]]);
+    // A database it may see nothing of is neither listed nor accepted.
+    for hidden in ["fluss", "empty", "nosuch"] {
+        let error = run_as(&catalog, writer.clone(), &format!("USE {hidden}")).unwrap_err();
+        assert!(error.starts_with("AUTHORIZATION_FAILED"), "{hidden}: {error}");
+    }
+}

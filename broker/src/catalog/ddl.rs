@@ -16,7 +16,7 @@ use kafluss_auth::{
 
 use super::config::{CatalogConfig, DEFAULT_DATABASE};
 use super::error::{CatalogError, SqlError};
-use super::model::{CatalogSnapshot, TableInfo};
+use super::model::{CatalogSnapshot, DatabaseInfo, TableInfo};
 use super::output::StatementResult;
 use super::publish::{build_snapshot, effective_credentials, new_cluster_id, super_user_lockout};
 use super::resolve::check_database_name;
@@ -398,13 +398,15 @@ impl Catalog {
         })
     }
 
+    /// The databases the principal may see (see [`Catalog::visible_tables`]): those `USE`
+    /// and `SHOW TABLES` accept.
     pub(crate) fn show_databases(&self, session: &Session) -> StatementResult {
         let snapshot = self.snapshot();
         let rows = snapshot
             .databases
-            .keys()
-            .filter(|db| self.may_describe(session, &Resource::database(db)))
-            .map(|db| vec![db.clone()])
+            .iter()
+            .filter(|(name, db)| self.visible_tables(session, name, db).is_some())
+            .map(|(name, _)| vec![name.clone()])
             .collect();
         StatementResult::rows(&["database name"], rows)
     }
@@ -437,29 +439,33 @@ impl Catalog {
         Ok(done)
     }
 
-    /// The tables of `database` the principal may DESCRIBE. A principal that may describe
-    /// neither the database nor any of its tables is refused, whether the database exists or
-    /// not (being told it is missing, or shown an empty list, would say whether it exists).
+    /// The tables of `database` the principal may DESCRIBE ([`Catalog::visible_tables`]). A
+    /// principal that may see nothing of it is refused, whether the database exists or not
+    /// (being told it is missing, or shown an empty list, would say whether it exists).
     fn describable_tables(&self, database: &str, session: &Session) -> Result<Vec<String>, SqlError> {
         let snapshot = self.snapshot();
         let resource = Resource::database(database);
-        let may_describe_database = self.may_describe(session, &resource);
         let Some(db) = snapshot.databases.get(database) else {
-            if may_describe_database {
+            if self.may_describe(session, &resource) {
                 return Err(SqlError::DatabaseNotFound(database.to_string()));
             }
             return Err(unauthorized(&session.principal, Operation::Describe, &resource));
         };
+        self.visible_tables(session, database, db)
+            .ok_or_else(|| unauthorized(&session.principal, Operation::Describe, &resource))
+    }
+
+    /// The rule of SHOW DATABASES, SHOW TABLES and USE: the principal sees database `name`
+    /// when it may DESCRIBE the database or one of its tables; then the tables it may
+    /// describe, else `None`.
+    fn visible_tables(&self, session: &Session, name: &str, db: &DatabaseInfo) -> Option<Vec<String>> {
         let tables: Vec<String> = db
             .tables
             .keys()
-            .filter(|table| self.may_describe(session, &Resource::table(database, table)))
+            .filter(|table| self.may_describe(session, &Resource::table(name, table)))
             .cloned()
             .collect();
-        if tables.is_empty() && !may_describe_database {
-            return Err(unauthorized(&session.principal, Operation::Describe, &resource));
-        }
-        Ok(tables)
+        (!tables.is_empty() || self.may_describe(session, &Resource::database(name))).then_some(tables)
     }
 
     /// Whether `principal` may `operation` the cluster (`/metrics` needs DESCRIBE).
