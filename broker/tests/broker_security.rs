@@ -627,3 +627,32 @@ fn super_users_that_can_never_match_stop_the_start() {
         assert!(!stderr.contains("or ALL"), "{define}: {stderr}");
     }
 }
+
+/// With the authorizer on and the Fluss listener plaintext, every SQL request is
+/// `User:ANONYMOUS`: unless it is a super user nobody can administer the server there. Start-up
+/// says so at WARN with both ways out, and the authorizer is not weakened: `add_acl` is still
+/// refused. With `User:ANONYMOUS` in super.users there is no warning and it is allowed.
+#[test]
+fn a_plaintext_fluss_listener_with_the_authorizer_on_is_warned_about() {
+    let server = Server::start(1, &["authorizer.enabled=true", "super.users=User:admin"]);
+    assert!(
+        server.log_shows(
+            "authorizer.enabled is true and Fluss listener FLUSS is plaintext",
+            Duration::from_secs(5)
+        ),
+        "{}",
+        server.logs()
+    );
+    let logs = server.logs();
+    assert!(
+        logs.contains("map FLUSS to sasl") && logs.contains("add User:ANONYMOUS to super.users"),
+        "{logs}"
+    );
+    let grant = "CALL sys.add_acl(resource => 'CLUSTER', permission => 'ALLOW', principal => 'User:ANONYMOUS', operation => 'ALL')";
+    let (status, body) = server.sql(grant);
+    assert_eq!(status, 403, "{body}");
+
+    let server = Server::start(1, &["authorizer.enabled=true", "super.users=User:ANONYMOUS"]);
+    assert_eq!(server.sql(grant).0, 200);
+    assert!(!server.logs().contains("WARN"), "{}", server.logs());
+}

@@ -28,6 +28,7 @@ use crate::config::ServerConfig;
 use crate::log::LogRegistry;
 use crate::metrics::Metrics;
 use crate::producer::ids::ProducerIds;
+use kafluss_auth::Principal;
 
 /// A start-up failure, printed by `main` before exiting non-zero.
 #[derive(Debug, thiserror::Error)]
@@ -77,9 +78,8 @@ pub enum ServerError {
 fn open_catalog(
     config: &ServerConfig,
     security: &kafluss_auth::SecurityConfig,
+    super_users: Vec<Principal>,
 ) -> Result<Catalog, ServerError> {
-    let super_users =
-        kafluss_auth::parse_super_users(&config.super_users).map_err(ServerError::SuperUsers)?;
     let catalog_config = CatalogConfig {
         data_dir: config.data_dir.clone(),
         default_bucket_number: config.default_bucket_number,
@@ -374,7 +374,9 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     let names: Vec<&str> = config.bind_listeners.iter().map(|l| l.name.as_str()).collect();
     security.check_listeners_exist(&names)?;
 
-    if let Some(warning) = unprotected_admin_warning(&config, &security) {
+    let super_users =
+        kafluss_auth::parse_super_users(&config.super_users).map_err(ServerError::SuperUsers)?;
+    if let Some(warning) = fluss_listener_warning(&config, &security, &super_users) {
         tracing::warn!("{warning}");
     }
 
@@ -388,7 +390,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
 
     let signalled = signal_channel()?;
 
-    let catalog = Arc::new(open_catalog(&config, &security)?);
+    let catalog = Arc::new(open_catalog(&config, &security, super_users)?);
     let log_stats = Arc::new(LogRegistry::new());
     let runtime = Runtime {
         credentials: catalog.credential_store(),
@@ -599,17 +601,48 @@ fn stop_cores(shutdown: &AtomicBool, cores: &[ControlSender]) {
     }
 }
 
-/// The start-up warning for a Kafka listener that requires SASL while the Fluss listener is
-/// plaintext and the authorizer is off: anyone reaching the Fluss listener can then read every
-/// row and change the credentials (`CALL sys.set_cluster_configs`), so the SASL is no guard.
-fn unprotected_admin_warning(
+/// The start-up warning about a plaintext Fluss listener, whose every request acts as
+/// `User:ANONYMOUS`. With the authorizer off while a Kafka listener requires SASL: anyone
+/// reaching the Fluss listener can read every row and change the credentials (`CALL
+/// sys.set_cluster_configs`), so the SASL is no guard. With the authorizer on and
+/// `User:ANONYMOUS` not a super user: nobody can administer the server there (granting
+/// anything, `CALL sys.add_acl` included, needs ALTER on CLUSTER, which only an ACL for
+/// `User:ANONYMOUS` could give), and nothing else said so.
+fn fluss_listener_warning(
     config: &ServerConfig,
     security: &kafluss_auth::SecurityConfig,
+    super_users: &[Principal],
 ) -> Option<String> {
     use kafluss_auth::ListenerSecurity;
     let fluss = config.fluss_bind_listener()?;
-    if config.authorizer_enabled || security.listener_security(&fluss.name) != ListenerSecurity::Plaintext {
+    if security.listener_security(&fluss.name) != ListenerSecurity::Plaintext {
         return None;
+    }
+    if config.authorizer_enabled {
+        if super_users.contains(&Principal::anonymous()) {
+            return None;
+        }
+        let others: String = config
+            .kafka_bind_listeners()
+            .into_iter()
+            .map(|listener| {
+                format!(
+                    ",{}:{}",
+                    listener.name,
+                    security.listener_security(&listener.name)
+                )
+            })
+            .collect();
+        return Some(format!(
+            "authorizer.enabled is true and Fluss listener {fluss} is plaintext: every SQL and admin HTTP \
+             request on it acts as User:ANONYMOUS, which is not in super.users, so it may do only what \
+             ACLs grant User:ANONYMOUS (nothing at first: CALL sys.add_acl itself needs ALTER on CLUSTER), \
+             and nobody can administer the server there. Either map {fluss} to sasl \
+             (security.protocol.map: {fluss}:sasl{others}) with an administrator in super.users who has \
+             a password in security.sasl.plain.credentials, or add User:ANONYMOUS to super.users \
+             (then anyone who can connect to {fluss} administers the server)",
+            fluss = fluss.name,
+        ));
     }
     let kafka = config
         .kafka_bind_listeners()
@@ -680,7 +713,8 @@ mod tests {
             Some(&config.sasl_enabled_mechanisms),
         )
         .unwrap();
-        unprotected_admin_warning(&config, &security)
+        let super_users = kafluss_auth::parse_super_users(&config.super_users).unwrap();
+        fluss_listener_warning(&config, &security, &super_users)
     }
 
     /// The CPUs this thread may run on, highest first.
@@ -783,9 +817,44 @@ mod tests {
             warning_for(&["security.protocol.map=KAFKA:sasl,FLUSS:sasl"]),
             None
         );
-        assert_eq!(
-            warning_for(&["security.protocol.map=KAFKA:sasl", "authorizer.enabled=true"]),
-            None
+    }
+
+    /// With the authorizer on, a plaintext Fluss listener serves only `User:ANONYMOUS`: unless
+    /// it is a super user, nobody can administer the server there (not even `add_acl`), which
+    /// start-up says, naming both ways out.
+    #[test]
+    fn warns_when_the_authorizer_leaves_the_fluss_listener_nobody_to_administer_it() {
+        for defines in [
+            &["authorizer.enabled=true", "super.users=User:admin"][..],
+            &["authorizer.enabled=true"],
+            &["security.protocol.map=KAFKA:sasl", "authorizer.enabled=true"],
+        ] {
+            let warning = warning_for(defines).expect("a warning");
+            for needle in [
+                "Fluss listener FLUSS is plaintext",
+                "User:ANONYMOUS",
+                "nobody can administer",
+                "map FLUSS to sasl",
+                "add User:ANONYMOUS to super.users",
+            ] {
+                assert!(warning.contains(needle), "{defines:?}: {needle}: {warning}");
+            }
+        }
+        assert!(
+            warning_for(&["security.protocol.map=KAFKA:sasl", "authorizer.enabled=true"])
+                .expect("a warning")
+                .contains("security.protocol.map: FLUSS:sasl,KAFKA:sasl")
         );
+        for defines in [
+            &["authorizer.enabled=true", "super.users=User:admin;User:ANONYMOUS"][..],
+            &[
+                "security.protocol.map=FLUSS:sasl,KAFKA:sasl",
+                "security.sasl.plain.credentials=admin:x",
+                "authorizer.enabled=true",
+                "super.users=User:admin",
+            ],
+        ] {
+            assert_eq!(warning_for(defines), None, "{defines:?}");
+        }
     }
 }
