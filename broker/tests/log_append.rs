@@ -359,14 +359,10 @@ async fn open_with_first_of_two_zeroed(
         *b = 0;
     }
     store.set_file_bytes(&segment, bytes);
-    let opened = BucketLog::open_with_store(
-        store.clone(),
-        &dir,
-        config(1 << 20),
-        Arc::new(BucketStats::default()),
+    (
+        log_support::try_open_sim(&store, &dir, config(1 << 20)).await,
+        segment,
     )
-    .await;
-    (opened, segment)
 }
 
 /// Recovery must not take the zeroed metadata for a batch of 0 rows, which would hand the next
@@ -435,13 +431,7 @@ fn a_damaged_body_is_refused_when_a_later_batch_says_it_was_fsynced_else_cut() {
             let mut bytes = store.file_bytes(&segment).unwrap();
             bytes[middle_end - 16] ^= 0x5a;
             store.set_file_bytes(&segment, bytes);
-            let opened = BucketLog::open_with_store(
-                store.clone(),
-                &dir,
-                config(1 << 20),
-                Arc::new(BucketStats::default()),
-            )
-            .await;
+            let opened = log_support::try_open_sim(&store, &dir, config(1 << 20)).await;
             match (synced, opened) {
                 (true, Err(LogError::CorruptSegment { reason, .. })) => {
                     assert!(reason.contains(&format!("at byte {middle_start}")), "{reason}");

@@ -60,6 +60,16 @@ pub async fn open_sim(
     dir: &std::path::Path,
     config: kafluss_broker::log::LogConfig,
 ) -> kafluss_broker::log::BucketLog<kafluss_broker::log::sim::SimStore> {
+    try_open_sim(store, dir, config).await.unwrap()
+}
+
+/// [`open_sim`], with what recovery said when it refuses the bucket.
+pub async fn try_open_sim(
+    store: &kafluss_broker::log::sim::SimStore,
+    dir: &std::path::Path,
+    config: kafluss_broker::log::LogConfig,
+) -> Result<kafluss_broker::log::BucketLog<kafluss_broker::log::sim::SimStore>, kafluss_broker::log::LogError>
+{
     kafluss_broker::log::BucketLog::open_with_store(
         store.clone(),
         dir,
@@ -67,7 +77,6 @@ pub async fn open_sim(
         Arc::new(kafluss_broker::log::BucketStats::default()),
     )
     .await
-    .unwrap()
 }
 
 /// Appends batches of 20 rows (ids from `from`) until `rows` rows are in; returns the next id.
