@@ -619,7 +619,6 @@ impl Search {
             let body = u64::try_from(message.bodyLength())
                 .ok()
                 .filter(|&body| body <= file_len - (candidate + 8 + len));
-            let prefix = &self.chunk[offset..offset + 8];
             if let Some(body) = body.filter(|_| {
                 message.header_type() == MessageHeader::RecordBatch
                     && super::checksum::has_metadata_checksum(&message)
