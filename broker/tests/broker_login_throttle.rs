@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafluss_protocol::{
-    decode_response_frame, encode_request_frame, ErrorCode, Message, RequestHeader, SaslAuthenticateRequest,
-    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+    decode_response_frame, encode_request_frame, ErrorCode, Message, MetadataRequest, MetadataResponse,
+    RequestHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
 };
 use support::Server;
 
@@ -25,13 +26,7 @@ fn exchange<M: Message, R: Message>(stream: &mut TcpStream, version: i16, reques
     let mut frame = BytesMut::new();
     encode_request_frame(&mut frame, &header, request).expect("encode");
     stream.write_all(&frame).expect("send");
-    let mut prefix = [0u8; 4];
-    stream.read_exact(&mut prefix).expect("an answer");
-    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
-    stream.read_exact(&mut body).expect("an answer");
-    decode_response_frame::<R>(&Bytes::from(body), version)
-        .expect("decode")
-        .1
+    read_answer(stream, version).1
 }
 
 /// One login attempt on a fresh connection: the code, when its SaslAuthenticate was sent and
@@ -529,4 +524,62 @@ fn attempts_abandoned_before_their_turn_give_it_back() {
         1,
         "the abandoned guesses were never checked"
     );
+}
+
+/// Reads one response frame and decodes it as `R` of `version`: its correlation id and body.
+fn read_answer<R: Message>(stream: &mut TcpStream, version: i16) -> (i32, R) {
+    let mut prefix = [0u8; 4];
+    stream.read_exact(&mut prefix).expect("an answer");
+    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
+    stream.read_exact(&mut body).expect("an answer");
+    let (header, answer) = decode_response_frame::<R>(&Bytes::from(body), version).expect("decode");
+    (header.correlation_id, answer)
+}
+
+/// A client that sends its requests right behind a login the throttle holds back is served
+/// once the login is answered, as an authenticated connection: the requests are not dispatched
+/// in the state before it (a Metadata request there closed the connection unanswered, a second
+/// SaslAuthenticate was refused with ILLEGAL_SASL_STATE).
+#[test]
+fn requests_pipelined_behind_a_held_back_login_are_served_after_it() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
+            "security.sasl.plain.credentials=writer:secret",
+            "security.login.failure-delay=300ms",
+            "security.login.max-failure-delay=300ms",
+        ],
+    );
+    let kafka = server.kafka;
+    let (code, _, _) = attempt(kafka, WRONG);
+    assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
+
+    let mut stream = handshaken(kafka);
+    let mut frames = BytesMut::new();
+    let login = SaslAuthenticateRequest {
+        auth_bytes: Bytes::from_static(b"\0writer\0secret"),
+    };
+    let header = RequestHeader::new(SaslAuthenticateRequest::API_KEY, 2, 8, Some("pipeliner"));
+    encode_request_frame(&mut frames, &header, &login).expect("encode");
+    let metadata = MetadataRequest {
+        topics: None,
+        allow_auto_topic_creation: false,
+        include_cluster_authorized_operations: false,
+        include_topic_authorized_operations: false,
+        unknown_tagged_fields: Vec::new(),
+    };
+    let header = RequestHeader::new(MetadataRequest::API_KEY, 9, 9, Some("pipeliner"));
+    encode_request_frame(&mut frames, &header, &metadata).expect("encode");
+    stream.write_all(&frames).expect("send both at once");
+
+    let (correlation, answer) = read_answer::<SaslAuthenticateResponse>(&mut stream, 2);
+    assert_eq!(correlation, 8);
+    assert_eq!(answer.error_code, ErrorCode::None, "{:?}", answer.error_message);
+    let (correlation, answer) = read_answer::<MetadataResponse>(&mut stream, 9);
+    assert_eq!(
+        correlation, 9,
+        "the Metadata request behind the login is answered"
+    );
+    assert_eq!(answer.brokers.len(), 1, "{answer:?}");
 }

@@ -10,7 +10,7 @@
 //! `kafka.connection.max-idle-time`, and stops at shutdown after queued responses are written
 //! (for at most `kafka.shutdown-timeout`: then the answers not written are given up).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -323,6 +323,67 @@ impl FrameReader {
     }
 }
 
+impl FrameReader {
+    /// Waits for `settled` (a login the throttle answers later), reading meanwhile what the
+    /// client sends (kept for the frames that follow; no more than [`IDLE_READ`] bytes
+    /// buffered, which needs no reservation), so that a client closing before its login's
+    /// turn is noticed and the turn given back.
+    async fn wait_reading(
+        &mut self,
+        stream: &mut SharedStream,
+        settled: &StopSignal,
+        stop: &StopSignal,
+        closing: &StopSignal,
+    ) -> Result<(), CloseReason> {
+        let ended = || async {
+            futures_lite::future::or(
+                settled.stopping(),
+                futures_lite::future::or(stop.stopping(), closing.stopping()),
+            )
+            .await
+        };
+        loop {
+            if settled.is_stopping() {
+                return Ok(());
+            }
+            if stop.is_stopping() {
+                return Err(CloseReason::Shutdown);
+            }
+            if closing.is_stopping() {
+                return Err(CloseReason::Handler);
+            }
+            let room = IDLE_READ.saturating_sub(self.buffer.len());
+            if room == 0 {
+                ended().await;
+                continue;
+            }
+            let start = self.buffer.len();
+            self.buffer.resize(start + room, 0);
+            // A pending glommio read consumes nothing, so losing this race loses no bytes.
+            let read = futures_lite::future::or(
+                async { Some(stream.read(&mut self.buffer[start..]).await) },
+                async {
+                    ended().await;
+                    None
+                },
+            )
+            .await;
+            match read {
+                Some(Ok(0)) => {
+                    self.buffer.truncate(start);
+                    return Err(CloseReason::PeerClosed);
+                }
+                Some(Ok(n)) => self.buffer.truncate(start + n),
+                Some(Err(e)) => {
+                    self.buffer.truncate(start);
+                    return Err(CloseReason::Io(e));
+                }
+                None => self.buffer.truncate(start),
+            }
+        }
+    }
+}
+
 /// What a connection carries to the core it moves to: the bytes read but not yet split into
 /// frames (the start of the next request) and its login.
 pub struct Carried {
@@ -375,6 +436,7 @@ pub async fn serve(
         writes: Default::default(),
         listener,
         client_gone: StopSignal::default(),
+        login_pending: Cell::new(None),
     });
     let stream = SharedStream(Rc::new(RefCell::new(stream)));
     let (queue, queued) = local_channel::new_bounded::<Queued>(config.max_inflight_requests);
@@ -393,6 +455,16 @@ pub async fn serve(
     reader.buffer = buffered;
     let mut read_stream = stream.clone();
     let reason = loop {
+        // A login answered later settles first: the next frame's bound, whether it is a raw
+        // token, and whether it may be served at all depend on its outcome.
+        if let Some(settled) = context.login_pending.take() {
+            if let Err(reason) = reader
+                .wait_reading(&mut read_stream, &settled, &core.stop, &closing)
+                .await
+            {
+                break reason;
+            }
+        }
         // Before authentication frames are bounded much lower (a PLAIN token is small).
         reader.splitter = FrameSplitter::new(match context.sasl.borrow().max_frame_len() {
             Some(limit) => limit.min(config.max_request_size),

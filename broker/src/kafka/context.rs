@@ -118,6 +118,10 @@ pub struct ConnectionContext {
     /// Set when the client has closed its side or the socket failed: a wait only the client
     /// cares about (a login waiting for its turn) ends then instead of running on.
     pub client_gone: StopSignal,
+    /// A login held back by the login throttle, stopped once it is answered (or dropped): the
+    /// connection dispatches no further request before then, so a request pipelined after a
+    /// login is served in the state that login leaves (authenticated or closed).
+    pub login_pending: Cell<Option<Rc<StopSignal>>>,
 }
 
 impl ConnectionContext {

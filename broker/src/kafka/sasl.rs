@@ -19,6 +19,7 @@ use kafluss_auth::{CredentialStore, HeldTurn, Principal, SaslSession};
 use super::context::ConnectionContext;
 use super::errors::KafkaCode;
 use super::{Dispatch, HandlerError, PendingResponse, Response};
+use crate::sched::StopSignal;
 
 pub fn handshake(
     context: &ConnectionContext,
@@ -148,22 +149,39 @@ fn after_turn(
     if wait.is_zero() {
         return PendingResponse::Ready(answer(context, turn));
     }
+    // The connection dispatches nothing more until this attempt is answered or dropped.
+    let settled = Rc::new(StopSignal::default());
+    context.login_pending.set(Some(Rc::clone(&settled)));
+    let settles = StopsOnDrop(settled);
     let context = Rc::clone(context);
     let gone = Rc::clone(&context);
-    PendingResponse::Later(Box::pin(futures_lite::future::or(
-        async move {
-            glommio::timer::sleep(wait).await;
-            answer(&context, turn)
-        },
-        async move {
-            gone.client_gone.stopping().await;
-            Response {
-                frame: None,
-                close_after: true,
-                failed: true,
-            }
-        },
-    )))
+    PendingResponse::Later(Box::pin(async move {
+        let _settles = settles;
+        futures_lite::future::or(
+            async move {
+                glommio::timer::sleep(wait).await;
+                answer(&context, turn)
+            },
+            async move {
+                gone.client_gone.stopping().await;
+                Response {
+                    frame: None,
+                    close_after: true,
+                    failed: true,
+                }
+            },
+        )
+        .await
+    }))
+}
+
+/// Stops its signal when dropped: when the future holding it ends, or is dropped unfinished.
+struct StopsOnDrop(Rc<StopSignal>);
+
+impl Drop for StopsOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// Runs one authentication step of the session and books its outcome on the attempt's turn (a
