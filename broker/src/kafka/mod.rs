@@ -153,7 +153,9 @@ pub fn decode_lenient<M>(
     decode: impl Fn(&Bytes) -> Result<M, DecodeError>,
 ) -> Result<M, DecodeError> {
     match decode(body) {
-        Err(DecodeError::TrailingBytes(extra)) if extra < body.len() => {
+        // A body of no fields (ApiVersions v0–2) is all trailing bytes: ignored too, as the
+        // Java broker ignores them.
+        Err(DecodeError::TrailingBytes(extra)) if extra <= body.len() => {
             decode(&body.slice(..body.len() - extra))
         }
         other => other,
@@ -256,6 +258,17 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, frame: Bytes) -> Dispatch
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_after_a_body_of_no_fields_are_ignored() {
+        use kafluss_protocol::ApiVersionsRequest;
+        for version in 0..=2 {
+            for body in [&b"\0"[..], b"abc"] {
+                let request = decode_request::<ApiVersionsRequest>(&Bytes::copy_from_slice(body), version);
+                assert!(request.is_ok(), "v{version} {body:?}: {request:?}");
+            }
+        }
+    }
 
     #[test]
     fn frames_carry_their_size() {
