@@ -123,7 +123,10 @@ fn per_partition_errors_are_isolated_and_append_nothing() {
                 (
                     "strict",
                     vec![
-                        (0, Some(batch(&[r#"{"id":1}"#, r#"{"id":"x"}"#, r#"{"id":3}"#]))),
+                        (
+                            0,
+                            Some(batch(&[r#"{"id":1}"#, r#"{"id":"x"}"#, r#"{"id":3}"#, "nope"])),
+                        ),
                         (1, Some(transactional_producer)),
                     ],
                 ),
@@ -154,7 +157,11 @@ fn per_partition_errors_are_isolated_and_append_nothing() {
     assert_eq!(got[0].3, 0, "base offset of the first stored row");
     let strict = &got[8];
     assert_eq!(strict.3, -1);
-    assert_eq!(strict.5, vec![1], "record_errors names the failing record");
+    assert_eq!(
+        strict.5,
+        vec![1, 3],
+        "record_errors names every record that does not convert"
+    );
     assert!(
         strict.4.contains("record 1") && strict.4.contains("id"),
         "{}",

@@ -89,9 +89,10 @@ pub enum AppendError {
     /// An idempotent batch out of sequence or of an old producer epoch.
     #[error("{0}")]
     Sequence(#[source] SequenceError),
-    /// A record does not convert; its index and JSON path are in the error.
+    /// A record does not convert; its index and JSON path are in the error, with the later
+    /// records of its batch that do not convert either.
     #[error("{0}")]
-    Convert(#[source] Box<ConvertError>),
+    Convert(#[source] Box<RecordErrors>),
     /// Writing or syncing the log failed.
     #[error("{0}")]
     Storage(#[source] LogError),
@@ -107,6 +108,24 @@ pub enum AppendError {
     OwnerUnreachable,
     #[error("the bucket writer stopped")]
     WriterStopped,
+}
+
+/// Bytes of paths and reasons of the records found not to convert after the first of a
+/// batch, past which no more are looked for: a Produce answer carries 64 KiB of messages in all
+/// (`kafka::errors::RESPONSE_MESSAGE_BYTES`), so records found beyond it would be listed
+/// without their reasons.
+pub const RECORD_ERRORS_BYTES: usize = 64 << 10;
+
+/// The records of one batch that do not convert: the first, which refuses the batch, and the
+/// ones after it that do not convert either (each checked on its own), as Kafka lists every
+/// invalid record of a batch in `record_errors`.
+#[derive(Debug, thiserror::Error)]
+#[error("{first}")]
+pub struct RecordErrors {
+    #[source]
+    pub first: ConvertError,
+    /// In record order; their paths and reasons take at most about [`RECORD_ERRORS_BYTES`].
+    pub more: Vec<ConvertError>,
 }
 
 /// Where a bucket actor sends an outcome.

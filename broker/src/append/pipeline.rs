@@ -601,7 +601,10 @@ impl Appender {
             let jobs = [(&batches[..], job.partition, append_time_ms)];
             match self.convert(&plan, &jobs, slice).await {
                 Ok(batch) => Conversion::Converted(batch),
-                Err(e) => return Prepared::Done(OwnerResult::Done(Err(AppendError::Convert(Box::new(e))))),
+                Err(e) => {
+                    let errors = self.record_errors(&plan, jobs[0], e, slice).await;
+                    return Prepared::Done(OwnerResult::Done(Err(AppendError::Convert(Box::new(errors)))));
+                }
             }
         };
         Prepared::Ready(Pending {
@@ -672,8 +675,10 @@ impl Appender {
                     arrow_batch,
                 }),
                 Err(e) if run.len() == 1 => {
-                    let (index, ..) = run.swap_remove(0);
-                    results[index] = Some(OwnerResult::Done(Err(AppendError::Convert(Box::new(e)))));
+                    let (index, part, batches) = run.swap_remove(0);
+                    let job = (&batches[..], part.job.partition, part.append_time_ms);
+                    let errors = self.record_errors(&plan, job, e, slice).await;
+                    results[index] = Some(OwnerResult::Done(Err(AppendError::Convert(Box::new(errors)))));
                 }
                 Err(_) => {
                     for (index, part, batches) in run {
@@ -684,8 +689,9 @@ impl Appender {
                                 arrow_batch,
                             }),
                             Err(e) => {
+                                let errors = self.record_errors(&plan, job[0], e, slice).await;
                                 results[index] =
-                                    Some(OwnerResult::Done(Err(AppendError::Convert(Box::new(e)))))
+                                    Some(OwnerResult::Done(Err(AppendError::Convert(Box::new(errors)))))
                             }
                         }
                     }
@@ -936,6 +942,45 @@ impl Appender {
             slice.check().await;
         }
         builder.finish()
+    }
+
+    /// `first`, the record that refused `job`'s batch, with the records after it that do not
+    /// convert either: each later record is converted again, into fresh builders (a new one
+    /// after each failure and each run of [`CHECK_EVERY_RECORDS`], so what converts is not
+    /// kept), until their paths and reasons take [`RECORD_ERRORS_BYTES`](super::RECORD_ERRORS_BYTES).
+    /// Only a refused batch pays for this.
+    async fn record_errors(
+        &self,
+        plan: &ConversionPlan,
+        job: (&[DecodedBatch], i32, i64),
+        first: kafluss_convert::ConvertError,
+        slice: &mut Slice,
+    ) -> super::RecordErrors {
+        let jobs = [job];
+        let input = JobRecords::new(plan, &jobs);
+        let mut records = input.iter().enumerate().skip(first.record_index + 1).peekable();
+        let mut more = Vec::new();
+        let mut bytes = 0;
+        while records.peek().is_some() && bytes < super::RECORD_ERRORS_BYTES {
+            {
+                let mut builder = BatchBuilder::new(plan, CHECK_EVERY_RECORDS);
+                let mut scratch = self.json_scratch.borrow_mut();
+                for (index, record) in records.by_ref().take(CHECK_EVERY_RECORDS) {
+                    if let Err(mut error) = builder.push(&mut scratch, &record) {
+                        // The builder counts its own rows; the batch's index is `index`.
+                        error.record_index = index;
+                        bytes += error.path.len() + error.reason.len();
+                        more.push(error);
+                        if bytes >= super::RECORD_ERRORS_BYTES {
+                            break;
+                        }
+                        builder = BatchBuilder::new(plan, CHECK_EVERY_RECORDS);
+                    }
+                }
+            }
+            slice.check().await;
+        }
+        super::RecordErrors { first, more }
     }
 
     /// Logs a storage failure of `table` at ERROR, at most once per `server.log-repeat-interval`

@@ -116,10 +116,40 @@ fn the_pipeline_appends_rows_and_refuses_without_appending() {
         let first = first.expect("appended");
         assert_eq!((first.base_offset, first.rows), (0, 2));
 
-        // A record that does not convert: nothing of its batch is appended.
-        let bad = batch(&[r#"{"id": 3}"#, r#"{"id": "not a number"}"#], Compression::None);
+        // A record that does not convert: nothing of its batch is appended, and every record
+        // of the batch that does not convert is named (Kafka's `record_errors`).
+        let values = [
+            r#"{"id": 3}"#,
+            r#"{"id": "not a number"}"#,
+            r#"{"id": 4}"#,
+            "not JSON",
+            r#"{"id": 5.5}"#,
+            r#"{"id": 6}"#,
+        ];
+        let bad = batch(&values, Compression::None);
         match outcome_of(appender.append(&mut state, job(&table, 1, bad, 1)).await).await {
-            Err(AppendError::Convert(e)) => assert_eq!(e.record_index, 1),
+            Err(AppendError::Convert(e)) => {
+                assert_eq!(e.first.record_index, 1);
+                let more: Vec<_> = e.more.iter().map(|e| e.record_index).collect();
+                assert_eq!(more, [3, 4], "{e:?}");
+                assert!(e.more[0].to_string().starts_with("record 3: "), "{}", e.more[0]);
+            }
+            other => panic!("expected a conversion failure, got {other:?}"),
+        }
+        // The same from an idempotent producer (converted before its sequence is taken).
+        let mut idempotent = RecordBatchBuilder::new(Compression::None).producer(7, 0, 0);
+        for value in values {
+            idempotent.append(0, None, Some(value.as_bytes()), &[]);
+        }
+        let refused = appender.append(&mut state, job(&table, 1, idempotent.build().unwrap(), 1));
+        match outcome_of(refused.await).await {
+            Err(AppendError::Convert(e)) => {
+                let all: Vec<_> = std::iter::once(&e.first)
+                    .chain(&e.more)
+                    .map(|e| e.record_index)
+                    .collect();
+                assert_eq!(all, [1, 3, 4], "{e:?}");
+            }
             other => panic!("expected a conversion failure, got {other:?}"),
         }
         let mut transactional = RecordBatchBuilder::new(Compression::None)
@@ -638,7 +668,10 @@ fn a_run_of_small_jobs_converted_together_still_refuses_only_the_job_that_does_n
             job(
                 &table,
                 0,
-                batch(&[r#"{"id": 4}"#, r#"{"id": "x"}"#], Compression::None),
+                batch(
+                    &[r#"{"id": 4}"#, r#"{"id": "x"}"#, r#"{"id": 8}"#, "[]"],
+                    Compression::None,
+                ),
                 1,
             ),
             job(&table, 0, batch(&[r#"{"id": 5}"#], Compression::None), -1),
@@ -654,8 +687,12 @@ fn a_run_of_small_jobs_converted_together_still_refuses_only_the_job_that_does_n
             .collect();
         assert_eq!(rows, vec![Some((0, 1)), Some((1, 2)), None, Some((3, 1))]);
         match &outcomes[2] {
-            // The record's index in its own batch, as if the job had come alone.
-            Err(AppendError::Convert(e)) => assert_eq!(e.record_index, 1),
+            // The record's index in its own batch, as if the job had come alone, and the
+            // later ones that do not convert either.
+            Err(AppendError::Convert(e)) => {
+                assert_eq!(e.first.record_index, 1);
+                assert_eq!(e.more.iter().map(|e| e.record_index).collect::<Vec<_>>(), [3]);
+            }
             other => panic!("expected a conversion failure, got {other:?}"),
         }
         // Without a failure the run is one batch: the same rows as the jobs one by one.

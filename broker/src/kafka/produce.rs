@@ -76,8 +76,11 @@ impl PartitionAnswer {
             },
             Err(error) => {
                 let mut answer = Self::refused(error.code(), error.to_string());
-                if let AppendError::Convert(e) = &error {
-                    answer.record_errors = vec![(e.record_index as i32, bounded_message(e.to_string()))];
+                if let AppendError::Convert(errors) = &error {
+                    answer.record_errors = std::iter::once(&errors.first)
+                        .chain(&errors.more)
+                        .map(|e| (e.record_index as i32, bounded_message(e.to_string())))
+                        .collect();
                 }
                 answer.cause = Some(error);
                 answer
@@ -365,9 +368,10 @@ fn refused(context: &ConnectionContext, topic: &str, partition: i32, answer: &Pa
                 client = %context.peer,
                 principal = %principal,
                 code = %code.name(),
-                record = e.record_index,
-                path = %json_path(&e.path),
-                reason = %e.reason,
+                record = e.first.record_index,
+                path = %json_path(&e.first.path),
+                reason = %e.first.reason,
+                more_records = e.more.len(),
                 suppressed,
                 "produce refused"
             ),
