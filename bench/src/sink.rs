@@ -279,6 +279,7 @@ fn metadata(state: &SinkState, names: Vec<String>) -> MetadataResponse {
         controller_id: NODE_ID,
         topics,
         cluster_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+        error_code: ErrorCode::None,
     }
 }
 

@@ -10,8 +10,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafluss_protocol::{
     decode_response_frame, ApiKey, ApiVersionsRequest, ApiVersionsResponse, Compression, CreatableTopic,
-    CreateTopicsRequest, CreateTopicsResponse, ErrorCode, MetadataRequest, MetadataResponse,
-    ProducePartitionData, ProduceRequest, ProduceResponse, ProduceTopicData, RecordBatchBuilder,
+    CreateTopicsRequest, CreateTopicsResponse, ErrorCode, InitProducerIdRequest, InitProducerIdResponse,
+    MetadataRequest, MetadataResponse, ProducePartitionData, ProduceRequest, ProduceResponse,
+    ProduceTopicData, RecordBatchBuilder,
 };
 use serde_json::json;
 use support::{Raw, Server};
@@ -325,6 +326,38 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
         assert!(response.topics.is_empty());
     }
 
+    // Metadata v13 and InitProducerId v6 are not advertised but exist in Kafka 4.4: each gets
+    // its own error response with UNSUPPORTED_VERSION (Metadata: its top-level error code and
+    // every named topic), and the connection stays open.
+    let metadata = MetadataRequest::for_names(Some(&["good", "nosuch"]));
+    let correlation = raw.send(13, &metadata);
+    let response: MetadataResponse = raw.recv(13, correlation);
+    assert_eq!(response.error_code, ErrorCode::UnsupportedVersion);
+    let topics: Vec<_> = response
+        .topics
+        .iter()
+        .map(|t| (t.name.as_deref(), t.error_code, t.partitions.len()))
+        .collect();
+    assert_eq!(
+        topics,
+        vec![
+            (Some("good"), ErrorCode::UnsupportedVersion, 0),
+            (Some("nosuch"), ErrorCode::UnsupportedVersion, 0),
+        ]
+    );
+    let init = InitProducerIdRequest {
+        transactional_id: None,
+        transaction_timeout_ms: 60_000,
+        producer_id: -1,
+        producer_epoch: -1,
+        enable_2pc: false,
+        keep_prepared_txn: false,
+    };
+    let correlation = raw.send(6, &init);
+    let response: InitProducerIdResponse = raw.recv(6, correlation);
+    assert_eq!(response.error_code, ErrorCode::UnsupportedVersion);
+    assert_eq!((response.producer_id, response.producer_epoch), (-1, -1));
+
     // An unknown ApiVersions version: v0-format UNSUPPORTED_VERSION listing our ranges, and the
     // connection stays open for the retry.
     // (The encoder refuses v9, so the frame is written by hand: header v2, a v3-shaped body.)
@@ -415,6 +448,17 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
         logs.contains("closing Kafka connection: api key 2 v1 is not supported and has no error response"),
         "{logs}"
     );
+
+    // SaslHandshake v2 does not exist in Kafka 4.4 (nor in the protocol crate): no layout to
+    // answer in, so the connection is closed too.
+    let mut handshake = Raw::connect(server.kafka);
+    let mut frame = vec![0, 17, 0, 2];
+    frame.extend_from_slice(&8i32.to_be_bytes());
+    frame.extend_from_slice(&[0, 3, b'r', b'a', b'w', 0, 5, b'P', b'L', b'A', b'I', b'N']);
+    let mut framed = (frame.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&frame);
+    handshake.stream.write_all(&framed).unwrap();
+    assert!(handshake.is_closed());
 
     // A size prefix over kafka.max-request-size closes the connection before the body.
     let mut big = Raw::connect(server.kafka);

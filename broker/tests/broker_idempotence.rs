@@ -25,6 +25,8 @@ fn init(
         transaction_timeout_ms: 60_000,
         producer_id: current.0,
         producer_epoch: current.1,
+        enable_2pc: false,
+        keep_prepared_txn: false,
     };
     let correlation = raw.send(version, &request);
     raw.recv(version, correlation)
@@ -164,6 +166,8 @@ fn init_producer_id_needs_write_somewhere_and_authentication_first() {
             transaction_timeout_ms: 60_000,
             producer_id: -1,
             producer_epoch: -1,
+            enable_2pc: false,
+            keep_prepared_txn: false,
         },
     );
     assert!(

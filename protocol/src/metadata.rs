@@ -1,5 +1,6 @@
-//! Metadata (key 3) v0–12. Flexible from v9; topic ids from v10; request topic names nullable
-//! from v10 and response names from v12; authorized-operations fields from v8 (cluster: v8–10).
+//! Metadata (key 3) v0–13. Flexible from v9; topic ids from v10; request topic names nullable
+//! from v10 and response names from v12; authorized-operations fields from v8 (cluster: v8–10);
+//! a top-level error code in the response from v13 (the request is v12's).
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -151,7 +152,7 @@ impl MetadataRequest {
     }
 }
 
-impl_message!(MetadataRequest, ApiKey::METADATA, 0..=12);
+impl_message!(MetadataRequest, ApiKey::METADATA, 0..=13);
 
 /// A broker in the Metadata response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,6 +248,8 @@ pub struct MetadataResponse {
     pub topics: Vec<MetadataTopic>,
     /// Cluster authorized operations (v8–10).
     pub cluster_authorized_operations: i32,
+    /// Top-level error (v13+); not written before v13.
+    pub error_code: ErrorCode,
 }
 
 impl MetadataResponse {
@@ -285,6 +288,7 @@ impl MetadataResponse {
         } else {
             (input, AUTHORIZED_OPERATIONS_OMITTED)
         };
+        let (input, error_code) = if version >= 13 { i16(input)? } else { (input, 0) };
         let (input, ()) = skip_tagged_fields(input, flexible)?;
         Ok((
             input,
@@ -295,6 +299,7 @@ impl MetadataResponse {
                 controller_id,
                 topics,
                 cluster_authorized_operations,
+                error_code: ErrorCode::from(error_code),
             },
         ))
     }
@@ -326,6 +331,9 @@ impl MetadataResponse {
         }
         if (8..=10).contains(&version) {
             buf.put_i32(self.cluster_authorized_operations);
+        }
+        if version >= 13 {
+            buf.put_i16(self.error_code.code());
         }
         put_empty_tagged_fields(buf, flexible);
         Ok(())
@@ -451,4 +459,4 @@ fn write_topic(buf: &mut BytesMut, topic: &MetadataTopic, version: i16) -> Resul
     Ok(())
 }
 
-impl_message!(MetadataResponse, ApiKey::METADATA, 0..=12);
+impl_message!(MetadataResponse, ApiKey::METADATA, 0..=13);

@@ -100,7 +100,7 @@ impl Request {
                     .collect();
                 let response = MetadataResponse {
                     topics,
-                    ..empty_metadata_response()
+                    ..empty_metadata_response(error_code)
                 };
                 encode_response_frame(correlation_id, version, &response)
             }
@@ -130,7 +130,9 @@ impl Request {
     }
 }
 
-fn empty_metadata_response() -> MetadataResponse {
+/// A Metadata response without brokers or topics; `error_code` is carried from v13, which has
+/// a top-level error code.
+fn empty_metadata_response(error_code: ErrorCode) -> MetadataResponse {
     MetadataResponse {
         throttle_time_ms: 0,
         brokers: Vec::new(),
@@ -138,6 +140,7 @@ fn empty_metadata_response() -> MetadataResponse {
         controller_id: -1,
         topics: Vec::new(),
         cluster_authorized_operations: crate::metadata::AUTHORIZED_OPERATIONS_OMITTED,
+        error_code,
     }
 }
 
@@ -150,11 +153,12 @@ pub fn decode_request(frame: &Bytes) -> Result<(RequestHeader, Request), DecodeE
 
 /// Encodes a complete response frame answering a request with `error_code` when nothing but its
 /// header is known: for APIs with a top-level error code (ApiVersions, SaslHandshake,
-/// SaslAuthenticate, InitProducerId) the code is carried there; for the others the response has no topics.
+/// SaslAuthenticate, InitProducerId, Metadata from v13) the code is carried there; for the
+/// others the response has no topics.
 ///
-/// Supported: ApiVersions (any version; unknown ones get the v0 layout), Metadata v0–12,
-/// SaslHandshake v0–1, SaslAuthenticate v0–2, Produce v0–12, CreateTopics v0–7,
-/// DeleteTopics v0–6, InitProducerId v0–5. Anything else is [`EncodeError::UnsupportedVersion`]: the broker should
+/// Supported: ApiVersions (any version; unknown ones get the v0 layout), Metadata v0–13,
+/// SaslHandshake v0–1, SaslAuthenticate v0–2, Produce v0–13, CreateTopics v0–7,
+/// DeleteTopics v0–6, InitProducerId v0–6. Anything else is [`EncodeError::UnsupportedVersion`]: the broker should
 /// close the connection then.
 pub fn encode_error_response(
     api_key: ApiKey,
@@ -176,7 +180,9 @@ pub fn encode_error_response(
             api_version,
             &ApiVersionsResponse::new(error_code, Vec::new()),
         ),
-        ApiKey::METADATA => encode_response_frame(correlation_id, api_version, &empty_metadata_response()),
+        ApiKey::METADATA => {
+            encode_response_frame(correlation_id, api_version, &empty_metadata_response(error_code))
+        }
         ApiKey::SASL_HANDSHAKE => encode_response_frame(
             correlation_id,
             api_version,

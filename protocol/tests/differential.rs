@@ -114,7 +114,7 @@ fn api_versions_matches_kafka_protocol() {
 
 #[test]
 fn metadata_matches_kafka_protocol() {
-    for version in 0..=12 {
+    for version in 0..=13 {
         let ours = common::metadata_request(version);
         let theirs = kp::MetadataRequest::default()
             .with_topics(ours.topics.as_ref().map(|topics| {
@@ -178,7 +178,8 @@ fn metadata_matches_kafka_protocol() {
                     })
                     .collect(),
             )
-            .with_cluster_authorized_operations(ours.cluster_authorized_operations);
+            .with_cluster_authorized_operations(ours.cluster_authorized_operations)
+            .with_error_code(ours.error_code.code());
         check(&ours, &theirs, version);
     }
 }
@@ -211,24 +212,29 @@ fn sasl_matches_kafka_protocol() {
 
 #[test]
 fn init_producer_id_matches_kafka_protocol() {
-    for version in 0..=5 {
-        let ours = common::init_producer_id_request(version);
-        let theirs = kp::InitProducerIdRequest::default()
-            .with_transactional_id(
-                ours.transactional_id
-                    .as_deref()
-                    .map(|t| kp::TransactionalId(s(t))),
-            )
-            .with_transaction_timeout_ms(ours.transaction_timeout_ms)
-            .with_producer_id(kp::ProducerId(ours.producer_id))
-            .with_producer_epoch(ours.producer_epoch);
-        check(&ours, &theirs, version);
+    // kafka-protocol 0.18 knows InitProducerId requests up to v5 and responses up to v6.
+    for version in 0..=6 {
+        if version <= 5 {
+            let ours = common::init_producer_id_request(version);
+            let theirs = kp::InitProducerIdRequest::default()
+                .with_transactional_id(
+                    ours.transactional_id
+                        .as_deref()
+                        .map(|t| kp::TransactionalId(s(t))),
+                )
+                .with_transaction_timeout_ms(ours.transaction_timeout_ms)
+                .with_producer_id(kp::ProducerId(ours.producer_id))
+                .with_producer_epoch(ours.producer_epoch);
+            check(&ours, &theirs, version);
+        }
         let ours = common::init_producer_id_response(version);
         let theirs = kp::InitProducerIdResponse::default()
             .with_throttle_time_ms(ours.throttle_time_ms)
             .with_error_code(ours.error_code.code())
             .with_producer_id(kp::ProducerId(ours.producer_id))
-            .with_producer_epoch(ours.producer_epoch);
+            .with_producer_epoch(ours.producer_epoch)
+            .with_ongoing_txn_producer_id(kp::ProducerId(ours.ongoing_txn_producer_id))
+            .with_ongoing_txn_producer_epoch(ours.ongoing_txn_producer_epoch);
         check(&ours, &theirs, version);
     }
 }

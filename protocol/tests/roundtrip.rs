@@ -87,9 +87,16 @@ fn unsupported_versions_are_typed_errors() {
     );
     let mut buf = BytesMut::new();
     assert!(matches!(
-        common::metadata_request(12).encode(&mut buf, 13),
+        common::metadata_request(13).encode(&mut buf, 14),
         Err(EncodeError::UnsupportedVersion { .. })
     ));
+    assert_eq!(
+        InitProducerIdRequest::decode(&body, 7),
+        Err(DecodeError::UnsupportedVersion {
+            api_key: ApiKey::INIT_PRODUCER_ID,
+            version: 7
+        })
+    );
 }
 
 /// Golden: ApiVersions v3 request as librdkafka 2.x sends it (header v2, compact strings).
@@ -315,11 +322,11 @@ fn error_response_frames_name_every_partition() {
 fn generic_error_responses_for_each_known_api() {
     let cases = [
         (ApiKey::API_VERSIONS, 0..=4),
-        (ApiKey::METADATA, 0..=12),
+        (ApiKey::METADATA, 0..=13),
         (ApiKey::SASL_HANDSHAKE, 0..=1),
         (ApiKey::SASL_AUTHENTICATE, 0..=2),
         (ApiKey::PRODUCE, 0..=12),
-        (ApiKey::INIT_PRODUCER_ID, 0..=5),
+        (ApiKey::INIT_PRODUCER_ID, 0..=6),
         (ApiKey::CREATE_TOPICS, 0..=7),
         (ApiKey::DELETE_TOPICS, 0..=6),
     ];
@@ -342,6 +349,65 @@ fn generic_error_responses_for_each_known_api() {
         encode_error_response(ApiKey::FETCH, 4, 1, ErrorCode::UnsupportedVersion),
         Err(EncodeError::UnsupportedVersion { .. })
     ));
+    // Metadata v13 and InitProducerId v6 carry the code in their top-level error code.
+    let frame = encode_error_response(ApiKey::METADATA, 13, 2, ErrorCode::UnsupportedVersion).unwrap();
+    let (_, response) = decode_response_frame::<MetadataResponse>(&frame.slice(4..), 13).unwrap();
+    assert_eq!(response.error_code, ErrorCode::UnsupportedVersion);
+    let frame = encode_error_response(ApiKey::INIT_PRODUCER_ID, 6, 3, ErrorCode::UnsupportedVersion).unwrap();
+    let (_, response) = decode_response_frame::<InitProducerIdResponse>(&frame.slice(4..), 6).unwrap();
+    assert_eq!(response.error_code, ErrorCode::UnsupportedVersion);
+    assert_eq!(response.ongoing_txn_producer_id, -1);
+    // SaslHandshake v2 and SaslAuthenticate v3 do not exist in Kafka 4.4: nothing to encode.
+    for (api_key, version) in [(ApiKey::SASL_HANDSHAKE, 2), (ApiKey::SASL_AUTHENTICATE, 3)] {
+        assert!(matches!(
+            encode_error_response(api_key, version, 1, ErrorCode::UnsupportedVersion),
+            Err(EncodeError::UnsupportedVersion { .. })
+        ));
+    }
+}
+
+/// Golden: a Metadata v13 request (v12's layout) for one topic by name, answered with the
+/// error response: the topic with UNSUPPORTED_VERSION and the top-level error code (v13+)
+/// before the final tagged fields.
+#[test]
+fn golden_metadata_v13_error_response() {
+    let mut body = vec![2]; // one topic (compact array)
+    body.extend_from_slice(&[0; 16]); // topic id zero
+    body.push(2); // compact string "t"
+    body.push(b't');
+    body.push(0); // topic tags
+    body.extend_from_slice(&[0, 1, 0]); // no auto-creation, topic authorized ops, no tags
+    let body = Bytes::from(body);
+    let request = MetadataRequest::decode(&body, 13).unwrap();
+    assert_eq!(request, MetadataRequest::decode(&body, 12).unwrap());
+    assert!(request.include_topic_authorized_operations);
+    let frame = Request::Metadata(request)
+        .error_response_frame(9, 13, ErrorCode::UnsupportedVersion, None)
+        .unwrap();
+    let mut expected = vec![0, 0, 0, 0]; // size, filled in below
+    expected.extend_from_slice(&[0, 0, 0, 9, 0]); // correlation id, header tags
+    expected.extend_from_slice(&[0, 0, 0, 0]); // throttle
+    expected.push(1); // no brokers
+    expected.push(0); // cluster id null
+    expected.extend_from_slice(&(-1i32).to_be_bytes()); // controller
+    expected.push(2); // one topic
+    expected.extend_from_slice(&[0, 35]); // UNSUPPORTED_VERSION
+    expected.extend_from_slice(&[2, b't']);
+    expected.extend_from_slice(&[0; 16]);
+    expected.push(0); // not internal
+    expected.push(1); // no partitions
+    expected.extend_from_slice(&i32::MIN.to_be_bytes()); // authorized operations omitted
+    expected.push(0); // topic tags
+    expected.extend_from_slice(&[0, 35]); // top-level error code (v13+)
+    expected.push(0); // tags
+    let size = (expected.len() - 4) as i32;
+    expected[..4].copy_from_slice(&size.to_be_bytes());
+    assert_eq!(&frame[..], &expected[..]);
+    // v12 has no top-level error code: the same answer two bytes shorter.
+    let v12 = Request::Metadata(MetadataRequest::decode(&body, 12).unwrap())
+        .error_response_frame(9, 12, ErrorCode::UnsupportedVersion, None)
+        .unwrap();
+    assert_eq!(v12.len(), frame.len() - 2);
 }
 
 #[test]

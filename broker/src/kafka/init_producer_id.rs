@@ -71,6 +71,8 @@ pub fn handle(
             error_code: ErrorCode::None,
             producer_id,
             producer_epoch,
+            ongoing_txn_producer_id: -1,
+            ongoing_txn_producer_epoch: -1,
         },
         Err(rejection) => {
             let reason = rejection.reason();
@@ -116,6 +118,8 @@ mod tests {
             transaction_timeout_ms: 60_000,
             producer_id,
             producer_epoch,
+            enable_2pc: false,
+            keep_prepared_txn: false,
         }
     }
 

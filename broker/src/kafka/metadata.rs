@@ -136,6 +136,7 @@ pub fn handle(
         controller_id: NODE_ID,
         topics,
         cluster_authorized_operations: AUTHORIZED_OPERATIONS_OMITTED,
+        error_code: ErrorCode::None,
     };
     let failed = response.topics.iter().any(|t| !t.error_code.is_none());
     let frame = encode_response_frame(header.correlation_id, version, &response)

@@ -1,7 +1,11 @@
 //! Everything outside the registry: unadvertised APIs and versions, and CreateTopics /
 //! DeleteTopics, which answer with their own response saying that tables are managed through
-//! Fluss SQL (error POLICY_VIOLATION). When not even an error response can be encoded for the
-//! API and version, the connection is closed.
+//! Fluss SQL (error POLICY_VIOLATION). A request of one of the protocol crate's APIs at a
+//! version it has a layout for (up to Kafka 4.4's: Metadata v13 and InitProducerId v6 included,
+//! though the registry advertises less) gets that API's error response with
+//! UNSUPPORTED_VERSION. When not even an error response can be encoded for the API and version
+//! (another API, or a version Kafka 4.4 does not define, as SaslHandshake v2 or
+//! SaslAuthenticate v3), the connection is closed.
 
 use bytes::Bytes;
 use kafluss_protocol::{encode_error_response, Request};

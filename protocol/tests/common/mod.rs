@@ -130,6 +130,11 @@ pub fn metadata_response(version: i16) -> MetadataResponse {
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         },
+        error_code: if version >= 13 {
+            ErrorCode::UnsupportedVersion
+        } else {
+            ErrorCode::None
+        },
     }
 }
 
@@ -167,6 +172,8 @@ pub fn init_producer_id_request(version: i16) -> InitProducerIdRequest {
         transaction_timeout_ms: 60_000,
         producer_id: if version >= 3 { 4_000 } else { -1 },
         producer_epoch: if version >= 3 { 2 } else { -1 },
+        enable_2pc: version >= 6,
+        keep_prepared_txn: false,
     }
 }
 
@@ -180,6 +187,8 @@ pub fn init_producer_id_response(version: i16) -> InitProducerIdResponse {
         },
         producer_id: 4_000 + i64::from(version),
         producer_epoch: 3,
+        ongoing_txn_producer_id: if version >= 6 { 17 } else { -1 },
+        ongoing_txn_producer_epoch: if version >= 6 { 2 } else { -1 },
     }
 }
 
