@@ -303,6 +303,7 @@ fn produce(state: &SinkState, request: &ProduceRequest) -> ProduceResponse {
         .iter()
         .map(|topic| ProduceTopicResponse {
             name: topic.name.clone(),
+            topic_id: topic.topic_id,
             partitions: topic
                 .partitions
                 .iter()

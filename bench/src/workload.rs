@@ -175,6 +175,7 @@ pub fn encode_request(
         timeout_ms: i32::try_from(workload.io_timeout.as_millis()).unwrap_or(i32::MAX),
         topics: vec![ProduceTopicData {
             name: workload.topic.clone(),
+            topic_id: kafluss_protocol::Uuid::ZERO,
             partitions: vec![ProducePartitionData {
                 index: partition,
                 records: Some(batch.build()?),

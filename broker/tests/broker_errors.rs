@@ -37,6 +37,7 @@ fn request(acks: i16, topics: Vec<(&str, Partitions)>) -> ProduceRequest {
             .into_iter()
             .map(|(name, partitions)| ProduceTopicData {
                 name: name.to_string(),
+                topic_id: kafluss_protocol::Uuid::ZERO,
                 partitions: partitions
                     .into_iter()
                     .map(|(index, records)| ProducePartitionData { index, records })
@@ -305,9 +306,63 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
         );
     }
 
-    // Produce above v12 or negative: no layout is known, so the answer is the v12 (or v0)
-    // error layout with no partition (a v13 client reads the same bytes), in request order,
-    // and the connection stays open.
+    // Produce v13 (topics named by id; Kafka 4.4 defines it, kafluss never advertises it):
+    // every topic id and partition is answered UNSUPPORTED_VERSION (before: an empty answer
+    // carrying no error at all), and nothing is stored, even for the id of an existing table.
+    let correlation = raw.send(12, &MetadataRequest::for_names(Some(&["fluss.good"])));
+    let metadata: MetadataResponse = raw.recv(12, correlation);
+    let good_id = metadata.topics[0].topic_id;
+    assert_ne!(good_id, kafluss_protocol::Uuid::ZERO);
+    let by_id = ProduceRequest {
+        topics: vec![
+            ProduceTopicData {
+                name: String::new(),
+                topic_id: good_id,
+                partitions: vec![
+                    ProducePartitionData {
+                        index: 0,
+                        records: Some(batch(&[r#"{"id":1}"#])),
+                    },
+                    ProducePartitionData {
+                        index: 2,
+                        records: None,
+                    },
+                ],
+            },
+            ProduceTopicData {
+                name: String::new(),
+                topic_id: kafluss_protocol::Uuid([9; 16]),
+                partitions: vec![ProducePartitionData {
+                    index: 1,
+                    records: None,
+                }],
+            },
+        ],
+        ..request(-1, Vec::new())
+    };
+    let response = raw.produce(13, &by_id);
+    let answered: Vec<_> = response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| (t.topic_id, p.index, p.error_code))
+        })
+        .collect();
+    let other_id = kafluss_protocol::Uuid([9; 16]);
+    assert_eq!(
+        answered,
+        vec![
+            (good_id, 0, ErrorCode::UnsupportedVersion),
+            (good_id, 2, ErrorCode::UnsupportedVersion),
+            (other_id, 1, ErrorCode::UnsupportedVersion),
+        ]
+    );
+    assert!(server.scan("fluss.good").is_empty());
+
+    // Produce above v13, negative, or a v13 body that does not decode: the v13 (or v0) error
+    // layout with no partition, in request order, and the connection stays open.
     for version in [13i16, 14, -1] {
         raw.correlation += 1;
         let correlation = raw.correlation;
@@ -319,7 +374,7 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
         framed.extend_from_slice(&frame);
         raw.stream.write_all(&framed).unwrap();
         let frame = raw.read_frame().expect("an answer, not a closed connection");
-        let layout = version.clamp(0, 12);
+        let layout = version.clamp(0, 13);
         let (header, response) =
             decode_response_frame::<ProduceResponse>(&frame, layout).expect("the nearest layout");
         assert_eq!(header.correlation_id, correlation, "Produce v{version}");

@@ -55,6 +55,7 @@ fn produce_to(topic: &str, partitions: i32, records: &bytes::Bytes) -> ProduceRe
         timeout_ms: 5000,
         topics: vec![ProduceTopicData {
             name: topic.to_string(),
+            topic_id: kafluss_protocol::Uuid::ZERO,
             partitions: (0..partitions)
                 .map(|index| ProducePartitionData {
                     index,
@@ -330,6 +331,7 @@ fn a_client_that_reads_no_answers_holds_no_more_than_the_answer_memory() {
     let mut request = produce_to("t", 1, &record);
     request.topics.push(ProduceTopicData {
         name: "no_such_table".to_string(),
+        topic_id: kafluss_protocol::Uuid::ZERO,
         partitions: (0..50_000)
             .map(|index| ProducePartitionData {
                 index,

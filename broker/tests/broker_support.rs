@@ -294,6 +294,7 @@ pub fn produce_request(
         timeout_ms: 5000,
         topics: vec![kafluss_protocol::ProduceTopicData {
             name: topic.to_string(),
+            topic_id: kafluss_protocol::Uuid::ZERO,
             partitions: vec![kafluss_protocol::ProducePartitionData {
                 index: partition,
                 records: Some(records),

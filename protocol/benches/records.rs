@@ -91,6 +91,7 @@ fn bench_records(c: &mut Criterion) {
 fn produce_frame(records: &Bytes) -> Bytes {
     use kafluss_protocol::{
         encode_request_frame, ApiKey, ProducePartitionData, ProduceRequest, ProduceTopicData, RequestHeader,
+        Uuid,
     };
     let request = ProduceRequest {
         transactional_id: None,
@@ -98,6 +99,7 @@ fn produce_frame(records: &Bytes) -> Bytes {
         timeout_ms: 30_000,
         topics: vec![ProduceTopicData {
             name: "bench".into(),
+            topic_id: Uuid::ZERO,
             partitions: vec![ProducePartitionData {
                 index: 0,
                 records: Some(records.clone()),

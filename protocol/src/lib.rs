@@ -19,8 +19,9 @@
 //! version, &body) -> Result<Bytes, EncodeError>` makes a complete frame (size prefix + header +
 //! body) ready for the socket; [`encode_request_frame`] does the same for clients (bench);
 //! [`decode_response_frame`] reads one back. Versions (from the Kafka JSON definitions):
-//! ApiVersions 0–4, Metadata 0–13, SaslHandshake 0–1, SaslAuthenticate 0–2, InitProducerId 0–6, Produce 0–11
-//! (kafluss advertises 3–11), CreateTopics 0–7, DeleteTopics 0–6.
+//! ApiVersions 0–4, Metadata 0–13, SaslHandshake 0–1, SaslAuthenticate 0–2, InitProducerId 0–6, Produce 0–13
+//! (v13 names topics by id), CreateTopics 0–7, DeleteTopics 0–6. What kafluss advertises is the
+//! broker's choice (`kafluss-broker`'s API registry), not this list.
 //!
 //! **Error answers**: [`Request::error_response_frame`]`(correlation_id, version, ErrorCode,
 //! Option<&str>)` fails a decoded request naming each topic/partition;

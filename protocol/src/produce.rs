@@ -1,5 +1,6 @@
-//! Produce (key 0) v0–11 (kafluss advertises 3–11). Flexible from v9; record_errors and
-//! error_message from v8; tagged current_leader / node_endpoints from v10.
+//! Produce (key 0) v0–13 (kafluss advertises 0–12). Flexible from v9; record_errors and
+//! error_message from v8; tagged current_leader / node_endpoints from v10; topics named by
+//! topic id instead of name from v13.
 //!
 //! Each partition's `records` stays an `Option<Bytes>` slice of the request frame: no record
 //! byte is copied while decoding. Parse them with [`crate::RecordBatches`].
@@ -11,8 +12,8 @@ use crate::message::{impl_message, Message};
 use crate::primitives::{
     array, i16, i32, i64, nullable_bytes, nullable_string, parse_all, parse_tagged_field, put_array_len,
     put_empty_tagged_fields, put_nullable_bytes, put_nullable_str, put_str, put_tagged_fields,
-    put_tagged_fields_with_raw, skip_tagged_fields, string, tagged_fields, unknown_tagged_fields,
-    RawTaggedField,
+    put_tagged_fields_with_raw, skip_tagged_fields, string, tagged_fields, unknown_tagged_fields, uuid,
+    RawTaggedField, Uuid,
 };
 use crate::{ApiKey, ErrorCode};
 
@@ -28,8 +29,10 @@ pub struct ProducePartitionData {
 /// One topic's data in a Produce request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProduceTopicData {
-    /// Topic name as sent.
+    /// Topic name as sent (v0–12); empty from v13, which names the topic by id.
     pub name: String,
+    /// Topic id (v13+); [`Uuid::ZERO`] before v13.
+    pub topic_id: Uuid,
     /// Partitions.
     pub partitions: Vec<ProducePartitionData>,
 }
@@ -93,7 +96,13 @@ impl ProduceRequest {
         let (input, timeout_ms) = i32(input)?;
         let (input, topics) = array(input, flexible, "topic_data", |input| {
             count()?;
-            let (input, name) = string(input, flexible, "topic_data[].name")?;
+            let (input, name, topic_id) = if version >= 13 {
+                let (input, topic_id) = uuid(input)?;
+                (input, String::new(), topic_id)
+            } else {
+                let (input, name) = string(input, flexible, "topic_data[].name")?;
+                (input, name, Uuid::ZERO)
+            };
             let (input, partitions) = array(input, flexible, "partition_data", |input| {
                 count()?;
                 let (input, index) = i32(input)?;
@@ -102,7 +111,14 @@ impl ProduceRequest {
                 Ok((input, ProducePartitionData { index, records }))
             })?;
             let (input, ()) = skip_tagged_fields(input, flexible)?;
-            Ok((input, ProduceTopicData { name, partitions }))
+            Ok((
+                input,
+                ProduceTopicData {
+                    name,
+                    topic_id,
+                    partitions,
+                },
+            ))
         })?;
         let (input, unknown_tagged_fields) = if flexible {
             unknown_tagged_fields(src, input)?
@@ -141,7 +157,11 @@ impl ProduceRequest {
         buf.put_i32(self.timeout_ms);
         put_array_len(buf, Some(self.topics.len()), flexible, "topic_data")?;
         for topic in &self.topics {
-            put_str(buf, &topic.name, flexible, "topic_data[].name")?;
+            if version >= 13 {
+                buf.put_slice(&topic.topic_id.0);
+            } else {
+                put_str(buf, &topic.name, flexible, "topic_data[].name")?;
+            }
             put_array_len(buf, Some(topic.partitions.len()), flexible, "partition_data")?;
             for partition in &topic.partitions {
                 buf.put_i32(partition.index);
@@ -165,6 +185,7 @@ impl ProduceRequest {
                 .iter()
                 .map(|topic| ProduceTopicResponse {
                     name: topic.name.clone(),
+                    topic_id: topic.topic_id,
                     partitions: topic
                         .partitions
                         .iter()
@@ -180,7 +201,7 @@ impl ProduceRequest {
     }
 }
 
-impl_message!(ProduceRequest, ApiKey::PRODUCE, 0..=12);
+impl_message!(ProduceRequest, ApiKey::PRODUCE, 0..=13);
 
 /// A record-level error (v8+): which record of the batch failed and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -267,8 +288,10 @@ impl ProducePartitionResponse {
 /// One topic's outcome in a Produce response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProduceTopicResponse {
-    /// Topic name as requested.
+    /// Topic name as requested (v0–12); empty from v13.
     pub name: String,
+    /// Topic id as requested (v13+); [`Uuid::ZERO`] before v13.
+    pub topic_id: Uuid,
     /// Partitions.
     pub partitions: Vec<ProducePartitionResponse>,
 }
@@ -402,12 +425,25 @@ impl ProduceResponse {
     fn parse<'a>(_src: &Bytes, input: &'a [u8], version: i16) -> PResult<'a, Self> {
         let flexible = version >= 9;
         let (input, topics) = array(input, flexible, "responses", |input| {
-            let (input, name) = string(input, flexible, "responses[].name")?;
+            let (input, name, topic_id) = if version >= 13 {
+                let (input, topic_id) = uuid(input)?;
+                (input, String::new(), topic_id)
+            } else {
+                let (input, name) = string(input, flexible, "responses[].name")?;
+                (input, name, Uuid::ZERO)
+            };
             let (input, partitions) = array(input, flexible, "partition_responses", |input| {
                 parse_partition_response(input, version)
             })?;
             let (input, ()) = skip_tagged_fields(input, flexible)?;
-            Ok((input, ProduceTopicResponse { name, partitions }))
+            Ok((
+                input,
+                ProduceTopicResponse {
+                    name,
+                    topic_id,
+                    partitions,
+                },
+            ))
         })?;
         let (input, throttle_time_ms) = if version >= 1 { i32(input)? } else { (input, 0) };
         let mut node_endpoints = Vec::new();
@@ -453,7 +489,11 @@ impl ProduceResponse {
         let flexible = version >= 9;
         put_array_len(buf, Some(self.topics.len()), flexible, "responses")?;
         for topic in &self.topics {
-            put_str(buf, &topic.name, flexible, "responses[].name")?;
+            if version >= 13 {
+                buf.put_slice(&topic.topic_id.0);
+            } else {
+                put_str(buf, &topic.name, flexible, "responses[].name")?;
+            }
             put_array_len(buf, Some(topic.partitions.len()), flexible, "partition_responses")?;
             for partition in &topic.partitions {
                 write_partition_response(buf, partition, version)?;
@@ -488,4 +528,4 @@ impl ProduceResponse {
     }
 }
 
-impl_message!(ProduceResponse, ApiKey::PRODUCE, 0..=12);
+impl_message!(ProduceResponse, ApiKey::PRODUCE, 0..=13);

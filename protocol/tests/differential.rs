@@ -241,7 +241,7 @@ fn init_producer_id_matches_kafka_protocol() {
 
 #[test]
 fn produce_matches_kafka_protocol() {
-    for version in 3..=12 {
+    for version in 3..=13 {
         let ours = common::produce_request(version);
         let theirs = kp::ProduceRequest::default()
             .with_transactional_id(
@@ -257,6 +257,7 @@ fn produce_matches_kafka_protocol() {
                     .map(|t| {
                         kp::produce_request::TopicProduceData::default()
                             .with_name(topic(&t.name))
+                            .with_topic_id(uuid(t.topic_id))
                             .with_partition_data(
                                 t.partitions
                                     .iter()
@@ -281,6 +282,7 @@ fn produce_matches_kafka_protocol() {
                     .map(|t| {
                         kp::produce_response::TopicProduceResponse::default()
                             .with_name(topic(&t.name))
+                            .with_topic_id(uuid(t.topic_id))
                             .with_partition_responses(
                                 t.partitions
                                     .iter()

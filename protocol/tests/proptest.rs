@@ -104,6 +104,7 @@ proptest! {
                 .into_iter()
                 .map(|(name, partitions)| ProduceTopicData {
                     name,
+                    topic_id: Uuid::ZERO,
                     partitions: partitions
                         .into_iter()
                         .map(|(index, records)| ProducePartitionData { index, records: records.map(Bytes::from) })

@@ -79,10 +79,10 @@ fn topic_admin_round_trips_every_version() {
 fn unsupported_versions_are_typed_errors() {
     let body = Bytes::new();
     assert_eq!(
-        ProduceRequest::decode(&body, 13),
+        ProduceRequest::decode(&body, 14),
         Err(DecodeError::UnsupportedVersion {
             api_key: ApiKey::PRODUCE,
-            version: 13
+            version: 14
         })
     );
     let mut buf = BytesMut::new();
@@ -184,6 +184,7 @@ fn golden_produce_v3_request_body() {
         timeout_ms: 1500,
         topics: vec![ProduceTopicData {
             name: "t".into(),
+            topic_id: Uuid::ZERO,
             partitions: vec![ProducePartitionData {
                 index: 2,
                 records: None,
@@ -204,12 +205,67 @@ fn golden_produce_v3_request_body() {
     assert_eq!(&buf[..], expected);
 }
 
+/// Golden: a Produce v13 request names its topic by id (16 bytes where the name was), and the
+/// error response for it names the same id and partition.
+#[test]
+fn golden_produce_v13_request_and_error_response() {
+    let mut body = vec![0]; // null transactional id (compact)
+    body.extend_from_slice(&[0xff, 0xff]); // acks -1
+    body.extend_from_slice(&[0, 0, 0x03, 0xe8]); // timeout 1000
+    body.push(2); // one topic
+    body.extend_from_slice(&[0xab; 16]); // its topic id
+    body.push(2); // one partition
+    body.extend_from_slice(&[0, 0, 0, 4]); // index 4
+    body.push(0); // null records
+    body.push(0); // partition tags
+    body.push(0); // topic tags
+    body.push(0); // request tags
+    let body = Bytes::from(body);
+    let request = ProduceRequest::decode(&body, 13).unwrap();
+    assert_eq!(
+        request.topics,
+        vec![ProduceTopicData {
+            name: String::new(),
+            topic_id: Uuid([0xab; 16]),
+            partitions: vec![ProducePartitionData {
+                index: 4,
+                records: None,
+            }],
+        }]
+    );
+    let mut buf = BytesMut::new();
+    request.encode(&mut buf, 13).unwrap();
+    assert_eq!(&buf[..], &body[..]);
+
+    let frame = Request::Produce(request)
+        .error_response_frame(6, 13, ErrorCode::UnsupportedVersion, None)
+        .unwrap();
+    let mut expected = vec![0, 0, 0, 0]; // size, filled in below
+    expected.extend_from_slice(&[0, 0, 0, 6, 0]); // correlation id, header tags
+    expected.push(2); // one topic
+    expected.extend_from_slice(&[0xab; 16]); // by id
+    expected.push(2); // one partition
+    expected.extend_from_slice(&[0, 0, 0, 4]); // index 4
+    expected.extend_from_slice(&[0, 35]); // UNSUPPORTED_VERSION
+    expected.extend_from_slice(&[0xff; 24]); // base offset, log append time, log start offset
+    expected.push(1); // no record errors
+    expected.push(0); // null error message
+    expected.push(0); // partition tags
+    expected.push(0); // topic tags
+    expected.extend_from_slice(&[0, 0, 0, 0]); // throttle
+    expected.push(0); // tags
+    let size = (expected.len() - 4) as i32;
+    expected[..4].copy_from_slice(&size.to_be_bytes());
+    assert_eq!(&frame[..], &expected[..]);
+}
+
 /// Golden: Produce v9 response (flexible) with one successful partition.
 #[test]
 fn golden_produce_v9_response_body() {
     let response = ProduceResponse {
         topics: vec![ProduceTopicResponse {
             name: "t".into(),
+            topic_id: Uuid::ZERO,
             partitions: vec![ProducePartitionResponse::success(0, 5, 0)],
         }],
         throttle_time_ms: 0,
@@ -325,7 +381,7 @@ fn generic_error_responses_for_each_known_api() {
         (ApiKey::METADATA, 0..=13),
         (ApiKey::SASL_HANDSHAKE, 0..=1),
         (ApiKey::SASL_AUTHENTICATE, 0..=2),
-        (ApiKey::PRODUCE, 0..=12),
+        (ApiKey::PRODUCE, 0..=13),
         (ApiKey::INIT_PRODUCER_ID, 0..=6),
         (ApiKey::CREATE_TOPICS, 0..=7),
         (ApiKey::DELETE_TOPICS, 0..=6),

@@ -19,7 +19,7 @@ use kafluss_protocol::{
     BatchIndexAndErrorMessage, ProducePartitionResponse, ProduceRequest, ProduceResponse,
     ProduceTopicResponse,
 };
-use kafluss_protocol::{ErrorCode, RequestHeader};
+use kafluss_protocol::{ErrorCode, RequestHeader, Uuid};
 
 use super::context::ConnectionContext;
 use super::errors::{
@@ -299,7 +299,11 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
                 }
                 partitions.push(to_wire(index, answer, &mut budget));
             }
-            responses.push(ProduceTopicResponse { name, partitions });
+            responses.push(ProduceTopicResponse {
+                name,
+                topic_id: Uuid::ZERO,
+                partitions,
+            });
         }
         if acks == 0 {
             // Nothing is sent back; a failure closes the connection, as Kafka does, so the
@@ -473,6 +477,7 @@ mod tests {
                 .iter()
                 .map(|(name, index)| ProduceTopicData {
                     name: name.to_string(),
+                    topic_id: Uuid::ZERO,
                     partitions: vec![ProducePartitionData {
                         index: *index,
                         records: None,

@@ -20,9 +20,9 @@ pub const CREATE_TOPICS_MESSAGE: &str = "Kafka CreateTopics is not supported: cr
 pub const DELETE_TOPICS_MESSAGE: &str =
     "Kafka DeleteTopics is not supported: drop the table with DROP TABLE through Fluss SQL";
 
-/// The version whose layout answers a request of a version no codec here knows. Produce
-/// above v12 gets the v12 layout: its topic-free error answer is the same bytes in v13 (which
-/// only renames topics to topic ids). Other APIs keep the version (no answer: close).
+/// The version whose layout answers a request whose body no codec here decodes. Produce above
+/// v13 gets the v13 layout (its topic-free error answer is the same bytes from v9 on), below v0
+/// the v0 one. Other APIs keep the version (no layout: close).
 fn nearest_known_version(api_key: ApiKey, version: i16) -> i16 {
     match api_key {
         ApiKey::PRODUCE => version.clamp(ProduceResponse::MIN_VERSION, ProduceResponse::MAX_VERSION),

@@ -206,14 +206,26 @@ pub fn batch(compression: Compression, values: &[&str]) -> Bytes {
     builder.build().unwrap()
 }
 
+/// A topic's name and id in a Produce body of `version`: named until v12, by id from v13.
+fn produce_topic(version: i16, name: &str, seed: u8) -> (String, Uuid) {
+    if version >= 13 {
+        (String::new(), id(seed))
+    } else {
+        (name.to_owned(), Uuid::ZERO)
+    }
+}
+
 pub fn produce_request(version: i16) -> ProduceRequest {
+    let (orders, orders_id) = produce_topic(version, "sales.orders", 7);
+    let (events, events_id) = produce_topic(version, "events", 8);
     ProduceRequest {
         transactional_id: None,
         acks: -1,
         timeout_ms: 30_000,
         topics: vec![
             ProduceTopicData {
-                name: "sales.orders".into(),
+                name: orders,
+                topic_id: orders_id,
                 partitions: vec![
                     ProducePartitionData {
                         index: 0,
@@ -226,7 +238,8 @@ pub fn produce_request(version: i16) -> ProduceRequest {
                 ],
             },
             ProduceTopicData {
-                name: "events".into(),
+                name: events,
+                topic_id: events_id,
                 partitions: vec![ProducePartitionData {
                     index: 3,
                     records: Some(batch(Compression::Zstd, &["a", "b"])),
@@ -263,9 +276,11 @@ pub fn produce_response(version: i16) -> ProduceResponse {
             leader_epoch: 4,
         });
     }
+    let (name, topic_id) = produce_topic(version, "sales.orders", 7);
     ProduceResponse {
         topics: vec![ProduceTopicResponse {
-            name: "sales.orders".into(),
+            name,
+            topic_id,
             partitions: vec![ok, failed],
         }],
         throttle_time_ms: if version >= 1 { 3 } else { 0 },
