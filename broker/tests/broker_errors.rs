@@ -541,6 +541,57 @@ fn legacy_magic_oversized_records_and_unsupported_versions() {
     );
 }
 
+/// A Metadata request asking for authorized operations, without the authorizer (every
+/// principal may do all): each topic's and the cluster's bit field of every operation Kafka
+/// 4.4 lists for it.
+#[test]
+fn metadata_answers_authorized_operations_without_the_authorizer() {
+    let server = Server::start(1, &[]);
+    setup(&server);
+    let mut raw = Raw::connect(server.kafka);
+    let ask = |names: &[&str], operations: bool| MetadataRequest {
+        include_cluster_authorized_operations: operations,
+        include_topic_authorized_operations: operations,
+        ..MetadataRequest::for_names(Some(names))
+    };
+    // READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: 3576, as
+    // Kafka 4.4 answers; an unknown table the principal may DESCRIBE too; an invalid name none.
+    let correlation = raw.send(10, &ask(&["good", "fluss.nosuch", "a..b"], true));
+    let response: MetadataResponse = raw.recv(10, correlation);
+    let operations: Vec<_> = response
+        .topics
+        .iter()
+        .map(|t| (t.error_code, t.topic_authorized_operations))
+        .collect();
+    assert_eq!(
+        operations,
+        vec![
+            (ErrorCode::None, 3576),
+            (ErrorCode::UnknownTopicOrPartition, 3576),
+            (ErrorCode::InvalidTopicException, i32::MIN),
+        ]
+    );
+    // CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+    assert_eq!(response.cluster_authorized_operations, 8096);
+    // All topics, v12 (no cluster field there): the same bits per topic.
+    let all = MetadataRequest {
+        include_topic_authorized_operations: true,
+        ..MetadataRequest::for_names(None)
+    };
+    let correlation = raw.send(12, &all);
+    let response: MetadataResponse = raw.recv(12, correlation);
+    assert_eq!(response.topics.len(), 2, "{response:?}");
+    assert!(response
+        .topics
+        .iter()
+        .all(|t| t.topic_authorized_operations == 3576));
+    // Not asked: -2147483648.
+    let correlation = raw.send(10, &ask(&["good"], false));
+    let response: MetadataResponse = raw.recv(10, correlation);
+    assert_eq!(response.topics[0].topic_authorized_operations, i32::MIN);
+    assert_eq!(response.cluster_authorized_operations, i32::MIN);
+}
+
 #[test]
 fn acks_zero_is_silent_and_pipelined_responses_keep_request_order() {
     let server = Server::start(2, &[]);

@@ -307,6 +307,60 @@ fn metadata_and_the_admin_api_answer_not_authorized() {
     );
 }
 
+/// With the authorizer on, Metadata's authorized operations are those the principal's Fluss
+/// ACLs grant: WRITE and DESCRIBE on a table are Kafka's WRITE, DESCRIBE and DESCRIBE_CONFIGS
+/// on the topic, and WRITE on some table is IDEMPOTENT_WRITE on the cluster.
+#[test]
+fn metadata_authorized_operations_follow_the_acls() {
+    let server = Server::start(
+        1,
+        &[
+            "security.protocol.map=FLUSS:sasl,KAFKA:plaintext",
+            "security.sasl.plain.credentials=admin:admin-secret",
+            "authorizer.enabled=true",
+            "super.users=User:admin",
+        ],
+    );
+    let admin = Some(("admin", "admin-secret"));
+    let sql = |sql: &str| {
+        let (status, body) = http_as(server.fluss, "POST", "/v1/sql", sql.as_bytes(), admin);
+        assert_eq!(status, 200, "{body}");
+    };
+    sql("CREATE TABLE fluss.guarded (id INT) WITH ('table.kafka.enabled' = 'true')");
+    sql("CREATE TABLE fluss.other (id INT) WITH ('table.kafka.enabled' = 'true')");
+    for operation in ["WRITE", "DESCRIBE"] {
+        sql(&format!(
+            "CALL sys.add_acl(resource => 'fluss.guarded', permission => 'ALLOW', \
+             principal => 'User:ANONYMOUS', operation => '{operation}', host => '*')"
+        ));
+    }
+    let mut raw = Raw::connect(server.kafka);
+    let request = MetadataRequest {
+        include_cluster_authorized_operations: true,
+        include_topic_authorized_operations: true,
+        ..MetadataRequest::for_names(Some(&["guarded", "other"]))
+    };
+    let correlation = raw.send(10, &request);
+    let response: MetadataResponse = raw.recv(10, correlation);
+    let topics: Vec<_> = response
+        .topics
+        .iter()
+        .map(|t| (t.error_code, t.topic_authorized_operations))
+        .collect();
+    // WRITE (4), DESCRIBE (8), DESCRIBE_CONFIGS (10); `other` is not described at all.
+    let write_describe = 1 << 4 | 1 << 8 | 1 << 10;
+    assert_eq!(write_describe, 1296);
+    assert_eq!(
+        topics,
+        vec![
+            (ErrorCode::None, write_describe),
+            (ErrorCode::TopicAuthorizationFailed, i32::MIN),
+        ]
+    );
+    // Nothing granted on CLUSTER: IDEMPOTENT_WRITE (12) alone, from WRITE on a table.
+    assert_eq!(response.cluster_authorized_operations, 1 << 12);
+}
+
 /// Both listeners on SASL, the authorizer on, `admin` the super user.
 const SECURED: [&str; 6] = [
     "security.protocol.map=FLUSS:sasl,KAFKA:sasl",
