@@ -11,8 +11,8 @@ use bytes::Bytes;
 use kafluss_protocol::{
     decode_response_frame, ApiKey, ApiVersionsRequest, ApiVersionsResponse, Compression, CreatableTopic,
     CreateTopicsRequest, CreateTopicsResponse, ErrorCode, InitProducerIdRequest, InitProducerIdResponse,
-    MetadataRequest, MetadataResponse, ProducePartitionData, ProduceRequest, ProduceResponse,
-    ProduceTopicData, RecordBatchBuilder,
+    MetadataRequest, MetadataRequestTopic, MetadataResponse, ProducePartitionData, ProduceRequest,
+    ProduceResponse, ProduceTopicData, RecordBatchBuilder,
 };
 use serde_json::json;
 use support::{Raw, Server};
@@ -590,6 +590,58 @@ fn metadata_answers_authorized_operations_without_the_authorizer() {
     let response: MetadataResponse = raw.recv(10, correlation);
     assert_eq!(response.topics[0].topic_authorized_operations, i32::MIN);
     assert_eq!(response.cluster_authorized_operations, i32::MIN);
+}
+
+#[test]
+fn metadata_looks_up_a_nonzero_topic_id_by_id_whatever_its_name() {
+    let server = Server::start(1, &[]);
+    setup(&server);
+    let mut raw = Raw::connect(server.kafka);
+    let correlation = raw.send(12, &MetadataRequest::for_names(Some(&["good"])));
+    let response: MetadataResponse = raw.recv(12, correlation);
+    let good_id = response.topics[0].topic_id;
+    assert_ne!(good_id, kafluss_protocol::Uuid::ZERO);
+
+    // A non-zero topic id is the lookup, whatever name comes with it, as Kafka answers: no
+    // topic is known by id, so UNKNOWN_TOPIC_ID with a null name, even for an existing
+    // table's own id and name. A zero id with the name is looked up by name.
+    let by_id = |topic_id, name: Option<&str>| MetadataRequestTopic {
+        topic_id,
+        name: name.map(str::to_owned),
+    };
+    let request = MetadataRequest {
+        topics: Some(vec![
+            by_id(good_id, Some("good")),
+            by_id(kafluss_protocol::Uuid([5; 16]), Some("fluss.good")),
+            by_id(kafluss_protocol::Uuid::ZERO, Some("good")),
+        ]),
+        ..MetadataRequest::for_names(None)
+    };
+    let correlation = raw.send(12, &request);
+    let response: MetadataResponse = raw.recv(12, correlation);
+    let topics: Vec<_> = response
+        .topics
+        .iter()
+        .map(|t| (t.name.as_deref(), t.topic_id, t.error_code))
+        .collect();
+    assert_eq!(
+        topics,
+        vec![
+            (None, good_id, ErrorCode::UnknownTopicId),
+            (None, kafluss_protocol::Uuid([5; 16]), ErrorCode::UnknownTopicId),
+            (Some("good"), good_id, ErrorCode::None),
+        ]
+    );
+    // v10/v11 have no null topic name in the answer: a null-name lookup is UNKNOWN_TOPIC_ID
+    // with an empty name (Kafka refuses such a request with INVALID_REQUEST).
+    let request = MetadataRequest {
+        topics: Some(vec![by_id(kafluss_protocol::Uuid::ZERO, None)]),
+        ..MetadataRequest::for_names(None)
+    };
+    let correlation = raw.send(11, &request);
+    let response: MetadataResponse = raw.recv(11, correlation);
+    assert_eq!(response.topics[0].error_code, ErrorCode::UnknownTopicId);
+    assert_eq!(response.topics[0].name.as_deref(), Some(""));
 }
 
 #[test]

@@ -4,8 +4,10 @@
 //! Requested names are echoed as sent; an all-topics request lists every Kafka-enabled,
 //! eligible table as `db.table`, sorted, minus those the principal may not DESCRIBE. A named
 //! topic the principal may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED, whether the table
-//! exists or not (as Kafka does: the answer does not say whether it exists). Lookups by topic
-//! id answer UNKNOWN_TOPIC_ID. Topics are never auto-created.
+//! exists or not (as Kafka does: the answer does not say whether it exists). A topic asked for
+//! by a non-zero topic id is looked up by that id whatever name comes with it, as Kafka does,
+//! and answers UNKNOWN_TOPIC_ID with a null name (so does a v10/v11 request's null name, which
+//! Kafka refuses with INVALID_REQUEST instead). Topics are never auto-created.
 //!
 //! Authorized operations (v8+, when the request asks): the bit field of Kafka `AclOperation`s
 //! the connection's principal may perform, derived from its Fluss ACLs through the authorizer
@@ -17,8 +19,8 @@ use kafluss_protocol::encode_response_frame;
 use kafluss_protocol::Uuid;
 use kafluss_protocol::{ErrorCode, RequestHeader};
 use kafluss_protocol::{
-    MetadataBroker, MetadataPartition, MetadataRequest, MetadataResponse, MetadataTopic,
-    AUTHORIZED_OPERATIONS_OMITTED,
+    MetadataBroker, MetadataPartition, MetadataRequest, MetadataRequestTopic, MetadataResponse,
+    MetadataTopic, AUTHORIZED_OPERATIONS_OMITTED,
 };
 
 use kafluss_auth::{Operation, Resource};
@@ -207,6 +209,12 @@ pub fn handle(
             let mut seen = std::collections::HashSet::with_capacity(topics.len());
             topics
                 .into_iter()
+                // A non-zero topic id is the lookup, whatever name comes with it (Kafka ignores
+                // the name then): no topic is known by id.
+                .map(|topic| match topic.topic_id {
+                    Uuid::ZERO => topic,
+                    _ => MetadataRequestTopic { name: None, ..topic },
+                })
                 .filter(|topic| seen.insert((topic.name.clone(), topic.topic_id)))
                 .map(|topic| match topic.name {
                     None => MetadataTopic::error(
