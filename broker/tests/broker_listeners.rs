@@ -3,7 +3,7 @@
 //! SO_REUSEPORT (which splits the connections between two servers). The first server keeps
 //! serving. A restart on the same ports binds while the stopped server's connections linger.
 //! So does a restart at once after SIGKILL. Listeners that nothing would serve are a
-//! configuration error.
+//! configuration error. A stdout that cannot take the ready line does not stop the server.
 
 #[path = "broker_support.rs"]
 mod support;
@@ -170,4 +170,52 @@ fn listeners_that_nothing_would_serve_are_a_start_up_error() {
             assert!(stderr.contains(word), "{defines:?}: {stderr}");
         }
     }
+}
+
+#[test]
+fn a_stdout_that_cannot_take_the_ready_line_does_not_stop_the_server() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let temp = tempfile::tempdir().expect("temp dir");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    let mut child = Command::new(support::binary())
+        .args([
+            "serve",
+            "-D",
+            "bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:0",
+            "-D",
+            &format!("data.dir={}", temp.path().join("data").display()),
+            "-D",
+            "server.cores=1",
+        ])
+        .stdin(Stdio::null())
+        .stdout(full)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kafluss");
+    // Lines until the warning (or the end of stderr, should the server die).
+    // The reader stays open to the end: a server writing to a closed stderr is another test.
+    let mut seen = String::new();
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    for line in lines.by_ref() {
+        let line = line.expect("stderr line");
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("cannot write the ready line to stdout") {
+            break;
+        }
+    }
+    assert!(
+        seen.contains("cannot write the ready line to stdout: No space left on device"),
+        "{seen}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let running = child.try_wait().expect("wait").is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(lines);
+    assert!(running, "the server stopped: {seen}");
 }

@@ -1,8 +1,8 @@
 //! `kafluss sql` through the real binary against a running `kafluss serve`: the seed's
 //! statements from `-e`, `-f` and standard input, readable output, exit 1 with the server's
 //! message; scripts that stop at their first failure, `USE`, `SELECT`, the statement limit, a
-//! script over the server's request size; credentials under the authorizer; what start-up says
-//! about dynamic configs and an unprotected Fluss listener.
+//! script over the server's request size; a stdout that cannot be written; credentials under
+//! the authorizer; what start-up says about dynamic configs and an unprotected Fluss listener.
 
 #[path = "broker_support.rs"]
 mod support;
@@ -20,6 +20,18 @@ fn kafluss_sql(server: &Server, args: &[&str]) -> Output {
 /// `kafluss sql --server ... args`, with only the given credential variables set, and
 /// `stdin` fed to it (else none).
 fn kafluss_sql_with(server: &Server, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Output {
+    let mut command = sql_command(server, args, env, stdin);
+    command.stdout(Stdio::piped());
+    let mut child = command.spawn().expect("run kafluss sql");
+    if let Some(text) = stdin {
+        let mut input = child.stdin.take().expect("stdin");
+        input.write_all(text.as_bytes()).expect("write stdin");
+    }
+    child.wait_with_output().expect("kafluss sql output")
+}
+
+/// The `kafluss sql` command of [`kafluss_sql_with`], stdout left to the caller.
+fn sql_command(server: &Server, args: &[&str], env: &[(&str, &str)], stdin: Option<&str>) -> Command {
     let mut command = Command::new(binary());
     command
         .arg("sql")
@@ -34,14 +46,8 @@ fn kafluss_sql_with(server: &Server, args: &[&str], env: &[(&str, &str)], stdin:
         } else {
             Stdio::null()
         })
-        .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("run kafluss sql");
-    if let Some(text) = stdin {
-        let mut input = child.stdin.take().expect("stdin");
-        input.write_all(text.as_bytes()).expect("write stdin");
-    }
-    child.wait_with_output().expect("kafluss sql output")
+    command
 }
 
 fn stdout(output: &Output) -> String {
@@ -264,6 +270,39 @@ fn statements_from_stdin_use_select_and_the_statement_limit() {
         ],
     );
     assert!(output.status.success(), "at the limit: {}", stderr(&output));
+}
+
+#[test]
+fn a_stdout_that_cannot_be_written_is_exit_1_not_a_panic() {
+    let server = Server::start(1, &[]);
+    // A full disk.
+    let mut command = sql_command(&server, &["-e", "SHOW DATABASES"], &[], None);
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    let output = command.stdout(full).output().expect("run kafluss sql");
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("kafluss sql: cannot write stdout: No space left on device"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+
+    // A pipe whose reader is gone (`| head -c1` once head has exited).
+    let mut child = sql_command(&server, &["-e", "SHOW DATABASES"], &[], None)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run kafluss sql");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("kafluss sql output");
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("kafluss sql: cannot write stdout: Broken pipe"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Client subcommands of the `kafluss` binary that talk to a running server over HTTP: a
 //! module of the binary only (the server library has no HTTP client). HTTP/1.1 is `ureq`'s.
 
+use std::io::{self, Write};
 use std::time::Duration;
 
 use base64::Engine;
@@ -32,6 +33,36 @@ pub(crate) fn agent(io_timeout: Duration) -> ureq::Agent {
         .timeout_per_write(Some(io_timeout))
         .build()
         .into()
+}
+
+/// Output that could not be written (a full disk, a closed pipe): `cannot write stdout: ...`
+/// or `cannot write FILE: ...`. The commands report it and exit 1 instead of panicking, as
+/// `print!` would.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {path}: {source}")]
+pub struct OutputError {
+    /// `stdout`, or the file's path.
+    pub path: String,
+    #[source]
+    pub source: io::Error,
+}
+
+impl OutputError {
+    pub fn stdout(source: io::Error) -> Self {
+        OutputError {
+            path: "stdout".to_string(),
+            source,
+        }
+    }
+}
+
+/// Writes `bytes` to stdout and flushes it.
+pub(crate) fn write_stdout(bytes: &[u8]) -> Result<(), OutputError> {
+    let mut stdout = io::stdout().lock();
+    stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.flush())
+        .map_err(OutputError::stdout)
 }
 
 /// The URL of `target` (path and query) on `server` (HOST:PORT).

@@ -11,7 +11,7 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Credentials, CredentialsError};
+use super::{Credentials, CredentialsError, OutputError};
 
 /// The server when `--server` is not given (the Fluss listener of the default config).
 pub const DEFAULT_SERVER: &str = "localhost:9123";
@@ -70,8 +70,8 @@ enum ScanCliError {
     Server(String),
     #[error(transparent)]
     Credentials(#[from] CredentialsError),
-    #[error("cannot write {path}: {source}")]
-    Output { path: String, source: io::Error },
+    #[error(transparent)]
+    Output(#[from] OutputError),
 }
 
 /// Runs the command; returns the process exit code (0 ok, 1 on any error, printed to stderr).
@@ -156,16 +156,21 @@ fn scan(args: &ScanArgs) -> Result<(), ScanCliError> {
 fn copy_body(mut body: Box<dyn Read>, out: Option<&PathBuf>, server: &str) -> Result<(), ScanCliError> {
     let (mut sink, name): (Box<dyn Write>, String) = match out {
         Some(path) => {
-            let file = File::create(path).map_err(|source| ScanCliError::Output {
-                path: path.display().to_string(),
+            let name = path.display().to_string();
+            let file = File::create(path).map_err(|source| OutputError {
+                path: name.clone(),
                 source,
             })?;
-            (Box::new(io::BufWriter::new(file)), path.display().to_string())
+            (Box::new(io::BufWriter::new(file)), name)
         }
         None => (
             Box::new(io::BufWriter::new(io::stdout().lock())),
             "stdout".to_string(),
         ),
+    };
+    let failed = |source| OutputError {
+        path: name.clone(),
+        source,
     };
     let mut buffer = vec![0u8; 64 << 10];
     // The last bytes written: a scan that meets damage ends its rows with an error line, then
@@ -196,14 +201,9 @@ fn copy_body(mut body: Box<dyn Read>, out: Option<&PathBuf>, server: &str) -> Re
         if tail.len() > TAIL_BYTES {
             tail.drain(..tail.len() - TAIL_BYTES);
         }
-        sink.write_all(&buffer[..read])
-            .map_err(|source| ScanCliError::Output {
-                path: name.clone(),
-                source,
-            })?;
+        sink.write_all(&buffer[..read]).map_err(&failed)?;
     }
-    sink.flush()
-        .map_err(|source| ScanCliError::Output { path: name, source })
+    Ok(sink.flush().map_err(failed)?)
 }
 
 /// How many of the last bytes of a scan's answer are kept to find its error line.

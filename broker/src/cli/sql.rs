@@ -4,13 +4,13 @@
 //! statements in order and stops at the first failure; the command then prints the results of
 //! the statements before it, names the failed statement (number and first words) and says
 //! which statements took effect and which were not run. Exit 0 on success, 1 with the server's
-//! message on an error (or when the server cannot be reached), 2 for a usage problem
+//! message on an error (or when the server cannot be reached, or stdout cannot be written), 2 for a usage problem
 //! (unreadable file, incomplete credentials, a script that is only `USE`).
 //!
 //! One `ureq` request; the reply is read whole, up to `MAX_RESPONSE_BYTES`. Credentials for
 //! a `sasl` Fluss listener: [`Credentials`].
 
-use std::io::{self, IsTerminal, Read, Write};
+use std::io::{self, IsTerminal, Read};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -79,10 +79,15 @@ pub fn run(server: &str, credentials: &Credentials, sql: SqlSource) -> i32 {
         return 1;
     }
     let rendered = render_reply(reply.status, &reply.body);
-    print!("{}", rendered.output);
-    let _ = io::stdout().flush();
+    // A stdout that cannot take the results (a full disk, a closed pipe) is an error of its
+    // own; the server's message, if any, still follows.
+    let written = super::write_stdout(rendered.output.as_bytes());
+    if let Err(error) = &written {
+        eprintln!("kafluss sql: {error}");
+    }
     match rendered.error {
-        None => 0,
+        None if written.is_ok() => 0,
+        None => 1,
         Some(message) => {
             for line in message.lines() {
                 eprintln!("kafluss sql: {line}");

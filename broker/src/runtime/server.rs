@@ -520,7 +520,11 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     // The log line first: whoever waits for the stdout line (a harness, a supervisor) then
     // finds it in the log too, instead of racing the second write.
     tracing::info!("{line}");
-    println!("{line}");
+    // A stdout that cannot take the line (a full disk, a closed pipe) does not stop the
+    // server: the line is in the log.
+    if let Err(error) = write_ready_line(&mut std::io::stdout().lock(), &line) {
+        tracing::warn!("cannot write the ready line to stdout: {error}; the server keeps serving");
+    }
 
     // Sleeps until a signal or a core's exit: an idle server's main thread never wakes.
     crossbeam_channel::select! {
@@ -544,6 +548,12 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
     }
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// Writes the ready line and flushes it, so whoever waits for it sees it at once.
+fn write_ready_line(out: &mut impl std::io::Write, line: &str) -> std::io::Result<()> {
+    writeln!(out, "{line}")?;
+    out.flush()
 }
 
 /// A channel that receives one message per SIGTERM/SIGINT, from a thread blocked on the
