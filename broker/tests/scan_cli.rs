@@ -1,6 +1,6 @@
 //! The `kafluss scan` binary against a loopback HTTP server that serves a real scan with a
 //! chunked body, and an error answer; and against the real server, which resolves a bare table
-//! name.
+//! name, percent-decodes it, and routes only the exact table paths.
 
 mod log_support;
 #[path = "broker_support.rs"]
@@ -208,4 +208,41 @@ fn a_bare_table_name_is_in_the_servers_default_database() {
     assert_eq!(run(args("shop.o", &server.fluss.to_string(), &out)), 0);
     let missing = tmp.path().join("missing.jsonl");
     assert_eq!(run(args("fluss.o", &server.fluss.to_string(), &missing)), 1);
+}
+
+#[test]
+fn the_table_name_is_one_percent_decoded_segment() {
+    let server = support::Server::start(1, &[]);
+    server.sql_ok("CREATE TABLE fluss.o (a INT)");
+    // `fluss.%6F` is `fluss.o`.
+    let (status, body) = server.get("/v1/tables/fluss.%6F");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = server.get("/v1/tables/fluss.%6F/scan");
+    assert_eq!(status, 200, "{body}");
+    // The CLI encodes a space; the server names the table as given.
+    let output = Command::new(env!("CARGO_BIN_EXE_kafluss"))
+        .args(["scan", "a b", "--server", &server.fluss.to_string()])
+        .env_remove("KAFLUSS_USER")
+        .env_remove("KAFLUSS_PASSWORD")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("table 'fluss.a b' does not exist"), "{stderr}");
+    let (status, body) = server.get("/v1/tables/fluss.%ZZ/scan");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("bad percent-encoding"), "{body}");
+    // Only the exact shapes: anything else is no endpoint, named.
+    for path in [
+        "/v1/tables/fluss.o/scan/",
+        "/v1/tables/fluss.o/extra",
+        "/v1/tables//scan",
+    ] {
+        let (status, body) = server.get(path);
+        assert_eq!(status, 404, "{path}: {body}");
+        assert!(
+            body.contains(&format!("no such endpoint: {path}")),
+            "{path}: {body}"
+        );
+    }
 }

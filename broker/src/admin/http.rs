@@ -10,8 +10,10 @@
 //! | `GET /metrics` | Prometheus text from the metrics hook |
 //! | `GET /healthz` | 200 once the readiness flag is set, 503 before, and 503 once the stopping flag is set |
 //!
-//! Another method on one of these paths is 405 `METHOD_NOT_ALLOWED` with an `Allow` header
-//! naming the path's method; any other path is 404 `NOT_FOUND`.
+//! The table name is one percent-decoded path segment (`fluss.a%20b` is `fluss.a b`; one that
+//! does not decode is 400 `BAD_REQUEST`). Another method on one of these paths is 405
+//! `METHOD_NOT_ALLOWED` with an `Allow` header naming the path's method; any other path
+//! (`/v1/tables//scan`, `/v1/tables/t/scan/`, `/v1/tables/t/rows`) is 404 `NOT_FOUND`.
 //!
 //! When the listener is mapped to `sasl`, every request but `/healthz` needs HTTP Basic
 //! credentials from the PLAIN credential store (401 with `WWW-Authenticate` otherwise: "required"
@@ -33,6 +35,7 @@ use thiserror::Error;
 
 use super::tables::table_json;
 use crate::catalog::{Catalog, SqlError, TableInfo};
+use crate::scan::percent_decode;
 
 /// Default bound of a request body (`POST /v1/sql`), 1 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -222,6 +225,11 @@ pub(super) enum Route {
         path: String,
         allow: &'static str,
     },
+    /// A table path whose name does not percent-decode (why: `reason`).
+    BadTableName {
+        path: String,
+        reason: String,
+    },
     NotFound(String),
 }
 
@@ -233,13 +241,6 @@ impl Route {
         match (method, path) {
             (&Method::POST, "/v1/sql") => Route::Sql,
             (&Method::GET, "/metrics") => Route::Metrics,
-            (&Method::GET, path) if path.starts_with("/v1/tables/") => {
-                let rest = &path["/v1/tables/".len()..];
-                match rest.strip_suffix("/scan") {
-                    Some(name) => Route::Scan(name.to_string()),
-                    None => Route::Table(rest.to_string()),
-                }
-            }
             (_, "/v1/sql") => Route::MethodNotAllowed {
                 path: path.to_string(),
                 allow: "POST",
@@ -248,11 +249,21 @@ impl Route {
                 path: path.to_string(),
                 allow: "GET",
             },
-            (_, path) if path.starts_with("/v1/tables/") => Route::MethodNotAllowed {
-                path: path.to_string(),
-                allow: "GET",
+            _ => match table_endpoint(path) {
+                None => Route::NotFound(path.to_string()),
+                Some(_) if method != Method::GET => Route::MethodNotAllowed {
+                    path: path.to_string(),
+                    allow: "GET",
+                },
+                Some((name, scan)) => match percent_decode(name, false) {
+                    Ok(name) if scan => Route::Scan(name),
+                    Ok(name) => Route::Table(name),
+                    Err(error) => Route::BadTableName {
+                        path: path.to_string(),
+                        reason: error.to_string(),
+                    },
+                },
             },
-            _ => Route::NotFound(path.to_string()),
         }
     }
 
@@ -260,6 +271,18 @@ impl Route {
     pub fn reads_body(&self) -> bool {
         matches!(self, Route::Sql)
     }
+}
+
+/// The still-encoded table name of `/v1/tables/{name}` (`false`) or `/v1/tables/{name}/scan`
+/// (`true`), `name` being one non-empty path segment; `None` for any other path.
+fn table_endpoint(path: &str) -> Option<(&str, bool)> {
+    let rest = path.strip_prefix("/v1/tables/")?;
+    let (name, scan) = match rest.split_once('/') {
+        None => (rest, false),
+        Some((name, "scan")) => (name, true),
+        Some(_) => return None,
+    };
+    (!name.is_empty()).then_some((name, scan))
 }
 
 /// The parts of a request the handlers need, owned so they move to a blocking thread.
@@ -320,6 +343,11 @@ pub(super) fn answer(
             &format!("{path} does not accept this method (it accepts {allow})"),
         )
         .with_header("Allow", *allow),
+        Route::BadTableName { path, reason } => Reply::error(
+            400,
+            "BAD_REQUEST",
+            &format!("the table name in {path} does not decode: {reason}"),
+        ),
         Route::NotFound(path) => Reply::error(404, "NOT_FOUND", &format!("no such endpoint: {path}")),
     }
 }
@@ -487,6 +515,34 @@ mod tests {
             Route::of(&Method::DELETE, "/v1/nope"),
             Route::NotFound("/v1/nope".into())
         );
+        // The name is one percent-decoded segment; `+` is itself in a path.
+        assert_eq!(
+            Route::of(&Method::GET, "/v1/tables/fluss.a%20b/scan"),
+            Route::Scan("fluss.a b".into())
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/v1/tables/a+b"),
+            Route::Table("a+b".into())
+        );
+        assert_eq!(
+            Route::of(&Method::GET, "/v1/tables/fluss.%ZZ/scan"),
+            Route::BadTableName {
+                path: "/v1/tables/fluss.%ZZ/scan".into(),
+                reason: "bad percent-encoding".into()
+            }
+        );
+        // Only those exact shapes.
+        for path in [
+            "/v1/tables/",
+            "/v1/tables//scan",
+            "/v1/tables/a.b/scan/",
+            "/v1/tables/a.b/extra",
+            "/v1/tables/a.b/scan/x",
+            "/v1/tables/a.b/",
+        ] {
+            assert_eq!(Route::of(&Method::GET, path), Route::NotFound(path.into()));
+            assert_eq!(Route::of(&Method::POST, path), Route::NotFound(path.into()));
+        }
         assert!(Route::Sql.reads_body());
         assert!(!Route::Health.reads_body());
     }

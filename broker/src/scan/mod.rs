@@ -25,7 +25,7 @@ use arrow_schema::{ArrowError, DataType, SchemaRef};
 
 use crate::log::{bucket_dir, LogRegistry};
 use output::{ArrowSink, JsonlSink, Projection, RowSink};
-pub use params::{ScanFormat, ScanParams};
+pub use params::{percent_decode, PercentError, ScanFormat, ScanParams};
 
 /// Name of the bucket column added to `arrow` output.
 pub const BUCKET_COLUMN: &str = "_bucket";

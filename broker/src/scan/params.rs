@@ -46,8 +46,8 @@ impl ScanParams {
         let mut names = std::collections::HashSet::new();
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {
             let (raw_name, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
-            let name = percent_decode(raw_name, "parameter name")?;
-            let value = percent_decode(raw_value, &name)?;
+            let name = decode_parameter(raw_name, "parameter name")?;
+            let value = decode_parameter(raw_value, &name)?;
             if !names.insert(name.clone()) {
                 return Err(ScanError::BadParameter {
                     name,
@@ -90,22 +90,32 @@ impl ScanParams {
     }
 }
 
-fn percent_decode(text: &str, what: &str) -> Result<String, ScanError> {
+/// Percent-encoded text that does not decode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PercentError {
+    /// A `%` not followed by two hex digits.
+    #[error("bad percent-encoding")]
+    BadEscape,
+    /// The decoded bytes are not UTF-8.
+    #[error("not UTF-8")]
+    NotUtf8,
+}
+
+/// Decodes the `%XX` escapes of `text`. `+` is a space in a query string (`plus_is_space`)
+/// and itself in a path segment.
+pub fn percent_decode(text: &str, plus_is_space: bool) -> Result<String, PercentError> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut index = 0;
     while index < bytes.len() {
         match bytes[index] {
-            b'+' => out.push(b' '),
+            b'+' if plus_is_space => out.push(b' '),
             b'%' => {
                 let hex = bytes
                     .get(index + 1..index + 3)
                     .and_then(|h| std::str::from_utf8(h).ok())
                     .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| ScanError::BadParameter {
-                        name: what.to_string(),
-                        reason: "bad percent-encoding".to_string(),
-                    })?;
+                    .ok_or(PercentError::BadEscape)?;
                 out.push(hex);
                 index += 2;
             }
@@ -113,8 +123,13 @@ fn percent_decode(text: &str, what: &str) -> Result<String, ScanError> {
         }
         index += 1;
     }
-    String::from_utf8(out).map_err(|_| ScanError::BadParameter {
+    String::from_utf8(out).map_err(|_| PercentError::NotUtf8)
+}
+
+/// A query parameter's name or value, decoded; `what` names it in the error.
+fn decode_parameter(text: &str, what: &str) -> Result<String, ScanError> {
+    percent_decode(text, true).map_err(|error| ScanError::BadParameter {
         name: what.to_string(),
-        reason: "not UTF-8".to_string(),
+        reason: error.to_string(),
     })
 }
