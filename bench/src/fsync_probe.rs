@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::histogram::{record, run_histogram, LatencySummary};
+use crate::histogram::{ms, record, run_histogram, LatencySummary};
 use crate::BenchError;
 
 /// What one probe measured.
@@ -19,8 +19,8 @@ pub struct FsyncProbe {
     pub syncs: u64,
     /// Bytes appended before each fsync.
     pub write_bytes: usize,
-    /// Durations of the `fdatasync` calls alone.
-    pub latency: LatencySummary,
+    /// Durations of the `fdatasync` calls alone (`None` when none was made).
+    pub latency: Option<LatencySummary>,
 }
 
 impl FsyncProbe {
@@ -29,22 +29,22 @@ impl FsyncProbe {
         serde_json::json!({
             "syncs": self.syncs,
             "write_bytes": self.write_bytes,
-            "fdatasync": self.latency.to_json(),
+            "fdatasync": LatencySummary::to_json(self.latency.as_ref()),
         })
     }
 
     /// One line for the report.
     pub fn text(&self, dir: &Path) -> String {
-        let ms = |us: f64| us / 1000.0;
+        let latency = self.latency.as_ref();
         format!(
-            "fsync probe in {}: {} fdatasyncs of {} B appends: p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms  max {:.3} ms",
+            "fsync probe in {}: {} fdatasyncs of {} B appends: p50 {} ms  p99 {} ms  p99.9 {} ms  max {} ms",
             dir.display(),
             self.syncs,
             self.write_bytes,
-            ms(self.latency.p50_us),
-            ms(self.latency.p99_us),
-            ms(self.latency.p999_us),
-            ms(self.latency.max_us),
+            ms(latency, |l| l.p50_us),
+            ms(latency, |l| l.p99_us),
+            ms(latency, |l| l.p999_us),
+            ms(latency, |l| l.max_us),
         )
     }
 }
@@ -107,8 +107,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let probe = run(dir.path(), Duration::from_secs(30), 4096, 20).unwrap();
         assert_eq!(probe.syncs, 20);
-        assert_eq!(probe.latency.count, 20);
-        assert!(probe.latency.max_us >= probe.latency.p50_us && probe.latency.p50_us > 0.0);
+        let latency = probe.latency.unwrap();
+        assert_eq!(latency.count, 20);
+        assert!(latency.max_us >= latency.p50_us && latency.p50_us > 0.0);
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
             0,

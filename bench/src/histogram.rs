@@ -42,22 +42,14 @@ pub struct LatencySummary {
 }
 
 impl LatencySummary {
-    /// Summarises `histogram` (all zero when empty).
-    pub fn of(histogram: &Histogram<u64>) -> Self {
+    /// Summarises `histogram`; `None` when it holds no sample (all requests failed, acks=0, a
+    /// warm-up as long as the run): no figure, rather than zeros that read as latencies.
+    pub fn of(histogram: &Histogram<u64>) -> Option<Self> {
         let us = |nanos: u64| nanos as f64 / 1000.0;
         if histogram.is_empty() {
-            return Self {
-                count: 0,
-                mean_us: 0.0,
-                p50_us: 0.0,
-                p90_us: 0.0,
-                p99_us: 0.0,
-                p999_us: 0.0,
-                p9999_us: 0.0,
-                max_us: 0.0,
-            };
+            return None;
         }
-        Self {
+        Some(Self {
             count: histogram.len(),
             mean_us: histogram.mean() / 1000.0,
             p50_us: us(histogram.value_at_quantile(0.50)),
@@ -66,22 +58,32 @@ impl LatencySummary {
             p999_us: us(histogram.value_at_quantile(0.999)),
             p9999_us: us(histogram.value_at_quantile(0.9999)),
             max_us: us(histogram.max()),
-        }
-    }
-
-    /// As a JSON object.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "count": self.count,
-            "mean_us": round3(self.mean_us),
-            "p50_us": round3(self.p50_us),
-            "p90_us": round3(self.p90_us),
-            "p99_us": round3(self.p99_us),
-            "p999_us": round3(self.p999_us),
-            "p9999_us": round3(self.p9999_us),
-            "max_us": round3(self.max_us),
         })
     }
+
+    /// `summary` as a JSON object: `count` and the figures in µs; without samples `count` is 0
+    /// and every figure `null`.
+    pub fn to_json(summary: Option<&Self>) -> serde_json::Value {
+        let figure = |pick: fn(&Self) -> f64| summary.map(|summary| round3(pick(summary)));
+        serde_json::json!({
+            "count": summary.map_or(0, |summary| summary.count),
+            "mean_us": figure(|s| s.mean_us),
+            "p50_us": figure(|s| s.p50_us),
+            "p90_us": figure(|s| s.p90_us),
+            "p99_us": figure(|s| s.p99_us),
+            "p999_us": figure(|s| s.p999_us),
+            "p9999_us": figure(|s| s.p9999_us),
+            "max_us": figure(|s| s.max_us),
+        })
+    }
+}
+
+/// The figure `pick` of `summary` in milliseconds with three decimals, or `-` without samples.
+pub fn ms(summary: Option<&LatencySummary>, pick: fn(&LatencySummary) -> f64) -> String {
+    summary.map_or_else(
+        || "-".to_owned(),
+        |summary| format!("{:.3}", pick(summary) / 1000.0),
+    )
 }
 
 /// Rounds to three decimals (keeps JSON readable).
@@ -99,8 +101,9 @@ mod tests {
         for micros in 1..=1000u64 {
             record(&mut histogram, micros * 1000, 1);
         }
-        let summary = LatencySummary::of(&histogram);
+        let summary = LatencySummary::of(&histogram).unwrap();
         assert_eq!(summary.count, 1000);
+        assert_eq!(ms(Some(&summary), |s| s.p50_us), "0.500");
         assert!((summary.p50_us - 500.0).abs() < 1.0, "{summary:?}");
         assert!((summary.p99_us - 990.0).abs() < 1.0, "{summary:?}");
         assert!((summary.max_us - 1000.0).abs() < 1.0, "{summary:?}");
@@ -112,13 +115,19 @@ mod tests {
         record(&mut histogram, 0, 1);
         record(&mut histogram, u64::MAX, 2);
         assert_eq!(histogram.len(), 3);
-        assert!(LatencySummary::of(&histogram).max_us >= 299_000_000.0);
+        assert!(LatencySummary::of(&histogram).unwrap().max_us >= 299_000_000.0);
     }
 
     #[test]
-    fn empty_histogram_summarises_to_zero() {
-        let summary = LatencySummary::of(&run_histogram());
-        assert_eq!(summary.count, 0);
-        assert_eq!(summary.max_us, 0.0);
+    fn an_empty_histogram_has_no_figures() {
+        assert_eq!(LatencySummary::of(&run_histogram()), None);
+        let json = LatencySummary::to_json(None);
+        assert_eq!(json["count"], 0);
+        for figure in [
+            "mean_us", "p50_us", "p90_us", "p99_us", "p999_us", "p9999_us", "max_us",
+        ] {
+            assert!(json[figure].is_null(), "{figure}: {json}");
+        }
+        assert_eq!(ms(None, |s| s.p50_us), "-");
     }
 }

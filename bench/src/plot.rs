@@ -81,15 +81,16 @@ pub fn timeline_svg(title: &str, runs: &[NamedRun], names: &[String]) -> String 
         for (dash, pick) in [
             (
                 "",
-                (|p: &crate::producer::TimelinePoint| p.latency.p50_us) as fn(&_) -> f64,
+                (|l: &crate::histogram::LatencySummary| l.p50_us) as fn(&_) -> f64,
             ),
-            ("6,3", |p| p.latency.p99_us),
-            ("2,3", |p| p.latency.max_us),
+            ("6,3", |l| l.p99_us),
+            ("2,3", |l| l.max_us),
         ] {
+            // A second without answers has no latency to plot.
             latency.push(Series {
                 colour,
                 dash,
-                points: point(&|p| pick(p) / 1000.0)
+                points: point(&|p| p.latency.as_ref().map_or(0.0, |l| pick(l) / 1000.0))
                     .into_iter()
                     .filter(|(_, y)| *y > 0.0)
                     .collect(),

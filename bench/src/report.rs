@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 
-use crate::histogram::{round3, run_histogram, LatencySummary};
+use crate::histogram::{ms, round3, run_histogram, LatencySummary};
 use crate::producer::RunResult;
 use crate::workload::{StopAfter, Workload};
 
@@ -75,7 +75,7 @@ pub fn run_json(run: &NamedRun) -> Value {
         "requests_per_s": round3(result.requests_per_second()),
         "mb_per_s": round3(result.megabytes_per_second()),
         "warmup_s": round3(result.warmup.as_secs_f64()),
-        "request_latency": LatencySummary::of(&result.request_latency).to_json(),
+        "request_latency": LatencySummary::to_json(LatencySummary::of(&result.request_latency).as_ref()),
         "slow_threshold_ms": round3(result.slow_threshold.as_secs_f64() * 1000.0),
         "slow_requests_total": result.slow_requests_total,
         "slow_requests": result.slow_requests.iter().map(|slow| json!({
@@ -84,7 +84,7 @@ pub fn run_json(run: &NamedRun) -> Value {
             "connection": slow.connection,
             "records": slow.records,
         })).collect::<Vec<_>>(),
-        "record_latency": LatencySummary::of(&result.record_latency).to_json(),
+        "record_latency": LatencySummary::to_json(LatencySummary::of(&result.record_latency).as_ref()),
         "errors": result.errors,
         "first_error": result.first_error,
         "server": server,
@@ -97,7 +97,7 @@ pub fn run_json(run: &NamedRun) -> Value {
             "span_s": round3(point.span_s),
             "records": point.records,
             "payload_bytes": point.payload_bytes,
-            "latency": point.latency.to_json(),
+            "latency": LatencySummary::to_json(point.latency.as_ref()),
             "server_rss_kib": point.server_rss_kib,
             "steal_ms": point.steal_ms.map(round3),
         })).collect::<Vec<_>>(),
@@ -196,8 +196,8 @@ impl Totals {
             "seconds": round3(self.seconds),
             "records_per_s": round3(self.records_per_second()),
             "mb_per_s": round3(self.payload_bytes as f64 / 1e6 / self.seconds.max(1e-9)),
-            "request_latency": LatencySummary::of(&self.request_latency).to_json(),
-            "record_latency": LatencySummary::of(&self.record_latency).to_json(),
+            "request_latency": LatencySummary::to_json(LatencySummary::of(&self.request_latency).as_ref()),
+            "record_latency": LatencySummary::to_json(LatencySummary::of(&self.record_latency).as_ref()),
             "server_cpu_s_per_million_records": self.cpu_per_million().map(round3),
             "server_cpu_us_per_request": self.cpu_us_per_request().map(round3),
             "server_rss_kib": self.server_rss_kib,
@@ -212,18 +212,29 @@ fn ratio(subject: f64, reference: f64) -> Option<f64> {
     (reference != 0.0).then(|| subject / reference)
 }
 
+/// The ratio of the latency figure `pick` of two histograms, or `None` when either holds no
+/// sample (a figure that does not exist has no ratio).
+fn latency_ratio(
+    subject: &Histogram<u64>,
+    reference: &Histogram<u64>,
+    pick: fn(&LatencySummary) -> f64,
+) -> Option<f64> {
+    let (subject, reference) = (LatencySummary::of(subject)?, LatencySummary::of(reference)?);
+    ratio(pick(&subject), pick(&reference))
+}
+
 /// The first endpoint (the subject) relative to `reference`: throughput, latency percentiles
 /// and server CPU per record, each `subject / reference`, as JSON.
 pub fn ratios_json(subject: &Totals, reference: &Totals) -> Value {
-    let ls = LatencySummary::of(&subject.request_latency);
-    let lr = LatencySummary::of(&reference.request_latency);
+    let latency =
+        |pick| latency_ratio(&subject.request_latency, &reference.request_latency, pick).map(round3);
     json!({
         "subject": subject.name,
         "reference": reference.name,
         "records_per_s": ratio(subject.records_per_second(), reference.records_per_second()).map(round3),
-        "request_p50": ratio(ls.p50_us, lr.p50_us).map(round3),
-        "request_p99": ratio(ls.p99_us, lr.p99_us).map(round3),
-        "request_p999": ratio(ls.p999_us, lr.p999_us).map(round3),
+        "request_p50": latency(|l| l.p50_us),
+        "request_p99": latency(|l| l.p99_us),
+        "request_p999": latency(|l| l.p999_us),
         "server_cpu_per_record": match (subject.cpu_per_million(), reference.cpu_per_million()) {
             (Some(cs), Some(cr)) => ratio(cs, cr).map(round3),
             _ => None,
@@ -345,17 +356,17 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         let record_latency = LatencySummary::of(&result.record_latency);
         let _ = writeln!(
             out,
-            "{:<14} {:>5} {:>12.0} {:>9.2} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12} {:>9}",
+            "{:<14} {:>5} {:>12.0} {:>9.2} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>9}",
             run.name,
             run.round,
             result.records_per_second(),
             result.megabytes_per_second(),
-            latency.p50_us / 1000.0,
-            latency.p99_us / 1000.0,
-            latency.p999_us / 1000.0,
-            latency.p9999_us / 1000.0,
-            latency.max_us / 1000.0,
-            record_latency.p99_us / 1000.0,
+            ms(latency.as_ref(), |l| l.p50_us),
+            ms(latency.as_ref(), |l| l.p99_us),
+            ms(latency.as_ref(), |l| l.p999_us),
+            ms(latency.as_ref(), |l| l.p9999_us),
+            ms(latency.as_ref(), |l| l.max_us),
+            ms(record_latency.as_ref(), |l| l.p99_us),
             fmt_opt(result.server_cpu_per_million_records(), 3),
             result.errors.values().sum::<u64>(),
         );
@@ -402,14 +413,14 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         let _ =
             writeln!(
             out,
-            "overall {:<14} {:>12.0} rec/s  p50 {:.3} ms  p99 {:.3} ms  p99.9 {:.3} ms  p99.99 {:.3} ms  max {:.3} ms  cpu {} s/Mrec  {} µs/req  rss {} KiB  steal {} s",
+            "overall {:<14} {:>12.0} rec/s  p50 {} ms  p99 {} ms  p99.9 {} ms  p99.99 {} ms  max {} ms  cpu {} s/Mrec  {} µs/req  rss {} KiB  steal {} s",
             total.name,
             total.records_per_second(),
-            latency.p50_us / 1000.0,
-            latency.p99_us / 1000.0,
-            latency.p999_us / 1000.0,
-            latency.p9999_us / 1000.0,
-            latency.max_us / 1000.0,
+            ms(latency.as_ref(), |l| l.p50_us),
+            ms(latency.as_ref(), |l| l.p99_us),
+            ms(latency.as_ref(), |l| l.p999_us),
+            ms(latency.as_ref(), |l| l.p9999_us),
+            ms(latency.as_ref(), |l| l.max_us),
             fmt_opt(total.cpu_per_million(), 3),
             fmt_opt(total.cpu_us_per_request(), 2),
             total.server_rss_kib.map_or_else(|| "-".to_owned(), |rss| rss.to_string()),
@@ -422,8 +433,9 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
         for round in 0..rounds {
             let find = |name: &str| runs.iter().find(|run| run.round == round && run.name == name);
             if let (Some(rs), Some(rr)) = (find(&subject.name), find(&reference.name)) {
-                let ps = LatencySummary::of(&rs.result.request_latency).p99_us;
-                let pr = LatencySummary::of(&rr.result.request_latency).p99_us;
+                let p99 = latency_ratio(&rs.result.request_latency, &rr.result.request_latency, |l| {
+                    l.p99_us
+                });
                 let _ = writeln!(
                     out,
                     "round {round} {}/{}: throughput {}  p99 {}",
@@ -433,12 +445,11 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
                         ratio(rs.result.records_per_second(), rr.result.records_per_second()),
                         3
                     ),
-                    fmt_opt(ratio(ps, pr), 3),
+                    fmt_opt(p99, 3),
                 );
             }
         }
-        let ls = LatencySummary::of(&subject.request_latency);
-        let lr = LatencySummary::of(&reference.request_latency);
+        let latency = |pick| latency_ratio(&subject.request_latency, &reference.request_latency, pick);
         let _ = writeln!(
             out,
             "overall ratio {}/{}: throughput {}  p50 {}  p99 {}  cpu/record {}",
@@ -448,8 +459,8 @@ pub fn text_report(runs: &[NamedRun], names: &[String]) -> String {
                 ratio(subject.records_per_second(), reference.records_per_second()),
                 3
             ),
-            fmt_opt(ratio(ls.p50_us, lr.p50_us), 3),
-            fmt_opt(ratio(ls.p99_us, lr.p99_us), 3),
+            fmt_opt(latency(|l| l.p50_us), 3),
+            fmt_opt(latency(|l| l.p99_us), 3),
             match (subject.cpu_per_million(), reference.cpu_per_million()) {
                 (Some(cs), Some(cr)) => fmt_opt(ratio(cs, cr), 3),
                 _ => "-".to_owned(),
@@ -603,6 +614,73 @@ pub(crate) mod tests {
             text.contains("overall ratio kafluss/sink: throughput 0.250"),
             "{text}"
         );
+    }
+
+    /// `run` with no latency sample (every request failed, acks=0, a warm-up as long as the run).
+    fn without_samples(mut run: NamedRun) -> NamedRun {
+        run.result.request_latency.reset();
+        run.result.record_latency.reset();
+        for point in &mut run.result.timeline {
+            point.latency = None;
+        }
+        run
+    }
+
+    #[test]
+    fn a_run_without_latency_samples_shows_no_figures_and_no_ratios() {
+        let names = vec!["kafluss".to_owned(), "sink".to_owned()];
+        let empty = without_samples(fake_run("kafluss", 0, 1000, 1, 2000));
+        let runs = vec![empty.clone(), fake_run("sink", 0, 4000, 1, 500)];
+        let text = text_report(&runs, &names);
+        let row = text.lines().nth(1).unwrap();
+        assert_eq!(
+            row.split_whitespace().skip(4).take(6).collect::<Vec<_>>(),
+            ["-"; 6],
+            "p50 … max and rec p99: {text}"
+        );
+        let overall = text
+            .lines()
+            .find(|line| line.starts_with("overall kafluss"))
+            .unwrap();
+        assert!(
+            overall.contains("1000 rec/s  p50 - ms  p99 - ms  p99.9 - ms  p99.99 - ms  max - ms"),
+            "{text}"
+        );
+        assert!(
+            text.contains("round 0 kafluss/sink: throughput 0.250  p99 -\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("overall ratio kafluss/sink: throughput 0.250  p50 -  p99 -  cpu/record -"),
+            "{text}"
+        );
+        let json = run_json(&empty);
+        for histogram in ["request_latency", "record_latency"] {
+            assert_eq!(json[histogram]["count"], 0);
+            for figure in ["mean_us", "p50_us", "p99_us", "max_us"] {
+                assert!(json[histogram][figure].is_null(), "{histogram}.{figure}: {json}");
+            }
+        }
+        assert!(json["timeline"][0]["latency"]["p50_us"].is_null());
+        let results = results_json(&workload_for_tests(), &runs, &names);
+        assert!(results["totals"][0]["request_latency"]["p99_us"].is_null());
+        let comparison = &results["comparison"][0];
+        for ratio in ["request_p50", "request_p99", "request_p999"] {
+            assert!(comparison[ratio].is_null(), "{ratio}: {comparison}");
+        }
+        assert_eq!(comparison["records_per_s"], 0.25);
+        // And the other way round: a reference without samples.
+        let reversed = vec![
+            fake_run("kafluss", 0, 1000, 1, 2000),
+            without_samples(fake_run("sink", 0, 4000, 1, 500)),
+        ];
+        let text = text_report(&reversed, &names);
+        assert!(
+            text.contains("overall ratio kafluss/sink: throughput 0.250  p50 -  p99 -"),
+            "{text}"
+        );
+        let results = results_json(&workload_for_tests(), &reversed, &names);
+        assert!(results["comparison"][0]["request_p99"].is_null());
     }
 
     #[test]

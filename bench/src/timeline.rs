@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use crate::error::BenchError;
-use crate::histogram::{interval_histogram, LatencySummary};
+use crate::histogram::{interval_histogram, ms, LatencySummary};
 use crate::pipeline::{sleep_until, Counters};
 use crate::proc_stat;
 
@@ -27,8 +27,8 @@ pub struct TimelinePoint {
     pub records: u64,
     /// Payload bytes acknowledged in the interval.
     pub payload_bytes: u64,
-    /// Request latency of the requests acknowledged in the interval.
-    pub latency: LatencySummary,
+    /// Request latency of the requests acknowledged in the interval (`None` when none was).
+    pub latency: Option<LatencySummary>,
     /// The server's resident memory at the end of the interval, KiB (when its pid is given).
     pub server_rss_kib: Option<u64>,
     /// The machine's steal time in the interval, CPU milliseconds over all its CPUs
@@ -89,7 +89,7 @@ pub(crate) fn spawn_progress(
                     eprintln!("{}", progress_line(&point));
                 }
                 let finished = !running.load(Ordering::SeqCst);
-                if point.records > 0 || point.latency.count > 0 || !finished {
+                if point.records > 0 || point.latency.is_some() || !finished {
                     timeline.push(point);
                 }
                 previous = (now, records, bytes);
@@ -107,13 +107,13 @@ pub(crate) fn spawn_progress(
 pub fn progress_line(point: &TimelinePoint) -> String {
     let span = point.span_s.max(1e-9);
     let mut line = format!(
-        "[{:6.1}s] {:>10.0} rec/s {:>9.2} MB/s  p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+        "[{:6.1}s] {:>10.0} rec/s {:>9.2} MB/s  p50 {} ms  p99 {} ms  max {} ms",
         point.at_s,
         point.records as f64 / span,
         point.payload_bytes as f64 / 1e6 / span,
-        point.latency.p50_us / 1000.0,
-        point.latency.p99_us / 1000.0,
-        point.latency.max_us / 1000.0,
+        ms(point.latency.as_ref(), |l| l.p50_us),
+        ms(point.latency.as_ref(), |l| l.p99_us),
+        ms(point.latency.as_ref(), |l| l.max_us),
     );
     if let Some(rss) = point.server_rss_kib {
         line.push_str(&format!("  server RSS {} MiB", rss / 1024));
@@ -155,5 +155,10 @@ mod tests {
             let line = progress_line(&point(quiet));
             assert!(line.ends_with("server RSS 20 MiB"), "{line}");
         }
+        // A second without answers has no latency.
+        let mut silent = point(None);
+        silent.latency = None;
+        let line = progress_line(&silent);
+        assert!(line.contains("p50 - ms  p99 - ms  max - ms"), "{line}");
     }
 }

@@ -55,7 +55,12 @@ fn assert_accounting(result: &RunResult) {
         timeline_records, result.records_acked,
         "timeline covers every record"
     );
-    let timeline_requests: u64 = result.timeline.iter().map(|point| point.latency.count).sum();
+    let timeline_requests: u64 = result
+        .timeline
+        .iter()
+        .filter_map(|point| point.latency)
+        .map(|latency| latency.count)
+        .sum();
     assert_eq!(
         timeline_requests, result.requests_acked,
         "timeline latency covers every request"
