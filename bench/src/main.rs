@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kafluss_bench::report::{results_json, text_report, NamedRun};
-use kafluss_bench::values::{make_value, table_sql, Prng, ValueKind, DEFAULT_SEED};
+use kafluss_bench::values::{
+    make_value, smallest_value_size, table_sql, Prng, ValueKind, DEFAULT_SEED, MAX_PARTITIONS,
+};
 use kafluss_bench::{plot, producer, sink, BenchError, StopAfter, Workload};
 use kafluss_protocol::Compression;
 
@@ -74,7 +76,7 @@ enum Command {
         /// Value generator.
         #[arg(long, value_enum, default_value = "json-flat")]
         value: ValueKind,
-        /// Buckets (= partitions).
+        /// Buckets (= partitions), 1 to 1024.
         #[arg(long, default_value_t = 1)]
         partitions: u32,
         /// Declare `_kafka_key` (when sending --key-size > 0).
@@ -228,22 +230,30 @@ fn parse_rate(text: &str) -> Result<f64, String> {
     }
 }
 
+/// `value` (in units of `unit` seconds) as a duration; `option` names it in the refusal of a
+/// value that is negative, not a number, or too large.
+fn duration_of(option: &str, value: f64, unit: f64) -> Result<Duration, BenchError> {
+    Duration::try_from_secs_f64(value * unit)
+        .map_err(|_| BenchError::Options(format!("{option} {value}: expected a number, 0 or more")))
+}
+
 impl ProduceArgs {
-    fn workload(&self) -> Workload {
+    fn workload(&self) -> Result<Workload, BenchError> {
         let stop = match (self.records, self.duration) {
             (Some(records), _) => StopAfter::Records(records),
             (None, duration) => {
-                StopAfter::Duration(Duration::from_secs_f64(duration.unwrap_or(10.0).max(0.0)))
+                StopAfter::Duration(duration_of("--duration", duration.unwrap_or(10.0), 1.0)?)
             }
         };
-        Workload {
+        Ok(Workload {
             topic: self.topic.clone(),
             connections: self.connections,
             inflight: self.inflight,
             batch_records: self.batch_records,
             linger: self
                 .linger_ms
-                .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0)),
+                .map(|ms| duration_of("--linger-ms", ms, 1e-3))
+                .transpose()?,
             acks: self.acks,
             compression: self.compression.into(),
             value_kind: self.value,
@@ -258,18 +268,77 @@ impl ProduceArgs {
             io_timeout: Duration::from_millis(self.timeout_ms.max(1)),
             progress: !self.quiet,
             warmup: match (self.warmup_s, stop) {
-                (Some(seconds), _) => Duration::from_secs_f64(seconds.max(0.0)),
+                (Some(seconds), _) => duration_of("--warmup-s", seconds, 1.0)?,
                 (None, StopAfter::Duration(run)) => (run / 10).min(Duration::from_secs(1)),
                 (None, StopAfter::Records(_)) => Duration::ZERO,
             },
-            slow_threshold: Duration::from_secs_f64(self.slow_ms.max(0.0) / 1000.0),
+            slow_threshold: duration_of("--slow-ms", self.slow_ms, 1e-3)?,
+        })
+    }
+
+    /// The options that cannot make the runs asked, refused before any run: names or pids for
+    /// `--vs` endpoints not given, a server pid of no process, an output file in a directory
+    /// that does not exist.
+    fn check(&self) -> Result<(), BenchError> {
+        let refuse = |message: String| Err(BenchError::Options(message));
+        if self.vs_name.len() > self.vs.len() {
+            return refuse(format!(
+                "--vs-name {} names no endpoint: {} --vs-name for {} --vs (give one --vs per --vs-name, in order)",
+                self.vs_name[self.vs.len()],
+                self.vs_name.len(),
+                self.vs.len()
+            ));
         }
+        if self.vs_server_pid.len() > self.vs.len() {
+            return refuse(format!(
+                "--vs-server-pid {} belongs to no endpoint: {} --vs-server-pid for {} --vs (give one --vs per --vs-server-pid, in order)",
+                self.vs_server_pid[self.vs.len()],
+                self.vs_server_pid.len(),
+                self.vs.len()
+            ));
+        }
+        let pids = self
+            .server_pid
+            .map(|pid| ("--server-pid", pid))
+            .into_iter()
+            .chain(
+                self.vs_server_pid
+                    .iter()
+                    .filter(|pid| **pid != 0)
+                    .map(|pid| ("--vs-server-pid", *pid)),
+            );
+        for (option, pid) in pids {
+            if kafluss_bench::proc_stat::sample(pid).is_none() {
+                return refuse(format!(
+                    "{option} {pid}: no such process (/proc/{pid} cannot be read)"
+                ));
+            }
+        }
+        for (option, path) in [("--json-out", &self.json_out), ("--plot", &self.plot)] {
+            let Some(path) = path else { continue };
+            let parent = match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent,
+                _ => std::path::Path::new("."),
+            };
+            if !parent.is_dir() {
+                return refuse(format!(
+                    "{option} {}: the directory {} does not exist",
+                    path.display(),
+                    parent.display()
+                ));
+            }
+            if path.is_dir() {
+                return refuse(format!("{option} {}: is a directory", path.display()));
+            }
+        }
+        Ok(())
     }
 }
 
 fn produce(args: &ProduceArgs) -> Result<bool, BenchError> {
-    let workload = args.workload();
+    let workload = args.workload()?;
     workload.validate()?;
+    args.check()?;
     let mut endpoints = vec![(args.name.clone(), args.bootstrap.clone(), args.server_pid)];
     for (i, vs) in args.vs.iter().enumerate() {
         let name = args
@@ -336,6 +405,14 @@ fn print_values(kind: ValueKind, size: usize, count: u64) -> Result<u8, BenchErr
         return Err(BenchError::Options(
             "random values may hold newlines; use json-flat, json-nested or text".into(),
         ));
+    }
+    let smallest = smallest_value_size(kind, count);
+    if size < smallest {
+        return Err(BenchError::Options(format!(
+            "--message-size {size} is below the smallest of {count} {} values, {smallest} bytes: give at \
+             least {smallest} (smaller values would come out larger than asked)",
+            kind.name()
+        )));
     }
     let mut rng = Prng::new(DEFAULT_SEED);
     let stdout = std::io::stdout();
@@ -409,6 +486,11 @@ fn main() -> ExitCode {
             message_size,
             count,
         } => print_values(value, message_size, count),
+        Command::TableSql { partitions, .. } if !(1..=MAX_PARTITIONS).contains(&partitions) => {
+            Err(BenchError::Options(format!(
+                "--partitions {partitions}: a table has 1 to {MAX_PARTITIONS} buckets ('bucket.num')"
+            )))
+        }
         Command::TableSql {
             table,
             value,

@@ -27,7 +27,7 @@ use crate::values::{RecordPool, DEFAULT_SEED};
 use crate::workload::{RequestPool, StopAfter, Workload};
 
 /// Distinct values per run (cycled through all requests).
-const VALUE_POOL: usize = 1024;
+pub const VALUE_POOL: usize = 1024;
 /// Metadata look-ups while a topic is being created, and the pause between them.
 const METADATA_ATTEMPTS: u32 = 20;
 const METADATA_RETRY_PAUSE: Duration = Duration::from_millis(250);

@@ -72,43 +72,74 @@ impl Prng {
     }
 }
 
-/// Makes one value of about `size` bytes (JSON values never below their fixed skeleton) for
-/// record number `n`.
+/// Makes one value of `size` bytes for record number `n`; a JSON value is never below its
+/// skeleton ([`smallest_value_size`] says from which size every value is exactly `size`).
 pub fn make_value(kind: ValueKind, size: usize, n: u64, rng: &mut Prng) -> Vec<u8> {
     match kind {
         ValueKind::Random => rng.bytes(size),
         ValueKind::Text => rng.text(size).into_bytes(),
-        ValueKind::JsonFlat => {
-            let mut json = format!(
-                r#"{{"id":{n},"name":"user-{}","amount":{}.{:02},"active":{},"note":""#,
-                n % 10_000,
-                rng.next_u64() % 100_000,
-                rng.next_u64() % 100,
-                n.is_multiple_of(2)
-            );
-            pad_json_note(&mut json, size, rng);
-            json.into_bytes()
-        }
-        ValueKind::JsonNested => {
-            let mut json = format!(
-                r#"{{"id":{n},"user":{{"name":"user-{}","tags":["t{}","t{}"]}},"amount":{}.5,"note":""#,
-                n % 10_000,
-                rng.next_u64() % 10,
-                rng.next_u64() % 10,
-                rng.next_u64() % 100_000
-            );
+        ValueKind::JsonFlat | ValueKind::JsonNested => {
+            let parts = [rng.next_u64(), rng.next_u64(), rng.next_u64()];
+            let mut json = json_skeleton(kind, n, parts);
             pad_json_note(&mut json, size, rng);
             json.into_bytes()
         }
     }
 }
 
+/// The JSON object of record `n` up to its open `"note":"` string, its other fields taken from
+/// the random `parts`.
+fn json_skeleton(kind: ValueKind, n: u64, [a, b, c]: [u64; 3]) -> String {
+    if kind == ValueKind::JsonNested {
+        format!(
+            r#"{{"id":{n},"user":{{"name":"user-{}","tags":["t{}","t{}"]}},"amount":{}.5,"note":""#,
+            n % 10_000,
+            a % 10,
+            b % 10,
+            c % 100_000
+        )
+    } else {
+        format!(
+            r#"{{"id":{n},"name":"user-{}","amount":{}.{:02},"active":{},"note":""#,
+            n % 10_000,
+            a % 100_000,
+            b % 100,
+            n.is_multiple_of(2)
+        )
+    }
+}
+
+/// The smallest `--message-size` at which each of `count` values of `kind` (records 0 to
+/// `count - 1`) is exactly that size: 0 for random bytes and text; for JSON the longest
+/// skeleton with its closing `"}` (a smaller size gets values longer than asked).
+pub fn smallest_value_size(kind: ValueKind, count: u64) -> usize {
+    if matches!(kind, ValueKind::Random | ValueKind::Text) || count == 0 {
+        return 0;
+    }
+    let last = count - 1;
+    // A skeleton's length depends on the id's digits, on those of `id % 10000` and on the id
+    // being odd (`false`): the last 10,001 ids hold every remainder and parity of the longest
+    // ids, and 9, 99, 999, ... are the longest of the shorter ones. The random fields are
+    // taken at their widest.
+    let shorter = (1..20)
+        .map(|digits| 10u64.pow(digits) - 1)
+        .take_while(|n| *n <= last);
+    (last.saturating_sub(10_000)..=last)
+        .chain(shorter)
+        .map(|n| json_skeleton(kind, n, [u64::MAX; 3]).len())
+        .max()
+        .unwrap_or(0)
+        + CLOSING.len()
+}
+
+/// What closes the `note` string and the object.
+const CLOSING: &str = "\"}";
+
 /// Fills the open `"note":"` string so the closed object is `size` bytes when possible.
 fn pad_json_note(json: &mut String, size: usize, rng: &mut Prng) {
-    let closing = "\"}";
-    let pad = size.saturating_sub(json.len() + closing.len());
+    let pad = size.saturating_sub(json.len() + CLOSING.len());
     json.push_str(&rng.text(pad));
-    json.push_str(closing);
+    json.push_str(CLOSING);
 }
 
 /// The record contents a workload cycles through.
@@ -161,6 +192,11 @@ impl RecordPool {
         value + key + headers
     }
 }
+
+/// Most buckets a kafluss table may have (`bucket.num`, and so `table-sql --partitions`): the
+/// broker's bound (`kafluss_broker::catalog::validate::MAX_BUCKETS`; the harness does not
+/// depend on the broker).
+pub const MAX_PARTITIONS: u32 = 1024;
 
 /// The `CREATE TABLE` statement for a table that accepts the records the harness sends with these
 /// options (`table` may be `db.table`).
@@ -219,6 +255,37 @@ mod tests {
             assert!(parsed.is_object());
             assert_eq!(parsed.pointer("/id").and_then(|v| v.as_u64()), Some(42));
         }
+    }
+
+    #[test]
+    fn from_the_smallest_size_on_every_json_value_is_exact() {
+        assert_eq!(smallest_value_size(ValueKind::Random, 1000), 0);
+        assert_eq!(smallest_value_size(ValueKind::Text, 1000), 0);
+        for kind in [ValueKind::JsonFlat, ValueKind::JsonNested] {
+            for count in [1, 2, 10, 1024, 10_001, 23_456] {
+                let smallest = smallest_value_size(kind, count);
+                let mut rng = Prng::new(5);
+                let lengths: Vec<usize> = (0..count)
+                    .map(|n| make_value(kind, smallest, n, &mut rng).len())
+                    .collect();
+                assert!(
+                    lengths.iter().all(|len| *len == smallest),
+                    "{kind:?} x{count} at {smallest}"
+                );
+                if count < 1024 {
+                    // Few values may all draw short random fields: the bound is for any draw.
+                    continue;
+                }
+                // One byte less: some value comes out longer than asked.
+                let mut rng = Prng::new(5);
+                assert!(
+                    (0..count).any(|n| make_value(kind, smallest - 1, n, &mut rng).len() > smallest - 1),
+                    "{kind:?} x{count} at {}",
+                    smallest - 1
+                );
+            }
+        }
+        assert_eq!(smallest_value_size(ValueKind::JsonFlat, 1024), 73);
     }
 
     #[test]

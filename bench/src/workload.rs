@@ -11,7 +11,8 @@ use kafluss_protocol::{
 
 use crate::client::CLIENT_ID;
 use crate::error::BenchError;
-use crate::values::{RecordPool, ValueKind};
+use crate::producer::VALUE_POOL;
+use crate::values::{smallest_value_size, RecordPool, ValueKind};
 
 /// Where the correlation id sits in an encoded request frame: after the 4-byte size, the api key
 /// and the api version. Patched per send so pooled frames can be reused.
@@ -96,8 +97,23 @@ impl Workload {
                 return fail("--rate must be a positive number of records per second");
             }
         }
+        let smallest = smallest_value_size(self.value_kind, VALUE_POOL as u64);
+        if self.message_size < smallest {
+            return Err(BenchError::Options(format!(
+                "--message-size {} is below the smallest {} value, {smallest} bytes: give at least {smallest} \
+                 (smaller values would come out larger than asked)",
+                self.message_size,
+                self.value_kind.name()
+            )));
+        }
         match self.stop {
             StopAfter::Duration(duration) if duration.is_zero() => fail("--duration must be positive"),
+            StopAfter::Duration(duration) if self.warmup >= duration => Err(BenchError::Options(format!(
+                "--warmup-s {} is not shorter than the run (--duration {}): no request would be left \
+                 for the latency figures",
+                self.warmup.as_secs_f64(),
+                duration.as_secs_f64()
+            ))),
             StopAfter::Records(0) => fail("--records must be at least 1"),
             _ => Ok(()),
         }
@@ -305,6 +321,33 @@ mod tests {
             let records = batches[0].records(1 << 20).unwrap().count();
             assert_eq!(records as u64, frame.records);
         }
+    }
+
+    #[test]
+    fn options_that_cannot_make_the_run_asked_are_refused() {
+        assert!(workload().validate().is_ok());
+        let mut small = workload();
+        small.message_size = 72;
+        let error = small.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("--message-size 72 is below the smallest json-flat value, 73 bytes"),
+            "{error}"
+        );
+        small.message_size = 73;
+        assert!(small.validate().is_ok());
+        small.value_kind = ValueKind::Random;
+        small.message_size = 0;
+        assert!(small.validate().is_ok());
+        let mut timed = workload();
+        timed.stop = StopAfter::Duration(Duration::from_secs(2));
+        timed.warmup = Duration::from_secs(2);
+        let error = timed.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("--warmup-s 2 is not shorter than the run (--duration 2)"),
+            "{error}"
+        );
+        timed.warmup = Duration::from_millis(1999);
+        assert!(timed.validate().is_ok());
     }
 
     #[test]
