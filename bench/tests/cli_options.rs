@@ -159,3 +159,68 @@ fn a_run_without_latency_samples_reports_no_figures() {
     );
     assert_eq!(json["runs"][0]["records_acked"], 2000);
 }
+
+/// The `--flags` of `kafluss-bench <command> --help`.
+fn help_options(command: &str) -> Vec<String> {
+    let help = bench(&[command, "--help"]).stdout_text();
+    help.lines()
+        .filter_map(|line| line.trim_start().strip_prefix("--"))
+        .filter_map(|rest| rest.split([' ', ',']).next())
+        .filter(|name| *name != "help")
+        .map(|name| format!("--{name}"))
+        .collect()
+}
+
+#[test]
+fn the_documented_list_names_every_command_and_option() {
+    let doc_path = kafluss_tests::server::workspace_root()
+        .join("docs")
+        .join("benchmarks.md");
+    let doc = std::fs::read_to_string(doc_path).expect("docs/benchmarks.md is readable");
+    let list = doc
+        .split_once("Every command and option")
+        .and_then(|(_, rest)| rest.split_once("```\n"))
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(list, _)| list)
+        .expect("docs/benchmarks.md lists every command and option in a code block");
+    // `kafluss-bench <command>` starts each command's lines; the continuation lines are its.
+    let mut commands: Vec<(String, String)> = Vec::new();
+    for line in list.lines() {
+        match line.strip_prefix("kafluss-bench ") {
+            Some(rest) => {
+                let (command, options) = rest.split_once(' ').unwrap_or((rest, ""));
+                commands.push((command.to_owned(), options.to_owned()));
+            }
+            None => commands.last_mut().expect("a command first").1.push_str(line),
+        }
+    }
+    let top = bench(&["--help"]).stdout_text();
+    let listed: Vec<&str> = top
+        .split_once("Commands:")
+        .unwrap()
+        .1
+        .split_once("Options:")
+        .unwrap()
+        .0
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|command| *command != "help")
+        .collect();
+    let documented: Vec<&str> = commands.iter().map(|(command, _)| command.as_str()).collect();
+    let mut sorted = documented.clone();
+    sorted.sort_unstable();
+    let mut expected = listed.clone();
+    expected.sort_unstable();
+    assert_eq!(sorted, expected, "the commands of kafluss-bench --help");
+    for (command, options) in &commands {
+        let words: Vec<&str> = options
+            .split(|c: char| c.is_whitespace() || "[]|".contains(c))
+            .collect();
+        for option in help_options(command) {
+            assert!(
+                words.contains(&option.as_str()),
+                "docs/benchmarks.md lists no {option} for {command}: {options}"
+            );
+        }
+    }
+}
