@@ -372,7 +372,7 @@ fn produce(args: &ProduceArgs) -> Result<bool, BenchError> {
             });
         }
     }
-    print!("{}", text_report(&runs, &names));
+    write_stdout(&text_report(&runs, &names))?;
     let results = results_json(&workload, &runs, &names);
     if let Some(path) = &args.json_out {
         let text = serde_json::to_string_pretty(&results).unwrap_or_default();
@@ -428,9 +428,22 @@ fn print_values(kind: ValueKind, size: usize, count: u64) -> Result<u8, BenchErr
     Ok(0)
 }
 
+/// Writes `text` to stdout: a stdout that cannot take it (a full disk, a closed pipe) is an
+/// error naming it, exit 1, not a panic of `print!`.
+fn write_stdout(text: &str) -> Result<(), BenchError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|source| BenchError::io("writing to stdout", source))
+}
+
 fn run_sink(listen: &str, partitions: u32) -> Result<(), BenchError> {
     let handle = sink::start(listen, partitions)?;
-    println!("kafluss-bench sink listening on {}", handle.local_addr());
+    write_stdout(&format!(
+        "kafluss-bench sink listening on {}\n",
+        handle.local_addr()
+    ))?;
     let mut last = 0;
     loop {
         std::thread::sleep(Duration::from_secs(5));
@@ -459,7 +472,7 @@ fn fsync_probe(
     json_out: Option<&std::path::Path>,
 ) -> Result<u8, BenchError> {
     let probe = kafluss_bench::fsync_probe::run(dir, Duration::from_secs(seconds), write_bytes, max_syncs)?;
-    println!("{}", probe.text(dir));
+    write_stdout(&format!("{}\n", probe.text(dir)))?;
     if let Some(path) = json_out {
         std::fs::write(path, probe.to_json().to_string()).map_err(|source| BenchError::Io {
             context: format!("writing {}", path.display()),
@@ -497,10 +510,11 @@ fn main() -> ExitCode {
             partitions,
             key,
             headers,
-        } => {
-            println!("{}", table_sql(&table, value, partitions, key, headers));
-            Ok(0)
-        }
+        } => write_stdout(&format!(
+            "{}\n",
+            table_sql(&table, value, partitions, key, headers)
+        ))
+        .map(|()| 0),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -224,3 +224,36 @@ fn the_documented_list_names_every_command_and_option() {
         }
     }
 }
+
+/// What `kafluss-bench` prints on stdout into a stdout that cannot take it (`/dev/full`): exit 1
+/// with a line naming stdout, not a panic of `print!` (exit 101).
+#[test]
+fn a_stdout_that_cannot_be_written_is_exit_1_not_a_panic() {
+    for args in [
+        &["table-sql", "--table", "fluss.t", "--value", "json-flat"][..],
+        &[
+            "values",
+            "--value",
+            "text",
+            "--message-size",
+            "100",
+            "--count",
+            "10",
+        ],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let output = Command::new(BENCH)
+            .args(args)
+            .stdout(full)
+            .output()
+            .expect("kafluss-bench runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("writing"), "{args:?}: {stderr}");
+        assert!(stderr.contains("stdout"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
