@@ -436,6 +436,41 @@ fn decompressed_records_count_against_the_append_memory() {
     );
 }
 
+/// Empty headers are two bytes of a batch each and 40 bytes of the index the server builds of
+/// a partition's records: a small zstd batch of 400,000 of them (under `kafka.max-record-size`
+/// and the decompression bound) is refused MESSAGE_TOO_LARGE, as its index would pass
+/// `kafka.max-request-size`, and nothing is stored (before: 52 million of them in a 3 KB request
+/// held a core for a minute and 2.7 GB of memory, and were stored).
+#[test]
+fn a_batch_of_empty_headers_is_refused_by_its_index() {
+    let server = Server::start(1, &["kafka.max-request-size=1mb"]);
+    server.sql_ok(
+        "CREATE TABLE fluss.h (_kafka_value BYTES) WITH ('table.kafka.enabled' = 'true', \
+         'table.kafka.convert.value.type' = 'binary')",
+    );
+    let bomb = {
+        let empty: Vec<(&[u8], Option<&[u8]>)> = vec![(b"", Some(b"")); 400_000];
+        let mut builder = RecordBatchBuilder::new(kafluss_protocol::Compression::Zstd);
+        builder.append(1_700_000_000_000, None, Some(b"x".as_slice()), &empty);
+        builder.build().unwrap()
+    };
+    assert!(bomb.len() < 16 << 10, "{} bytes", bomb.len());
+    let mut raw = Raw::connect(server.kafka);
+    let answer = raw.produce(9, &produce_to("h", 1, &bomb));
+    let partition = &answer.topics[0].partitions[0];
+    assert_eq!(partition.error_code, ErrorCode::MessageTooLarge, "{partition:?}");
+    let message = partition.error_message.as_deref().unwrap_or_default();
+    assert!(message.contains("of index"), "{message}");
+    // Nothing was stored: the next record is the table's first.
+    let answer = raw.produce(9, &produce_to("h", 1, &one_record()));
+    let partition = &answer.topics[0].partitions[0];
+    assert_eq!(
+        (partition.error_code, partition.base_offset),
+        (ErrorCode::None, 0),
+        "{partition:?}"
+    );
+}
+
 /// Clients that pipeline small requests with large answers (Metadata of a 1,024-bucket table:
 /// 45 bytes asked, about 27 KB answered) and read none: an answer counts against
 /// `kafka.max-answer-memory` (here 4 MiB) from its making until it is written, so a core holds

@@ -72,6 +72,21 @@ pub enum BatchRejection {
     Control,
     #[error("record of {size} bytes is larger than kafka.max-record-size ({limit} bytes)")]
     RecordTooLarge { size: usize, limit: usize },
+    /// The index the server builds of a partition's records (a span per record and per
+    /// header) would take more than its bound: many tiny records or empty headers, which a
+    /// small compressed batch can carry by the million.
+    #[error(
+        "the partition's records and headers need more than kafka.max-request-size ({limit} bytes) \
+         of index ({record_bytes} bytes a record, {header_bytes} a header): the bound was passed at \
+         {records} records and {headers} headers"
+    )]
+    IndexTooLarge {
+        records: usize,
+        headers: usize,
+        limit: usize,
+        record_bytes: usize,
+        header_bytes: usize,
+    },
 }
 
 /// Why nothing of a job was appended. Every variant keeps its cause; the Kafka error code of

@@ -1349,6 +1349,18 @@ pub fn decode_batches(
     let mut decoded = Vec::new();
     let mut total_records = 0usize;
     let mut decompress_budget = max_decompressed;
+    // The spans of the records and headers of all batches of the partition, bounded like the
+    // records they index: an empty header is two bytes of a (compressed) batch and 40 bytes of
+    // index, a minimal record about eight and 72.
+    let mut index_budget = max_decompressed;
+    let (mut indexed_records, mut indexed_headers) = (0usize, 0usize);
+    let index_too_large = |records, headers| BatchRejection::IndexTooLarge {
+        records,
+        headers,
+        limit: max_decompressed,
+        record_bytes: std::mem::size_of::<RecordSpan>(),
+        header_bytes: std::mem::size_of::<HeaderSpan>(),
+    };
     for batch in RecordBatches::new(bytes) {
         let batch = batch.map_err(BatchRejection::Wire)?;
         if batch.attributes.is_transactional() {
@@ -1380,8 +1392,18 @@ pub fn decode_batches(
             let record = record.map_err(BatchRejection::Wire)?;
             let first_header = headers.len();
             let mut size = record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len);
+            indexed_records += 1;
+            index_budget = index_budget
+                .checked_sub(std::mem::size_of::<RecordSpan>())
+                .ok_or_else(|| index_too_large(indexed_records, indexed_headers))?;
             for header in record.headers {
-                size += header.key.len() + header.value.map_or(0, <[u8]>::len);
+                // A header counts its two length prefixes too (at least a byte each), so that
+                // empty headers cannot make a record of any size.
+                size += header.key.len() + header.value.map_or(0, <[u8]>::len) + 2;
+                indexed_headers += 1;
+                index_budget = index_budget
+                    .checked_sub(std::mem::size_of::<HeaderSpan>())
+                    .ok_or_else(|| index_too_large(indexed_records, indexed_headers))?;
                 headers.push(HeaderSpan {
                     key: range_in(&data, header.key),
                     value: header.value.map(|v| range_in(&data, v)),

@@ -108,7 +108,9 @@ impl KafkaCode for BatchRejection {
             BatchRejection::Empty => ErrorCode::InvalidRecord,
             BatchRejection::Wire(error) => error.error_code(),
             BatchRejection::Transactional | BatchRejection::Control => ErrorCode::InvalidRequest,
-            BatchRejection::RecordTooLarge { .. } => ErrorCode::MessageTooLarge,
+            BatchRejection::RecordTooLarge { .. } | BatchRejection::IndexTooLarge { .. } => {
+                ErrorCode::MessageTooLarge
+            }
         }
     }
 }
