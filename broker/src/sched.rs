@@ -1,5 +1,5 @@
 //! How CPU-heavy work on a core gives the core back to the connections it also serves, and the
-//! core's waiting primitives ([`FairSemaphore`], [`StopSignal`]).
+//! core's waiting primitives ([`FairSemaphore`], [`AddressAllowances`], [`StopSignal`]).
 //!
 //! Everything on a core runs in glommio's one default task queue. glommio only polls for I/O
 //! (sockets becoming readable, completions) between runs of its task queues, and a run ends
@@ -21,7 +21,9 @@
 //! shorter preemption timer puts a completion there far more often, hence the hangs; see
 //! docs/architecture.md.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -125,6 +127,78 @@ impl FairSemaphore {
     }
 }
 
+/// One [`FairSemaphore`] of `allowance` units per client address, on one core
+/// (`kafka.max-request-memory-per-address`): what the connections of one address may hold at
+/// once. An address has an entry only while some [`AddressPermit`] of it holds or waits for
+/// units; the last one dropped removes it, so the map never outgrows the core's connections.
+#[derive(Debug)]
+pub struct AddressAllowances {
+    allowance: u64,
+    addresses: RefCell<HashMap<IpAddr, Rc<FairSemaphore>>>,
+}
+
+impl AddressAllowances {
+    pub fn new(allowance: u64) -> Self {
+        Self {
+            allowance,
+            addresses: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// `units` of `address`'s allowance, after every earlier waiter of that address got what it
+    /// waits for (in arrival order, as [`FairSemaphore::acquire`]). `units` must not exceed the
+    /// allowance (the caller's bound: the configuration keeps it at least one largest frame).
+    /// Dropping the future before it resolves gives its place up and, if it was the address's
+    /// last, the address's entry.
+    pub async fn acquire(
+        self: &Rc<Self>,
+        address: IpAddr,
+        units: u64,
+    ) -> Result<AddressPermit, glommio::GlommioError<()>> {
+        let semaphore = self
+            .addresses
+            .borrow_mut()
+            .entry(address)
+            .or_insert_with(|| Rc::new(FairSemaphore::new(self.allowance)))
+            .clone();
+        // From here on the entry is given back by this value's drop, whether it gets its units
+        // or not.
+        let mut claim = AddressPermit {
+            allowances: self.clone(),
+            address,
+            semaphore,
+            permit: None,
+        };
+        claim.permit = Some(claim.semaphore.acquire(units).await?);
+        Ok(claim)
+    }
+
+    /// Addresses that hold or wait for units now.
+    pub fn addresses(&self) -> usize {
+        self.addresses.borrow().len()
+    }
+}
+
+/// Units of one address's allowance ([`AddressAllowances::acquire`]): given back on drop, with
+/// the address's entry when no other permit of it holds or waits.
+#[derive(Debug)]
+pub struct AddressPermit {
+    allowances: Rc<AddressAllowances>,
+    address: IpAddr,
+    semaphore: Rc<FairSemaphore>,
+    permit: Option<StaticPermit>,
+}
+
+impl Drop for AddressPermit {
+    fn drop(&mut self) {
+        self.permit = None;
+        // The map's reference and this one: nobody else holds or waits for this address.
+        if Rc::strong_count(&self.semaphore) == 2 {
+            self.allowances.addresses.borrow_mut().remove(&self.address);
+        }
+    }
+}
+
 /// A one-way broadcast on one core: "shutdown has begun", "the client went away", "log what you
 /// wait to log now". Every task waiting in [`StopSignal::stopping`] wakes when it is stopped.
 pub struct StopSignal {
@@ -207,5 +281,42 @@ mod tests {
             served
         });
         assert_eq!(order, ["large", "small-1", "small-2", "small-3", "small-4"]);
+    }
+
+    /// An address's second frame waits for its first (another address does not), and the map
+    /// keeps an address only while a permit of it holds or waits, a wait given up included.
+    #[test]
+    fn an_address_waits_for_its_own_earlier_frames_and_is_forgotten_after_its_last() {
+        let executor = glommio::LocalExecutorBuilder::default().make().unwrap();
+        executor.run(async {
+            let allowances = Rc::new(AddressAllowances::new(10));
+            let one: IpAddr = [127, 0, 0, 1].into();
+            let two: IpAddr = [127, 0, 0, 2].into();
+            let first = allowances.acquire(one, 10).await.unwrap();
+            let other = allowances.acquire(two, 10).await.unwrap();
+            assert_eq!(allowances.addresses(), 2);
+            let got = Rc::new(Cell::new(false));
+            let second = glommio::spawn_local({
+                let (allowances, got) = (allowances.clone(), got.clone());
+                async move {
+                    let permit = allowances.acquire(one, 1).await.unwrap();
+                    got.set(true);
+                    permit
+                }
+            });
+            yield_to_io().await;
+            assert!(!got.get(), "the address's allowance is held");
+            drop(other);
+            assert_eq!(allowances.addresses(), 1, "the other address had one permit");
+            drop(first);
+            let second = second.await;
+            assert!(got.get());
+            assert_eq!(allowances.addresses(), 1);
+            // A wait given up (a connection closed while waiting) forgets the address too.
+            let given_up = futures_lite::future::poll_once(allowances.acquire(one, 10)).await;
+            assert!(given_up.is_none(), "it waits behind `second`");
+            drop(second);
+            assert_eq!(allowances.addresses(), 0);
+        });
     }
 }
