@@ -53,6 +53,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("kafka.connection.max-inflight-requests", Some("32")),
     ("kafka.connection.move-after", Some("8")),
     ("kafka.max-request-memory", Some("256mb")),
+    ("kafka.max-request-memory-per-address", None),
     ("kafka.max-answer-memory", Some("128mb")),
     ("kafka.max-append-memory", Some("512mb")),
     ("kafka.producer.id.expiration", Some("1d")),
@@ -172,6 +173,9 @@ pub struct ServerConfig {
     pub connection_move_after: u32,
     /// Bytes of Kafka requests one core holds at once (being read or being answered).
     pub max_request_memory: usize,
+    /// `kafka.max-request-memory-per-address`: bytes of request frames that the connections of
+    /// one client address hold at once on one core.
+    pub max_request_memory_per_address: usize,
     /// `kafka.max-answer-memory`: bytes one core holds, beyond request frames, for requests
     /// from their decoding until their answer is written.
     pub max_answer_memory: usize,
@@ -391,6 +395,24 @@ impl ServerConfig {
                 ),
             ));
         }
+        let per_address = "kafka.max-request-memory-per-address";
+        let max_request_memory_per_address = match get(per_address) {
+            Some(value) => {
+                let n = parse_size(per_address, value)?;
+                if n < max_request_size + 4 || n > max_request_memory {
+                    return Err(invalid(
+                        per_address,
+                        value,
+                        format!(
+                            "must hold at least one request of kafka.max-request-size with its 4-byte size prefix ({} bytes) and at most kafka.max-request-memory ({max_request_memory} bytes)",
+                            max_request_size + 4
+                        ),
+                    ));
+                }
+                n
+            }
+            None => max_request_size + 4,
+        };
         let count = |key: &str, max: u64| -> Result<usize, ConfigError> {
             let n = parse_count(key, req(key), max)?;
             if n == 0 || n > max {
@@ -469,6 +491,7 @@ impl ServerConfig {
             max_inflight_requests: max_inflight as usize,
             connection_move_after: move_after as u32,
             max_request_memory: max_request_memory as usize,
+            max_request_memory_per_address: max_request_memory_per_address as usize,
             max_answer_memory: positive_size("kafka.max-answer-memory")? as usize,
             max_append_memory: positive_size("kafka.max-append-memory")? as usize,
             producer_id_expiration: positive_duration("kafka.producer.id.expiration")?,
@@ -759,6 +782,32 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(config.max_request_memory, 4_194_308);
+    }
+
+    #[test]
+    fn an_address_holds_one_largest_request_by_default_and_at_most_the_core_budget() {
+        assert_eq!(load(&[]).unwrap().max_request_memory_per_address, (100 << 20) + 4);
+        let config = load(&["kafka.max-request-size=1mb", "kafka.max-request-memory=4mb"]).unwrap();
+        assert_eq!(config.max_request_memory_per_address, (1 << 20) + 4);
+        let config = load(&[
+            "kafka.max-request-size=1mb",
+            "kafka.max-request-memory=4mb",
+            "kafka.max-request-memory-per-address=4mb",
+        ])
+        .unwrap();
+        assert_eq!(config.max_request_memory_per_address, 4 << 20);
+        for bad in ["1048579", "4194305"] {
+            let error = load(&[
+                "kafka.max-request-size=1mb",
+                "kafka.max-request-memory=4mb",
+                &format!("kafka.max-request-memory-per-address={bad}"),
+            ])
+            .unwrap_err();
+            let text = error.to_string();
+            assert!(text.contains("kafka.max-request-memory-per-address"), "{text}");
+            assert!(text.contains("1048580 bytes"), "{text}");
+            assert!(text.contains("4194304 bytes"), "{text}");
+        }
     }
 
     #[test]

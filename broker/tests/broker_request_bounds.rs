@@ -7,7 +7,7 @@
 #[path = "broker_support.rs"]
 mod support;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::time::Duration;
 
 use kafluss_protocol::{
@@ -515,4 +515,113 @@ fn unread_answers_of_small_requests_count_against_the_answer_memory() {
         grew >> 20
     );
     drop(stuck);
+}
+
+/// A connection to `server` from the loopback address `source` (127.0.0.2: another client).
+fn connect_from(server: std::net::SocketAddr, source: [u8; 4]) -> std::net::TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&std::net::SocketAddr::from((source, 0)).into())
+        .expect("bind the source address");
+    socket
+        .connect_timeout(&server.into(), Duration::from_secs(10))
+        .expect("connect");
+    let stream: std::net::TcpStream = socket.into();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream
+}
+
+/// Reads one answer's frame (None: nothing within the stream's read timeout, or closed).
+fn read_answer(stream: &mut std::net::TcpStream) -> Option<bytes::Bytes> {
+    let mut prefix = [0u8; 4];
+    stream.read_exact(&mut prefix).ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(prefix) as usize];
+    stream.read_exact(&mut body).ok()?;
+    Some(body.into())
+}
+
+/// An ApiVersions v0 request frame.
+const API_VERSIONS_V0: [u8; 18] = [0, 0, 0, 14, 0, 18, 0, 0, 0, 0, 0, 9, 0, 4, b't', b'e', b's', b't'];
+
+/// Connections that each send a Produce frame's size prefix (1 MiB, `kafka.max-request-size`)
+/// and API key and nothing more: a frame's bytes count against its client address's allowance
+/// (`kafka.max-request-memory-per-address`, one largest request by default) before the core's
+/// `kafka.max-request-memory` (4 MiB), so six of them from 127.0.0.1 hold one frame's worth of
+/// the core, and a client of another address (127.0.0.2) is answered at once. Before, three
+/// held the core's whole budget, and every other connection's next request (ApiVersions
+/// included) waited behind them for `kafka.connection.max-idle-time` (10 minutes).
+#[test]
+fn partial_frames_of_one_address_do_not_stop_other_clients() {
+    let server = Server::start(1, &["kafka.max-request-size=1mb", "kafka.max-request-memory=4mb"]);
+    let mut prefix = ((1i32 << 20).to_be_bytes()).to_vec();
+    prefix.extend_from_slice(&ProduceRequest::API_KEY.0.to_be_bytes());
+    let stuck: Vec<std::net::TcpStream> = (0..6)
+        .map(|_| {
+            let mut stream = connect_from(server.kafka, [127, 0, 0, 1]);
+            stream.write_all(&prefix).unwrap();
+            stream
+        })
+        .collect();
+    // Time for the server to read the six bytes of each (and reserve what it reserves).
+    std::thread::sleep(Duration::from_secs(2));
+    let mut other = connect_from(server.kafka, [127, 0, 0, 2]);
+    other.write_all(&API_VERSIONS_V0).unwrap();
+    assert!(
+        read_answer(&mut other).is_some(),
+        "a client of another address is answered while one address's partial frames wait"
+    );
+    drop(stuck);
+}
+
+/// Two connections of one address (127.0.0.1), each sending a Produce request of about 700 KB:
+/// the second frame waits for its address's allowance (one 1 MiB request: not both) while the
+/// first holds it, though the core's `kafka.max-request-memory` (4 MiB) has room for both, and
+/// is answered once the first is complete and answered. Before, the second was answered at once.
+#[test]
+fn a_frame_waits_for_its_address_earlier_frame() {
+    let server = Server::start(1, &["kafka.max-request-size=1mb", "kafka.max-request-memory=4mb"]);
+    server.sql_ok("CREATE TABLE fluss.t (n INT, pad STRING) WITH ('table.kafka.enabled' = 'true')");
+    let request = |correlation: i32| {
+        let value = format!(r#"{{"n": {correlation}, "pad": "{}"}}"#, "x".repeat(700_000));
+        let mut records = RecordBatchBuilder::new(kafluss_protocol::Compression::None);
+        records.append(1_700_000_000_000, None, Some(value.as_bytes()), &[]);
+        let header =
+            kafluss_protocol::RequestHeader::new(ProduceRequest::API_KEY, 9, correlation, Some("same"));
+        let mut frame = bytes::BytesMut::new();
+        kafluss_protocol::encode_request_frame(
+            &mut frame,
+            &header,
+            &produce_to("t", 1, &records.build().unwrap()),
+        )
+        .unwrap();
+        frame.freeze()
+    };
+    let (first_frame, second_frame) = (request(1), request(2));
+    let mut first = connect_from(server.kafka, [127, 0, 0, 1]);
+    first.write_all(&first_frame[..6]).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let second = connect_from(server.kafka, [127, 0, 0, 1]);
+    // Written from a thread: the server reads none of it while the frame waits.
+    let sender = std::thread::spawn({
+        let mut second = second.try_clone().unwrap();
+        move || second.write_all(&second_frame).unwrap()
+    });
+    let mut second = second;
+    second.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    assert!(
+        read_answer(&mut second).is_none(),
+        "the second frame of the address waits while the first holds the address's allowance"
+    );
+    first.write_all(&first_frame[6..]).unwrap();
+    let answer = read_answer(&mut first).expect("the first frame is answered");
+    let (_, answer) = kafluss_protocol::decode_response_frame::<ProduceResponse>(&answer, 9).unwrap();
+    assert_eq!(answer.topics[0].partitions[0].error_code, ErrorCode::None);
+    second.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let answer = read_answer(&mut second).expect("the second frame is answered after the first");
+    let (header, answer) = kafluss_protocol::decode_response_frame::<ProduceResponse>(&answer, 9).unwrap();
+    assert_eq!(header.correlation_id, 2);
+    assert_eq!(answer.topics[0].partitions[0].error_code, ErrorCode::None);
+    sender.join().unwrap();
+    assert_eq!(server.scan("fluss.t").len(), 2);
 }

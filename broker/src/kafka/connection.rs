@@ -11,7 +11,7 @@
 //! (for at most `kafka.shutdown-timeout`: then the answers not written are given up).
 
 use std::cell::{Cell, RefCell};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ use kafluss_protocol::{frame_len, FrameError, FrameSplitter, FRAME_PREFIX_LEN};
 use super::context::{ConnectionContext, KafkaCore};
 use super::{Dispatch, HandlerError, PendingResponse, Response};
 use crate::runtime::KafkaListener;
-use crate::sched::StopSignal;
+use crate::sched::{AddressPermit, StopSignal};
 
 /// How many bytes the reader asks the socket for at most while waiting for a frame prefix
 /// (pipelined small requests arrive together; big bodies are read to their exact end).
@@ -103,17 +103,26 @@ struct Queued {
     received: Instant,
     request_bytes: usize,
     response: PendingResponse,
-    /// The request's share of `kafka.max-request-memory`, given back once its answer is
-    /// written.
-    memory: StaticPermit,
+    /// The request's share of its address's and of the core's request memory, given back
+    /// once its answer is written.
+    memory: FrameMemory,
     /// What it holds of `kafka.max-answer-memory`, given back once its answer is written.
     held: Option<StaticPermit>,
 }
 
+/// A frame's reservation, taken whole once its size is known: first from its client address's
+/// allowance (`kafka.max-request-memory-per-address`), then from the core's
+/// `kafka.max-request-memory`; both are given back together when it is dropped (once the
+/// frame's answer is written, or with the connection).
+struct FrameMemory {
+    _address: AddressPermit,
+    _core: StaticPermit,
+}
+
 /// Outcome of waiting for the next frame.
 enum FrameEvent {
-    /// A frame body and its reservation of the core's request memory.
-    Frame(Bytes, StaticPermit),
+    /// A frame body and its reservation of request memory.
+    Frame(Bytes, FrameMemory),
     Closed(CloseReason),
 }
 
@@ -123,7 +132,7 @@ struct FrameReader {
     buffer: BytesMut,
     splitter: FrameSplitter,
     /// The current frame's reservation, taken once its size prefix is known.
-    reserved: Option<StaticPermit>,
+    reserved: Option<FrameMemory>,
     /// `kafka.max-other-request-size`: the bound of a frame whose API key is not Produce's.
     other_limit: usize,
     /// Whether the next frame starts with a request header (not a raw SASL v0 token), so its
@@ -205,22 +214,29 @@ impl FrameReader {
             .map_or(1, |needed| needed.clamp(1, READ_CHUNK))
     }
 
-    /// The next frame and its reservation of the core's request memory, or why the connection
-    /// ends: a bad prefix, the peer closing, an I/O error, `idle` without a complete frame,
-    /// the core stopping, or the writer giving up (`closing`).
+    /// The next frame and its reservation of request memory (its client `address`'s and the
+    /// core's), or why the connection ends: a bad prefix, the peer closing, an I/O error,
+    /// `idle` without a complete frame, the core stopping, or the writer giving up (`closing`).
     async fn next(
         &mut self,
         stream: &mut SharedStream,
         idle: Duration,
         core: &KafkaCore,
+        address: IpAddr,
         closing: &StopSignal,
     ) -> FrameEvent {
         let idle_deadline = Instant::now() + idle;
         let stop = &core.stop;
         loop {
-            // Reserve the frame's bytes of the core's request memory before reading its body:
-            // when the core holds `kafka.max-request-memory` already, this connection waits
-            // (and TCP pushes back on its client) until answers give memory back.
+            // Reserve the frame's bytes before reading its body: first of its address's
+            // allowance, so that one address's connections hold at most
+            // `kafka.max-request-memory-per-address` of the core however many frames they
+            // declare (a frame waits behind that address's earlier ones), then of the core's
+            // `kafka.max-request-memory`. When either is held already, this connection waits
+            // (and TCP pushes back on its client) until answers give memory back. Each frame
+            // is reserved whole and always in this order: a frame holding the core's memory
+            // waits for no more, one holding its address's allowance only for the core's, so
+            // frames never wait on one another in a circle.
             let size = match self.declared_size() {
                 Ok(size) => size,
                 Err(reason) => return FrameEvent::Closed(reason),
@@ -235,13 +251,18 @@ impl FrameReader {
             }
             if let (Some(size), None, false) = (size, self.reserved.as_ref(), key_pending) {
                 let remaining = idle_deadline.saturating_duration_since(Instant::now());
-                let reserved = futures_lite::future::or(
-                    async { Some(core.request_memory.acquire(4 + size as u64).await) },
-                    async {
-                        glommio::timer::sleep(remaining).await;
-                        None
-                    },
-                )
+                let units = 4 + size as u64;
+                let reserve = async {
+                    let address = core.address_memory.acquire(address, units).await?;
+                    Ok::<_, glommio::GlommioError<()>>(FrameMemory {
+                        _address: address,
+                        _core: core.request_memory.acquire(units).await?,
+                    })
+                };
+                let reserved = futures_lite::future::or(async { Some(reserve.await) }, async {
+                    glommio::timer::sleep(remaining).await;
+                    None
+                })
                 .await;
                 match reserved {
                     Some(Ok(permit)) => self.reserved = Some(permit),
@@ -385,7 +406,9 @@ impl FrameReader {
 }
 
 /// What a connection carries to the core it moves to: the bytes read but not yet split into
-/// frames (the start of the next request) and its login.
+/// frames (the start of the next request) and its login. No memory reservation: it moves once
+/// every frame it read is answered (their reservations given back here), and the next frame
+/// reserves its bytes of the new core's budgets there.
 pub struct Carried {
     pub buffered: BytesMut,
     pub sasl: kafluss_auth::SaslSession,
@@ -472,7 +495,13 @@ pub async fn serve(
         });
         reader.headed = !context.sasl.borrow().expects_raw_token();
         let (frame, memory) = match reader
-            .next(&mut read_stream, config.connection_max_idle_time, &core, &closing)
+            .next(
+                &mut read_stream,
+                config.connection_max_idle_time,
+                &core,
+                peer.ip().to_canonical(),
+                &closing,
+            )
             .await
         {
             FrameEvent::Frame(frame, memory) => (frame, memory),
@@ -708,7 +737,7 @@ async fn write_responses(
     let mut out: Vec<u8> = Vec::new();
     // The memory permits of the answers in `out`: given back once `out` is written (a client
     // that reads slowly holds them while its answers wait in the socket's way).
-    let mut permits: Vec<StaticPermit> = Vec::new();
+    let mut permits: Vec<(FrameMemory, Option<StaticPermit>)> = Vec::new();
     let mut next: Option<Queued> = None;
     loop {
         let item = match next.take() {
@@ -846,12 +875,11 @@ async fn answer(
     core: &KafkaCore,
     item: Queued,
     out: &mut Vec<u8>,
-    permits: &mut Vec<StaticPermit>,
+    permits: &mut Vec<(FrameMemory, Option<StaticPermit>)>,
     framed: &mut u64,
     broken: bool,
 ) -> Close {
-    permits.push(item.memory);
-    permits.extend(item.held);
+    permits.push((item.memory, item.held));
     let response: Response = match item.response {
         PendingResponse::Ready(response) => response,
         PendingResponse::Later(later) => later.await,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use glommio::sync::StaticPermit;
 
-use crate::sched::{FairSemaphore, StopSignal};
+use crate::sched::{AddressAllowances, FairSemaphore, StopSignal};
 
 use super::HandlerError;
 use crate::append::Submit;
@@ -28,6 +28,10 @@ pub struct KafkaCore {
     /// connection reserves a request's size before reading its body and keeps the reservation
     /// until the answer is written. Waiters are served in arrival order.
     pub request_memory: Rc<FairSemaphore>,
+    /// Each client address's share of `request_memory` (`kafka.max-request-memory-per-address`):
+    /// a frame takes its bytes here first, then from `request_memory`, and gives both back
+    /// together, so the frames of one address hold at most this allowance of the core.
+    pub address_memory: Rc<AddressAllowances>,
     /// Units are bytes held beyond request frames (`kafka.max-answer-memory`): what a request
     /// costs from its decoding until its answer is written ([`KafkaCore::hold_answer_memory`]).
     pub answer_memory: Rc<FairSemaphore>,

@@ -13,7 +13,7 @@ use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Gate;
 
-use crate::sched::{FairSemaphore, StopSignal};
+use crate::sched::{AddressAllowances, FairSemaphore, StopSignal};
 
 use super::handoff::Handoff;
 use super::mesh::{MeshAppend, MeshReply, ReplyTo, Router};
@@ -146,6 +146,9 @@ pub async fn run_core(start: CoreStart) {
         router: router.clone(),
         stop: stop.clone(),
         request_memory: Rc::new(FairSemaphore::new(config.max_request_memory as u64)),
+        address_memory: Rc::new(AddressAllowances::new(
+            config.max_request_memory_per_address as u64,
+        )),
         answer_memory: Rc::new(FairSemaphore::new(config.max_answer_memory as u64)),
         cutoff: AnswerCutoff::default(),
     });
