@@ -129,8 +129,9 @@ impl FairSemaphore {
 
 /// One [`FairSemaphore`] of `allowance` units per client address, on one core
 /// (`kafka.max-request-memory-per-address`): what the connections of one address may hold at
-/// once. An address has an entry only while some [`AddressPermit`] of it holds or waits for
-/// units; the last one dropped removes it, so the map never outgrows the core's connections.
+/// once. A connection takes its address's [`AddressAllowance`] when it starts and keeps it for
+/// its life; an address has an entry only while some connection of it holds one, so the map
+/// never outgrows the core's connections, and a frame's reservation costs no map lookup.
 #[derive(Debug)]
 pub struct AddressAllowances {
     allowance: u64,
@@ -145,54 +146,50 @@ impl AddressAllowances {
         }
     }
 
-    /// `units` of `address`'s allowance, after every earlier waiter of that address got what it
-    /// waits for (in arrival order, as [`FairSemaphore::acquire`]). `units` must not exceed the
-    /// allowance (the caller's bound: the configuration keeps it at least one largest frame).
-    /// Dropping the future before it resolves gives its place up and, if it was the address's
-    /// last, the address's entry.
-    pub async fn acquire(
-        self: &Rc<Self>,
-        address: IpAddr,
-        units: u64,
-    ) -> Result<AddressPermit, glommio::GlommioError<()>> {
+    /// `address`'s allowance, shared with the other connections of that address on this core.
+    pub fn of(self: &Rc<Self>, address: IpAddr) -> AddressAllowance {
         let semaphore = self
             .addresses
             .borrow_mut()
             .entry(address)
             .or_insert_with(|| Rc::new(FairSemaphore::new(self.allowance)))
             .clone();
-        // From here on the entry is given back by this value's drop, whether it gets its units
-        // or not.
-        let mut claim = AddressPermit {
+        AddressAllowance {
             allowances: self.clone(),
             address,
             semaphore,
-            permit: None,
-        };
-        claim.permit = Some(claim.semaphore.acquire(units).await?);
-        Ok(claim)
+        }
     }
 
-    /// Addresses that hold or wait for units now.
+    /// Addresses with a connection on this core now.
     pub fn addresses(&self) -> usize {
         self.addresses.borrow().len()
     }
 }
 
-/// Units of one address's allowance ([`AddressAllowances::acquire`]): given back on drop, with
-/// the address's entry when no other permit of it holds or waits.
+/// One connection's hold on its address's allowance ([`AddressAllowances::of`]); the last one
+/// of an address dropped forgets the address. The connection drops it only after every answer
+/// it made is written, so its permits are given back before its address can be forgotten.
 #[derive(Debug)]
-pub struct AddressPermit {
+pub struct AddressAllowance {
     allowances: Rc<AddressAllowances>,
     address: IpAddr,
     semaphore: Rc<FairSemaphore>,
-    permit: Option<StaticPermit>,
 }
 
-impl Drop for AddressPermit {
+impl AddressAllowance {
+    /// `units` of the address's allowance, after every earlier waiter of that address got
+    /// what it waits for (in arrival order, as [`FairSemaphore::acquire`]). `units` must not
+    /// exceed the allowance (the caller's bound: the configuration keeps it at least one
+    /// largest frame).
+    pub async fn acquire(&self, units: u64) -> Result<StaticPermit, glommio::GlommioError<()>> {
+        self.semaphore.acquire(units).await
+    }
+}
+
+impl Drop for AddressAllowance {
     fn drop(&mut self) {
-        self.permit = None;
-        // The map's reference and this one: nobody else holds or waits for this address.
+        // The map's reference and this one: no other connection of this address is left.
         if Rc::strong_count(&self.semaphore) == 2 {
             self.allowances.addresses.borrow_mut().remove(&self.address);
         }
@@ -284,7 +281,7 @@ mod tests {
     }
 
     /// An address's second frame waits for its first (another address does not), and the map
-    /// keeps an address only while a permit of it holds or waits, a wait given up included.
+    /// keeps an address only while a connection of it holds its allowance.
     #[test]
     fn an_address_waits_for_its_own_earlier_frames_and_is_forgotten_after_its_last() {
         let executor = glommio::LocalExecutorBuilder::default().make().unwrap();
@@ -292,30 +289,32 @@ mod tests {
             let allowances = Rc::new(AddressAllowances::new(10));
             let one: IpAddr = [127, 0, 0, 1].into();
             let two: IpAddr = [127, 0, 0, 2].into();
-            let first = allowances.acquire(one, 10).await.unwrap();
-            let other = allowances.acquire(two, 10).await.unwrap();
+            let (one_a, one_b, two_a) = (allowances.of(one), allowances.of(one), allowances.of(two));
             assert_eq!(allowances.addresses(), 2);
+            let first = one_a.acquire(10).await.unwrap();
+            let other = two_a.acquire(10).await.unwrap();
             let got = Rc::new(Cell::new(false));
             let second = glommio::spawn_local({
-                let (allowances, got) = (allowances.clone(), got.clone());
+                let got = got.clone();
                 async move {
-                    let permit = allowances.acquire(one, 1).await.unwrap();
+                    let permit = one_b.acquire(1).await.unwrap();
                     got.set(true);
-                    permit
+                    (one_b, permit)
                 }
             });
             yield_to_io().await;
-            assert!(!got.get(), "the address's allowance is held");
-            drop(other);
-            assert_eq!(allowances.addresses(), 1, "the other address had one permit");
+            assert!(
+                !got.get(),
+                "the address's allowance is held by its other connection"
+            );
+            drop((other, two_a));
+            assert_eq!(allowances.addresses(), 1, "the other address had one connection");
             drop(first);
-            let second = second.await;
+            let (one_b, second) = second.await;
             assert!(got.get());
-            assert_eq!(allowances.addresses(), 1);
-            // A wait given up (a connection closed while waiting) forgets the address too.
-            let given_up = futures_lite::future::poll_once(allowances.acquire(one, 10)).await;
-            assert!(given_up.is_none(), "it waits behind `second`");
-            drop(second);
+            drop((one_a, second));
+            assert_eq!(allowances.addresses(), 1, "a connection of the address is left");
+            drop(one_b);
             assert_eq!(allowances.addresses(), 0);
         });
     }

@@ -11,7 +11,7 @@
 //! (for at most `kafka.shutdown-timeout`: then the answers not written are given up).
 
 use std::cell::{Cell, RefCell};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ use kafluss_protocol::{frame_len, FrameError, FrameSplitter, FRAME_PREFIX_LEN};
 use super::context::{ConnectionContext, KafkaCore};
 use super::{Dispatch, HandlerError, PendingResponse, Response};
 use crate::runtime::KafkaListener;
-use crate::sched::{AddressPermit, StopSignal};
+use crate::sched::{AddressAllowance, StopSignal};
 
 /// How many bytes the reader asks the socket for at most while waiting for a frame prefix
 /// (pipelined small requests arrive together; big bodies are read to their exact end).
@@ -115,7 +115,7 @@ struct Queued {
 /// `kafka.max-request-memory`; both are given back together when it is dropped (once the
 /// frame's answer is written, or with the connection).
 struct FrameMemory {
-    _address: AddressPermit,
+    _address: StaticPermit,
     _core: StaticPermit,
 }
 
@@ -222,7 +222,7 @@ impl FrameReader {
         stream: &mut SharedStream,
         idle: Duration,
         core: &KafkaCore,
-        address: IpAddr,
+        address: &AddressAllowance,
         closing: &StopSignal,
     ) -> FrameEvent {
         let idle_deadline = Instant::now() + idle;
@@ -253,7 +253,7 @@ impl FrameReader {
                 let remaining = idle_deadline.saturating_duration_since(Instant::now());
                 let units = 4 + size as u64;
                 let reserve = async {
-                    let address = core.address_memory.acquire(address, units).await?;
+                    let address = address.acquire(units).await?;
                     Ok::<_, glommio::GlommioError<()>>(FrameMemory {
                         _address: address,
                         _core: core.request_memory.acquire(units).await?,
@@ -460,6 +460,7 @@ pub async fn serve(
         listener,
         client_gone: StopSignal::default(),
         login_pending: Cell::new(None),
+        address_memory: core.address_memory.of(peer.ip().to_canonical()),
     });
     let stream = SharedStream(Rc::new(RefCell::new(stream)));
     let (queue, queued) = local_channel::new_bounded::<Queued>(config.max_inflight_requests);
@@ -499,7 +500,7 @@ pub async fn serve(
                 &mut read_stream,
                 config.connection_max_idle_time,
                 &core,
-                peer.ip().to_canonical(),
+                &context.address_memory,
                 &closing,
             )
             .await

@@ -126,6 +126,10 @@ pub struct ConnectionContext {
     /// connection dispatches no further request before then, so a request pipelined after a
     /// login is served in the state that login leaves (authenticated or closed).
     pub login_pending: Cell<Option<Rc<StopSignal>>>,
+    /// This connection's hold on its client address's share of the core's request memory
+    /// (`kafka.max-request-memory-per-address`); dropped with the context, after the last
+    /// answer is written.
+    pub address_memory: crate::sched::AddressAllowance,
 }
 
 impl ConnectionContext {
