@@ -1,6 +1,7 @@
 //! Connection limits and the operational endpoints: `kafka.max-connections` refuses extra
 //! connections across cores, `/healthz` answers once the ready line is printed, `/metrics`
-//! counts requests by API.
+//! counts requests by API; refused connections and connections closed for a bad frame are logged
+//! a bounded number of times, with their count.
 
 #[path = "broker_support.rs"]
 mod support;
@@ -140,4 +141,133 @@ fn partial_requests_cannot_grow_memory_past_the_request_budget() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(admitted, "a request is served after the partial ones closed");
+}
+
+/// The server's log without ANSI colour codes.
+fn plain_logs(server: &Server) -> String {
+    let raw = server.logs();
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for next in chars.by_ref() {
+                if next.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The lines of `log` that report an occurrence (they contain `line`, and `suppressed=N` when they
+/// stand for N more), and those that count occurrences left out (`tail` followed by the count, and `about`): how
+/// many of each, and how many occurrences they stand for together.
+fn repeat_limited(log: &str, line: &str, tail: &str, about: &str) -> (usize, usize, u64) {
+    let (mut lines, mut tails, mut occurrences) = (0, 0, 0);
+    for text in log.lines() {
+        let counted = text
+            .split_once(tail)
+            .filter(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()) && rest.contains(about));
+        if let Some((_, rest)) = counted {
+            let count: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            tails += 1;
+            occurrences += count
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("no count in {text}"));
+        } else if text.contains(line) {
+            let left_out = text
+                .split_once("suppressed=")
+                .map(|(_, rest)| rest.chars().take_while(char::is_ascii_digit).collect::<String>());
+            lines += 1;
+            occurrences += 1 + left_out.map_or(0, |n| n.parse::<u64>().unwrap());
+        }
+    }
+    (lines, tails, occurrences)
+}
+
+/// `kafluss_connections_rejected_total`, once it reaches `at_least` (bounded wait).
+fn wait_rejected(server: &Server, at_least: u64) -> u64 {
+    let mut rejected = 0;
+    for _ in 0..200 {
+        let (status, metrics) = server.get("/metrics");
+        assert_eq!(status, 200);
+        rejected = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("kafluss_connections_rejected_total"))
+            .and_then(|rest| rest.trim().parse().ok())
+            .unwrap_or(0);
+        if rejected >= at_least {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rejected
+}
+
+/// A client connecting in a loop to a server at kafka.max-connections does not grow the log at
+/// its pace: with server.log-repeat-interval=1h, each of the two cores logs the first refusal
+/// (naming the client) and, at shutdown, one line counting the rest, so 4 lines at most stand
+/// for 200 refusals (one line each before).
+#[test]
+fn refused_connections_are_logged_a_bounded_number_of_times_with_their_count() {
+    const CONNECTIONS: u64 = 200;
+    let mut server = Server::start(2, &["kafka.max-connections=0", "server.log-repeat-interval=1h"]);
+    for _ in 0..CONNECTIONS {
+        drop(TcpStream::connect(server.kafka).unwrap());
+    }
+    assert_eq!(wait_rejected(&server, CONNECTIONS), CONNECTIONS);
+    let line = "refusing a Kafka connection: kafka.max-connections (0) reached";
+    let tail = "refusing a Kafka connection: ";
+    let about = "kafka.max-connections (0) reached";
+    let log = plain_logs(&server);
+    let (lines, tails, _) = repeat_limited(&log, line, tail, about);
+    assert!((1..=2).contains(&lines), "one line per core:\n{log}");
+    assert_eq!(tails, 0, "the count waits for the interval (or shutdown):\n{log}");
+    assert!(
+        log.contains("client=127.0.0.1:"),
+        "the first line names the client:\n{log}"
+    );
+    assert!(server.terminate().is_some_and(|status| status.success()));
+    let log = plain_logs(&server);
+    let (lines, tails, occurrences) = repeat_limited(&log, line, tail, about);
+    assert!(lines + tails <= 4, "{lines} lines and {tails} counts:\n{log}");
+    assert!(tails >= 1, "no line counts what was left out:\n{log}");
+    assert_eq!(occurrences, CONNECTIONS, "the lines count every refusal:\n{log}");
+    assert!(log.contains(" more refused on 127.0.0.1:"), "{log}");
+}
+
+/// Connections closed for a request over kafka.max-request-size are logged like the refusals
+/// above: per reason, the first on each core and one line counting the rest.
+#[test]
+fn connections_closed_for_bad_frames_are_logged_a_bounded_number_of_times_with_their_count() {
+    const CONNECTIONS: u64 = 200;
+    let mut server = Server::start(2, &["server.log-repeat-interval=1h"]);
+    // A Produce frame of 2^31-1 bytes: closed once its size prefix and API key are read.
+    let frame = [0x7f, 0xff, 0xff, 0xff, 0, 0];
+    for _ in 0..CONNECTIONS {
+        let mut stream = TcpStream::connect(server.kafka).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.write_all(&frame).unwrap();
+        let mut rest = Vec::new();
+        let _ = stream.read_to_end(&mut rest);
+        assert!(rest.is_empty(), "closed unanswered");
+    }
+    let line = "closing Kafka connection: request larger than kafka.max-request-size";
+    let tail = "closing Kafka connections: ";
+    let about = "closed for request larger than kafka.max-request-size";
+    let log = plain_logs(&server);
+    let (lines, _, _) = repeat_limited(&log, line, tail, about);
+    assert!((1..=2).contains(&lines), "one line per core:\n{log}");
+    assert!(server.terminate().is_some_and(|status| status.success()));
+    let log = plain_logs(&server);
+    let (lines, tails, occurrences) = repeat_limited(&log, line, tail, about);
+    assert!(lines + tails <= 4, "{lines} lines and {tails} counts:\n{log}");
+    assert_eq!(occurrences, CONNECTIONS, "the lines count every close:\n{log}");
+    assert!(
+        log.contains(" more closed for request larger than kafka.max-request-size in the 3600s"),
+        "{log}"
+    );
 }

@@ -26,6 +26,7 @@ use super::context::{ConnectionContext, KafkaCore};
 use super::{Dispatch, HandlerError, PendingResponse, Response};
 use crate::runtime::KafkaListener;
 use crate::sched::{AddressAllowance, StopSignal};
+use crate::telemetry::Repeats;
 
 /// How many bytes the reader asks the socket for at most while waiting for a frame prefix
 /// (pipelined small requests arrive together; big bodies are read to their exact end).
@@ -530,7 +531,11 @@ pub async fn serve(
                     match core.hold_answer_memory(frame.len()).await {
                         Ok(permit) => held = Some(permit),
                         Err(why) => {
-                            tracing::info!(%peer, "closing Kafka connection: {why}");
+                            log_close(
+                                &core,
+                                why.kind(),
+                                |suppressed| tracing::info!(%peer, suppressed, "closing Kafka connection: {why}"),
+                            );
                             break CloseReason::Handler;
                         }
                     }
@@ -559,7 +564,11 @@ pub async fn serve(
                 }
             }
             Dispatch::Close { why } => {
-                tracing::info!(%peer, "closing Kafka connection: {why}");
+                log_close(
+                    &core,
+                    why.kind(),
+                    |suppressed| tracing::info!(%peer, suppressed, "closing Kafka connection: {why}"),
+                );
                 break CloseReason::Handler;
             }
         }
@@ -574,18 +583,43 @@ pub async fn serve(
                 FrameError::Negative(size) => (i64::from(size), reader.splitter.max_frame_len()),
             };
             if context.sasl.borrow().max_frame_len().is_some() {
-                tracing::info!(%peer, size, max, "closing Kafka connection: request larger than allowed before SASL authentication")
+                let why = "request larger than allowed before SASL authentication";
+                log_close(
+                    &core,
+                    why,
+                    |suppressed| tracing::info!(%peer, size, max, suppressed, "closing Kafka connection: {why}"),
+                )
             } else {
-                tracing::info!(%peer, size, max, "closing Kafka connection: request larger than kafka.max-request-size")
+                let why = "request larger than kafka.max-request-size";
+                log_close(
+                    &core,
+                    why,
+                    |suppressed| tracing::info!(%peer, size, max, suppressed, "closing Kafka connection: {why}"),
+                )
             }
         }
-        CloseReason::OtherTooLarge(why) => tracing::info!(%peer, "closing Kafka connection: {why}"),
-        CloseReason::Idle => tracing::info!(
-            %peer,
-            "closing Kafka connection: no complete request within kafka.connection.max-idle-time ({:?})",
-            config.connection_max_idle_time
+        CloseReason::OtherTooLarge(why) => log_close(
+            &core,
+            why.kind(),
+            |suppressed| tracing::info!(%peer, suppressed, "closing Kafka connection: {why}"),
         ),
-        CloseReason::Io(e) => tracing::info!(%peer, "Kafka connection I/O error: {e}"),
+        CloseReason::Idle => log_close(
+            &core,
+            "no complete request within kafka.connection.max-idle-time",
+            |suppressed| {
+                tracing::info!(
+                    %peer,
+                    suppressed,
+                    "closing Kafka connection: no complete request within kafka.connection.max-idle-time ({:?})",
+                    config.connection_max_idle_time
+                )
+            },
+        ),
+        CloseReason::Io(e) => log_close(
+            &core,
+            "I/O error",
+            |suppressed| tracing::info!(%peer, suppressed, "Kafka connection I/O error: {e}"),
+        ),
         CloseReason::Moving(_) => {}
         other => tracing::debug!(%peer, "Kafka connection closing: {other:?}"),
     }
@@ -624,6 +658,29 @@ pub async fn serve(
         Written::EndingAnswer => close_gracefully(stream, peer, true).await,
     }
     Served::Closed
+}
+
+/// The key of the repeat-limited lines about closing connections.
+const CLOSING: &str = "Kafka connections";
+
+/// Logs, with `line`, that a connection closes for a reason of kind `kind` that its client
+/// caused: at most one line per kind and `server.log-repeat-interval` on each core (given the
+/// occurrences left out since the kind's last line), and one interval later one line counting
+/// those that interval left out, so one client opening connection after connection does not
+/// grow the log at its own pace. The first of a burst names its client.
+fn log_close(core: &KafkaCore, kind: &'static str, line: impl FnOnce(u64)) {
+    core.telemetry.log_limited(
+        CLOSING,
+        kind,
+        0,
+        |Repeats { suppressed, .. }| line(suppressed),
+        move |_, Repeats { suppressed, interval, .. }| {
+            tracing::info!(
+                suppressed,
+                "closing Kafka connections: {suppressed} more closed for {kind} in the {interval:?} after the last such line"
+            )
+        },
+    );
 }
 
 /// The connection as it leaves for core `to`: a second descriptor of its socket (this core's
@@ -845,9 +902,16 @@ async fn write_within(stream: &mut SharedStream, peer: SocketAddr, bytes: &[u8],
     let limit = core.config().connection_max_idle_time;
     let idle = async {
         glommio::timer::sleep(limit).await;
-        tracing::info!(
-            %peer,
-            "closing Kafka connection: its answers were not read within kafka.connection.max-idle-time ({limit:?})"
+        log_close(
+            core,
+            "answers not read within kafka.connection.max-idle-time",
+            |suppressed| {
+                tracing::info!(
+                    %peer,
+                    suppressed,
+                    "closing Kafka connection: its answers were not read within kafka.connection.max-idle-time ({limit:?})"
+                )
+            },
         );
         Write::Failed
     };

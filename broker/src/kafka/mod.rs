@@ -124,6 +124,21 @@ impl HandlerError {
     pub fn encode(api: &'static str, version: i16) -> impl FnOnce(EncodeError) -> Self {
         move |source| Self::Encode { api, version, source }
     }
+
+    /// The kind of reason, without its details: the key of the repeat-limited line that says a
+    /// connection closes for it (`server.log-repeat-interval`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Header(_) => "undecodable request header",
+            Self::BeforeAuthentication(_) => "request before SASL authentication completed",
+            Self::OtherTooLarge { .. } => "request over kafka.max-other-request-size",
+            Self::Undecodable { .. } => "undecodable request",
+            Self::Encode { .. } => "response that cannot be encoded",
+            Self::NoErrorResponse { .. } => "unsupported request without an error response",
+            Self::NotServed(_) => "API not served",
+            Self::AnswerMemory { .. } => "kafka.max-answer-memory not given in time",
+        }
+    }
 }
 
 /// What the connection does with a frame.

@@ -22,7 +22,7 @@ use crate::append::bucket::Buckets;
 use crate::append::pipeline::Appender;
 use crate::kafka::connection::{Carried, Served};
 use crate::kafka::context::{AnswerCutoff, KafkaCore};
-use crate::telemetry::CoreTelemetry;
+use crate::telemetry::{CoreTelemetry, Repeats};
 
 /// Why a core could not start (reported to the main thread).
 #[derive(Debug, thiserror::Error)]
@@ -334,6 +334,8 @@ async fn accept_loop(serving: Rc<Serving>, listener: TcpListener, index: usize) 
     let core = &serving.core;
     let me = core.telemetry.core();
     let info = serving.infos[index].clone();
+    // The key of this listener's repeat-limited lines (`server.log-repeat-interval`).
+    let bound = info.bound.to_string();
     loop {
         let accepted = futures_lite::future::or(async { Some(listener.shared_accept().await) }, async {
             core.stop.stopping().await;
@@ -344,7 +346,23 @@ async fn accept_loop(serving: Rc<Serving>, listener: TcpListener, index: usize) 
             None => return,
             Some(Ok(stream)) => stream,
             Some(Err(e)) => {
-                tracing::warn!("accept failed on {}: {e}", info.bound);
+                // Out of file descriptors, say: at most one line per listener and
+                // server.log-repeat-interval on each core, with the count in between.
+                core.telemetry.log_limited(
+                    &bound,
+                    "accept failed",
+                    0,
+                    |Repeats { suppressed, .. }| {
+                        tracing::warn!(listener = %bound, suppressed, "accept failed on {bound}: {e}")
+                    },
+                    |listener, Repeats { suppressed, interval, .. }| {
+                        tracing::warn!(
+                            listener,
+                            suppressed,
+                            "accept failed on {listener}: {suppressed} more failures in the {interval:?} after the last such line"
+                        )
+                    },
+                );
                 glommio::timer::sleep(Duration::from_millis(10)).await;
                 continue;
             }
@@ -354,8 +372,35 @@ async fn accept_loop(serving: Rc<Serving>, listener: TcpListener, index: usize) 
         if shared.open_connections.fetch_add(1, Ordering::SeqCst) >= limit {
             shared.open_connections.fetch_sub(1, Ordering::SeqCst);
             core.metrics().connection_rejected();
-            tracing::warn!("refusing a Kafka connection: kafka.max-connections ({limit}) reached");
-            drop(stream.bind_to_executor());
+            let stream = stream.bind_to_executor();
+            // A client connecting in a loop gets at most one line per listener and
+            // server.log-repeat-interval on each core; the first names it.
+            core.telemetry.log_limited(
+                &bound,
+                "kafka.max-connections",
+                0,
+                |Repeats { suppressed, .. }| match stream.peer_addr() {
+                    Ok(client) => tracing::warn!(
+                        %client,
+                        listener = %bound,
+                        suppressed,
+                        "refusing a Kafka connection: kafka.max-connections ({limit}) reached"
+                    ),
+                    Err(_) => tracing::warn!(
+                        listener = %bound,
+                        suppressed,
+                        "refusing a Kafka connection: kafka.max-connections ({limit}) reached"
+                    ),
+                },
+                move |listener, Repeats { suppressed, interval, .. }| {
+                    tracing::warn!(
+                        listener,
+                        suppressed,
+                        "refusing a Kafka connection: {suppressed} more refused on {listener} in the {interval:?} after the last such line: kafka.max-connections ({limit}) reached"
+                    )
+                },
+            );
+            drop(stream);
             continue;
         }
         let target = shared.connection_load.place(me);
