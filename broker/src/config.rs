@@ -71,6 +71,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ("admin.max-request-size", Some("16mb")),
     ("admin.max-header-size", Some("64kb")),
     ("admin.max-connections", Some("64")),
+    ("admin.max-connections-per-address", None),
     ("admin.max-concurrent-requests", Some("8")),
     ("admin.max-concurrent-scans", Some("4")),
     ("admin.queue-timeout", Some("10s")),
@@ -428,8 +429,25 @@ impl ServerConfig {
                 "must be between 1kb and 256kb",
             ));
         }
+        let max_connections = count("admin.max-connections", 100_000)?;
+        // A quarter of the listener by default: one address cannot take all of it.
+        let max_connections_per_address = match get("admin.max-connections-per-address") {
+            Some(v) => {
+                let n = parse_count("admin.max-connections-per-address", v, max_connections as u64)?;
+                if n == 0 || n > max_connections as u64 {
+                    return Err(invalid(
+                        "admin.max-connections-per-address",
+                        v,
+                        format!("must be between 1 and admin.max-connections ({max_connections})"),
+                    ));
+                }
+                n as usize
+            }
+            None => (max_connections / 4).max(1),
+        };
         let admin_limits = AdminLimits {
-            max_connections: count("admin.max-connections", 100_000)?,
+            max_connections,
+            max_connections_per_address,
             max_concurrent_requests: count("admin.max-concurrent-requests", 1024)?,
             max_concurrent_scans: count("admin.max-concurrent-scans", 1024)?,
             queue_timeout: positive_duration("admin.queue-timeout")?,
@@ -1128,7 +1146,36 @@ mod tests {
         assert_eq!(config.admin_limits.max_connections, 3);
         assert_eq!(config.admin_limits.header_timeout, Duration::from_millis(250));
         assert_eq!(config.admin_limits.max_header_bytes, 2048);
+        assert_eq!(
+            config.admin_limits.max_connections_per_address, 1,
+            "a quarter of admin.max-connections, at least 1"
+        );
+        let config = ServerConfig::load(None, &["admin.max-connections=10".into()]).unwrap();
+        assert_eq!(config.admin_limits.max_connections_per_address, 2);
+        let config = ServerConfig::load(
+            None,
+            &[
+                "admin.max-connections=10".into(),
+                "admin.max-connections-per-address=10".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.admin_limits.max_connections_per_address, 10);
+        let err = ServerConfig::load(
+            None,
+            &[
+                "admin.max-connections=10".into(),
+                "admin.max-connections-per-address=11".into(),
+            ],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("admin.max-connections-per-address\": invalid value \"11\": must be between 1 and admin.max-connections (10)"),
+            "{err}"
+        );
         for entry in [
+            "admin.max-connections-per-address=0",
             "admin.max-connections=0",
             "admin.max-concurrent-requests=many",
             "admin.max-concurrent-scans=0",

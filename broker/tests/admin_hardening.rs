@@ -219,7 +219,16 @@ fn huge_declared_and_endless_chunked_bodies_are_refused_before_any_allocation() 
 #[test]
 fn bodies_and_heads_that_never_arrive_time_out() {
     let timeout = Duration::from_secs(4);
-    let mut server = Server::start(1, &["admin.body-timeout=4s", "admin.header-timeout=4s"]);
+    // Every attacker connects from the address the checks come from: this test is about the
+    // timeouts, not admin.max-connections-per-address.
+    let mut server = Server::start(
+        1,
+        &[
+            "admin.body-timeout=4s",
+            "admin.header-timeout=4s",
+            "admin.max-connections-per-address=64",
+        ],
+    );
     let started = Instant::now();
     // More stalled bodies than the old server had workers, and than SQL slots.
     let mut bodies: Vec<TcpStream> = (0..10)
@@ -290,7 +299,14 @@ fn bodies_and_heads_that_never_arrive_time_out() {
 
 #[test]
 fn connections_over_the_cap_get_503_and_none_gets_a_thread() {
-    let mut server = Server::start(1, &["admin.max-connections=16", "admin.header-timeout=3s"]);
+    let mut server = Server::start(
+        1,
+        &[
+            "admin.max-connections=16",
+            "admin.max-connections-per-address=16",
+            "admin.header-timeout=3s",
+        ],
+    );
     assert_serving(&mut server, "before");
     let threads_before = proc_status(&server, "Threads:");
 
@@ -334,6 +350,83 @@ fn connections_over_the_cap_get_503_and_none_gets_a_thread() {
         assert_eq!(answer.status, 0, "{answer:?}");
     }
     assert_serving(&mut server, "after the idle connections timed out");
+}
+
+/// A connection to `server` from the loopback address `source`.
+fn connect_from(server: SocketAddr, source: [u8; 4]) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&SocketAddr::from((source, 0)).into())
+        .expect("bind the source address");
+    socket
+        .connect_timeout(&server.into(), Duration::from_secs(10))
+        .expect("connect");
+    let stream: TcpStream = socket.into();
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
+    stream
+}
+
+/// `GET path` on `stream`, read until the server closes.
+fn get_on(mut stream: TcpStream, path: &str) -> Answer {
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    read_to_close(&mut stream)
+}
+
+/// One address holding as many idle connections as it can leaves the listener to the others:
+/// with admin.max-connections=8 and admin.max-connections-per-address=2, 127.0.0.1 holds two,
+/// its next ones are answered 503, and /healthz from 127.0.0.2 is answered 200 (it was 503
+/// when one address could take all eight).
+#[test]
+fn one_address_cannot_take_every_connection() {
+    let server = Server::start(
+        1,
+        &[
+            "admin.max-connections=8",
+            "admin.max-connections-per-address=2",
+            "admin.header-timeout=30s",
+        ],
+    );
+    let attacker = [127, 0, 0, 1];
+    let held: Vec<TcpStream> = (0..8).map(|_| connect_from(server.fluss, attacker)).collect();
+    // Accepted in order: once this one is answered, the eight were accepted or refused.
+    let answer = get_on(connect_from(server.fluss, [127, 0, 0, 2]), "/healthz");
+    assert_eq!(
+        answer.status, 200,
+        "another address is served while one holds all it may: {answer:?}"
+    );
+    let answer = get_on(connect_from(server.fluss, attacker), "/healthz");
+    assert_eq!(answer.status, 503, "{answer:?}");
+    assert_eq!(error_code(&answer), "TOO_MANY_CONNECTIONS");
+    assert!(answer.head.contains("Retry-After: 1"), "{answer:?}");
+    assert!(
+        answer.body.contains("admin.max-connections-per-address"),
+        "{answer:?}"
+    );
+    assert!(
+        logs(&server).contains(
+            "admin HTTP connection refused: admin.max-connections-per-address connections from its address are open"
+        ),
+        "{}",
+        logs(&server)
+    );
+    // Closed connections give their address's slots back.
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = get_on(connect_from(server.fluss, attacker), "/healthz");
+        if answer.status == 200 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slots were not given back: {answer:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Rows of about 1 KiB, so a scan is larger than socket buffers and must wait for its reader.

@@ -86,6 +86,9 @@ pub type MetricsHook = Arc<dyn Fn() -> String + Send + Sync>;
 pub struct AdminLimits {
     /// Open connections; one more is answered 503 and closed (`admin.max-connections`).
     pub max_connections: usize,
+    /// Open connections from one client address; one more from it is answered 503 and closed
+    /// (`admin.max-connections-per-address`).
+    pub max_connections_per_address: usize,
     /// SQL, table and metrics requests being worked on at once; others queue
     /// (`admin.max-concurrent-requests`).
     pub max_concurrent_requests: usize,
@@ -116,6 +119,7 @@ impl Default for AdminLimits {
     fn default() -> Self {
         Self {
             max_connections: 64,
+            max_connections_per_address: 16,
             max_concurrent_requests: 8,
             max_concurrent_scans: 4,
             queue_timeout: Duration::from_secs(10),

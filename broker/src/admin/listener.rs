@@ -2,7 +2,9 @@
 //! thread, `kafluss-admin`; the glommio cores are not involved. Every limit is an
 //! [`AdminLimits`] field (the `admin.*` config keys):
 //!
-//! - at most `max_connections` connections; one more is answered 503 and closed;
+//! - at most `max_connections` connections, and at most `max_connections_per_address` from one
+//!   client IP address (so one client cannot take them all); one more is answered 503 and
+//!   closed;
 //! - a request head must arrive within `header_timeout` of the server starting to wait for it
 //!   (so an idle keep-alive connection is closed after that long too) and be at most
 //!   `max_header_bytes` (431 otherwise); a body within `body_timeout` (408);
@@ -18,12 +20,13 @@
 //! - shutdown stops accepting, closes idle connections, lets requests in flight finish for at
 //!   most `shutdown_timeout`, then drops everything that is left.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -201,11 +204,14 @@ pub(super) fn start(socket: std::net::TcpListener, ctx: Arc<AdminContext>) -> io
 async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::Receiver<bool>) {
     let limits = shared.ctx.limits.clone();
     let max_connections = limits.max_connections.max(1);
+    let per_address = limits.max_connections_per_address.clamp(1, max_connections);
     let connections = Arc::new(Semaphore::new(max_connections));
+    let addresses = AddressSlots::new(per_address);
     // Connections over the cap being told so; beyond this many they are just closed.
     let rejections = Arc::new(Semaphore::new(max_connections));
     let (closing, closing_rx) = watch::channel(false);
     let mut refused = RefusalLog::default();
+    let mut refused_per_address = RefusalLog::default();
     loop {
         let accepted = tokio::select! {
             _ = stopped.changed() => break,
@@ -220,22 +226,40 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stopped: watch::R
                 continue;
             }
         };
-        match Arc::clone(&connections).try_acquire_owned() {
-            Ok(permit) => {
-                tokio::spawn(connection(
-                    stream,
-                    peer,
-                    Arc::clone(&shared),
-                    permit,
-                    closing_rx.clone(),
-                ));
-            }
-            Err(_) => {
-                refused.note(peer, max_connections);
-                if let Ok(permit) = Arc::clone(&rejections).try_acquire_owned() {
-                    tokio::spawn(refuse(stream, max_connections, limits.header_timeout, permit));
+        let refusal = match Arc::clone(&connections).try_acquire_owned() {
+            Ok(permit) => match addresses.take(peer.ip()) {
+                Some(slot) => {
+                    tokio::spawn(connection(
+                        stream,
+                        peer,
+                        Arc::clone(&shared),
+                        (permit, slot),
+                        closing_rx.clone(),
+                    ));
+                    continue;
                 }
+                None => {
+                    refused_per_address.note(
+                        peer,
+                        per_address,
+                        "admin HTTP connection refused: admin.max-connections-per-address connections from its address are open",
+                    );
+                    format!(
+                        "{per_address} connections from this address are open to the admin server (admin.max-connections-per-address)"
+                    )
+                }
+            },
+            Err(_) => {
+                refused.note(
+                    peer,
+                    max_connections,
+                    "admin HTTP connection refused: admin.max-connections connections are open",
+                );
+                format!("the admin server has {max_connections} connections open (admin.max-connections)")
             }
+        };
+        if let Ok(permit) = Arc::clone(&rejections).try_acquire_owned() {
+            tokio::spawn(refuse(stream, refusal, limits.header_timeout, permit));
         }
     }
     drop(listener);
@@ -260,7 +284,8 @@ struct RefusalLog {
 }
 
 impl RefusalLog {
-    fn note(&mut self, peer: SocketAddr, max_connections: usize) {
+    /// One refusal of `peer` by a cap of `limit` connections; `message` says which cap.
+    fn note(&mut self, peer: SocketAddr, limit: usize, message: &'static str) {
         self.since += 1;
         if self
             .last
@@ -268,27 +293,73 @@ impl RefusalLog {
         {
             return;
         }
-        tracing::warn!(
-            client = %peer,
-            refused = self.since,
-            max_connections,
-            "admin HTTP connection refused: admin.max-connections connections are open"
-        );
+        tracing::warn!(client = %peer, refused = self.since, limit, "{message}");
         self.last = Some(Instant::now());
         self.since = 0;
     }
 }
 
-/// Answers a connection over the cap with 503, then closes it (reading what the client
-/// sent meanwhile, so the close does not reset the answer away), all within `timeout`.
-async fn refuse(
-    mut stream: TcpStream,
-    max_connections: usize,
-    timeout: Duration,
-    _permit: OwnedSemaphorePermit,
-) {
+/// The open connections of each client address, for `admin.max-connections-per-address`. An
+/// address has an entry only while it has connections open, so there are at most
+/// `admin.max-connections` entries.
+#[derive(Clone)]
+struct AddressSlots {
+    limit: usize,
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl AddressSlots {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            open: Arc::default(),
+        }
+    }
+
+    /// A slot of `address`, or `None` when it has `limit` connections open.
+    fn take(&self, address: IpAddr) -> Option<AddressSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = open.entry(address).or_insert(0);
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            slots: self.clone(),
+            address,
+        })
+    }
+}
+
+/// One open connection of an address; dropping it frees the slot (and the address's entry
+/// with its last one).
+struct AddressSlot {
+    slots: AddressSlots,
+    address: IpAddr,
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self
+            .slots
+            .open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = open.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.address);
+            }
+        }
+    }
+}
+
+/// Answers a connection over a cap with 503 (`message` says which), then closes it (reading
+/// what the client sent meanwhile, so the close does not reset the answer away), all within
+/// `timeout`.
+async fn refuse(mut stream: TcpStream, message: String, timeout: Duration, _permit: OwnedSemaphorePermit) {
     let body = format!(
-        "{{\"error\":{{\"code\":\"TOO_MANY_CONNECTIONS\",\"message\":\"the admin server has {max_connections} connections open (admin.max-connections); try again later\"}}}}"
+        "{{\"error\":{{\"code\":\"TOO_MANY_CONNECTIONS\",\"message\":\"{message}; try again later\"}}}}"
     );
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{body}",
@@ -315,7 +386,7 @@ async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     shared: Arc<Shared>,
-    _permit: OwnedSemaphorePermit,
+    _slots: (OwnedSemaphorePermit, AddressSlot),
     mut closing: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
