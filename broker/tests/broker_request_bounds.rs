@@ -480,6 +480,50 @@ fn a_batch_of_empty_headers_is_refused_by_its_index() {
     );
 }
 
+/// A partition whose records decompress past 1 MiB is decoded on the core's blocking thread,
+/// not on the core: a 90 MB zstd batch (100 values of 900 KB of zeros, a few KB on the wire) is
+/// stored whole, and no stall warning names its decoding (before, decompressing and indexing it
+/// held the core for as long as that took: 260 ms for 72 MB in a debug build).
+#[test]
+fn a_large_batch_is_decoded_off_the_core() {
+    let server = Server::start(1, &["server.stall-threshold=120ms"]);
+    server.sql_ok(
+        "CREATE TABLE fluss.z (_kafka_value BYTES) WITH ('table.kafka.enabled' = 'true', \
+         'table.kafka.convert.value.type' = 'binary')",
+    );
+    let batch = {
+        let mut builder = RecordBatchBuilder::new(kafluss_protocol::Compression::Zstd);
+        let value = vec![0u8; 900_000];
+        for _ in 0..100 {
+            builder.append(1_700_000_000_000, None, Some(value.as_slice()), &[]);
+        }
+        builder.build().unwrap()
+    };
+    assert!(batch.len() < 64 << 10, "{} bytes", batch.len());
+    let mut raw = Raw::connect(server.kafka);
+    let answer = raw.produce(9, &produce_to("z", 1, &batch));
+    let partition = &answer.topics[0].partitions[0];
+    assert_eq!(
+        (partition.error_code, partition.base_offset),
+        (ErrorCode::None, 0),
+        "{partition:?}"
+    );
+    let answer = raw.produce(9, &produce_to("z", 1, &one_record()));
+    assert_eq!(
+        answer.topics[0].partitions[0].base_offset, 100,
+        "all 100 records were stored"
+    );
+    let logs = server.logs();
+    assert!(
+        !logs.lines().any(|line| line.contains("by decoding")),
+        "the decoding held the core:\n{}",
+        logs.lines()
+            .filter(|l| l.contains("held"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 /// Clients that pipeline small requests with large answers (Metadata of a 1,024-bucket table:
 /// 45 bytes asked, about 27 KB answered) and read none: an answer counts against
 /// `kafka.max-answer-memory` (here 4 MiB) from its making until it is written, so a core holds

@@ -21,7 +21,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use kafluss_convert::{BatchBuilder, ConversionPlan, JsonScratch, KafkaRecord, TimestampType};
-use kafluss_protocol::{RecordBatches, TimestampType as WireTimestampType};
+use kafluss_protocol::{
+    CompressionError, RecordBatchError, RecordBatches, TimestampType as WireTimestampType,
+};
 
 use super::plan_cache::{PlanCache, PlanError};
 use super::{AppendError, AppendJob, AppendOutcome, Appended, BatchRejection};
@@ -497,20 +499,22 @@ impl Appender {
         };
         let config = &self.config;
         let append_time_ms = now_ms();
-        let decoding = std::time::Instant::now();
-        let decode = || {
-            let mut batches = decode_batches(
+        let decode = || async {
+            let mut batches = decode_on_core_or_blocking(
                 job.records.as_ref(),
                 config.max_request_size,
                 config.max_record_size,
-            )?;
+                &job.table,
+                config.stall_threshold,
+            )
+            .await?;
             // Each of a table's two names is a sequence of its own (ProducerKey).
             for producer in batches.iter_mut().filter_map(|b| b.producer.as_mut()) {
                 producer.bare_topic = job.bare_topic;
             }
             Ok(batches)
         };
-        let mut batches = match decode() {
+        let mut batches = match decode().await {
             Ok(batches) => batches,
             Err(rejection) => {
                 tracing::debug!(
@@ -522,15 +526,6 @@ impl Appender {
                 return Prepared::Done(OwnerResult::Done(Err(AppendError::Batch(rejection))));
             }
         };
-        held(
-            format_args!(
-                "decoding {} bytes of batches for {}",
-                job.records.as_ref().map_or(0, |r| r.len()),
-                job.table.display_path()
-            ),
-            decoding,
-            config.stall_threshold,
-        );
         // The decoded records count against the core's kafka.max-append-memory until they
         // are stored. When it is held by others, this job waits; the group's jobs that wait
         // for their write hold some of it too, so they are written first.
@@ -548,7 +543,7 @@ impl Appender {
                     return Prepared::Done(OwnerResult::Done(Err(AppendError::ShuttingDown)));
                 };
                 // The same bytes decode to the same records.
-                batches = match decode() {
+                batches = match decode().await {
                     Ok(batches) => batches,
                     Err(rejection) => {
                         return Prepared::Done(OwnerResult::Done(Err(AppendError::Batch(rejection))))
@@ -1334,6 +1329,53 @@ pub fn held_by_decoded(batches: &[DecodedBatch], records: Option<&Bytes>) -> usi
                 + batch.headers.capacity() * std::mem::size_of::<HeaderSpan>()
         })
         .sum()
+}
+
+/// What a partition's records may decompress to, and take of index, when they are decoded on
+/// the core: 1 MiB, about a millisecond of work. Larger ones are decoded again on the core's
+/// blocking thread with the full bounds, so a big (or hugely compressed) batch never holds the
+/// core for long.
+pub const ON_CORE_DECODE_BYTES: usize = 1 << 20;
+
+/// [`decode_batches`] on the core while the records stay within [`ON_CORE_DECODE_BYTES`], else
+/// (the on-core attempt stops at that bound) again on the core's blocking thread with the full
+/// bounds. The on-core part is reported by the stall warning (`server.stall-threshold`).
+async fn decode_on_core_or_blocking(
+    records: Option<&Bytes>,
+    max_decompressed: usize,
+    max_record_size: usize,
+    table: &TableInfo,
+    stall_threshold: Duration,
+) -> Result<Vec<DecodedBatch>, BatchRejection> {
+    let decoding = std::time::Instant::now();
+    let on_core = decode_batches(
+        records,
+        max_decompressed.min(ON_CORE_DECODE_BYTES),
+        max_record_size,
+    );
+    held(
+        format_args!(
+            "decoding {} bytes of batches for {}",
+            records.map_or(0, |r| r.len()),
+            table.display_path()
+        ),
+        decoding,
+        stall_threshold,
+    );
+    let over_on_core_bound = matches!(
+        &on_core,
+        Err(BatchRejection::IndexTooLarge { .. })
+            | Err(BatchRejection::Wire(RecordBatchError::Compression(
+                CompressionError::DecompressedTooLarge { .. }
+            )))
+    );
+    if !over_on_core_bound || max_decompressed <= ON_CORE_DECODE_BYTES {
+        return on_core;
+    }
+    let records = records.cloned();
+    glommio::executor()
+        .spawn_blocking(move || decode_batches(records.as_ref(), max_decompressed, max_record_size))
+        .await
 }
 
 /// Parses every batch of a partition's `records`, all-or-nothing.
