@@ -301,36 +301,15 @@ impl FrameReader {
                     self.buffer.reserve(frame - self.buffer.len());
                 }
             }
-            let start = self.buffer.len();
-            self.buffer.resize(start + want, 0);
             let remaining = idle_deadline.saturating_duration_since(Instant::now());
-            // A pending glommio read consumes nothing, so losing this race loses no bytes.
-            let read = futures_lite::future::or(
-                async { Some(stream.read(&mut self.buffer[start..]).await) },
-                async {
-                    futures_lite::future::or(
-                        async {
-                            glommio::timer::sleep(remaining).await;
-                        },
-                        futures_lite::future::or(stop.stopping(), closing.stopping()),
-                    )
-                    .await;
-                    None
-                },
-            )
-            .await;
-            match read {
-                Some(Ok(0)) => {
-                    self.buffer.truncate(start);
-                    return FrameEvent::Closed(CloseReason::PeerClosed);
-                }
-                Some(Ok(n)) => self.buffer.truncate(start + n),
-                Some(Err(e)) => {
-                    self.buffer.truncate(start);
-                    return FrameEvent::Closed(CloseReason::Io(e));
-                }
+            let interrupted = futures_lite::future::or(
+                glommio::timer::sleep(remaining),
+                futures_lite::future::or(stop.stopping(), closing.stopping()),
+            );
+            match self.read_more(stream, want, interrupted).await {
+                Some(Ok(())) => {}
+                Some(Err(reason)) => return FrameEvent::Closed(reason),
                 None => {
-                    self.buffer.truncate(start);
                     let reason = if stop.is_stopping() {
                         CloseReason::Shutdown
                     } else if closing.is_stopping() {
@@ -346,6 +325,36 @@ impl FrameReader {
 }
 
 impl FrameReader {
+    /// Reads up to `want` more bytes into the buffer, unless `interrupted` resolves first:
+    /// `Some(Ok(()))` when bytes came, `Some(Err(_))` when the peer closed or the read failed,
+    /// `None` when interrupted (nothing read: a pending glommio read consumes nothing, so losing
+    /// the race loses no bytes).
+    async fn read_more(
+        &mut self,
+        stream: &mut SharedStream,
+        want: usize,
+        interrupted: impl std::future::Future<Output = ()>,
+    ) -> Option<Result<(), CloseReason>> {
+        let start = self.buffer.len();
+        self.buffer.resize(start + want, 0);
+        let read = futures_lite::future::or(
+            async { Some(stream.read(&mut self.buffer[start..]).await) },
+            async {
+                interrupted.await;
+                None
+            },
+        )
+        .await;
+        let (kept, outcome) = match read {
+            Some(Ok(0)) => (0, Some(Err(CloseReason::PeerClosed))),
+            Some(Ok(n)) => (n, Some(Ok(()))),
+            Some(Err(e)) => (0, Some(Err(CloseReason::Io(e)))),
+            None => (0, None),
+        };
+        self.buffer.truncate(start + kept);
+        outcome
+    }
+
     /// Waits for `settled` (a login the throttle answers later), reading meanwhile what the
     /// client sends (kept for the frames that follow; no more than [`IDLE_READ`] bytes
     /// buffered, which needs no reservation), so that a client closing before its login's
@@ -379,28 +388,8 @@ impl FrameReader {
                 ended().await;
                 continue;
             }
-            let start = self.buffer.len();
-            self.buffer.resize(start + room, 0);
-            // A pending glommio read consumes nothing, so losing this race loses no bytes.
-            let read = futures_lite::future::or(
-                async { Some(stream.read(&mut self.buffer[start..]).await) },
-                async {
-                    ended().await;
-                    None
-                },
-            )
-            .await;
-            match read {
-                Some(Ok(0)) => {
-                    self.buffer.truncate(start);
-                    return Err(CloseReason::PeerClosed);
-                }
-                Some(Ok(n)) => self.buffer.truncate(start + n),
-                Some(Err(e)) => {
-                    self.buffer.truncate(start);
-                    return Err(CloseReason::Io(e));
-                }
-                None => self.buffer.truncate(start),
+            if let Some(Err(reason)) = self.read_more(stream, room, ended()).await {
+                return Err(reason);
             }
         }
     }
