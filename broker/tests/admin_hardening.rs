@@ -81,7 +81,11 @@ fn alive(server: &mut Server) -> bool {
 
 /// Another client gets `/healthz` and a SQL answer, promptly.
 fn assert_serving(server: &mut Server, during: &str) {
-    assert!(alive(server), "{during}: the server exited\n{}", logs(server));
+    assert!(
+        alive(server),
+        "{during}: the server exited\n{}",
+        server.plain_logs()
+    );
     let started = Instant::now();
     let (status, body) = server.get("/healthz");
     assert_eq!(status, 200, "{during}: /healthz answered {body}");
@@ -93,25 +97,6 @@ fn assert_serving(server: &mut Server, during: &str) {
         "{during}: answered only after {:?}",
         started.elapsed()
     );
-}
-
-/// The server's log without ANSI colour codes.
-fn logs(server: &Server) -> String {
-    let mut out = String::new();
-    let raw = server.logs();
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for next in chars.by_ref() {
-                if next.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// `Name:   value` of /proc/<pid>/status.
@@ -130,7 +115,7 @@ fn proc_status(server: &Server, name: &str) -> u64 {
 fn wait_for_log(server: &Server, needle: &str, count: usize, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
-        if logs(server).matches(needle).count() >= count {
+        if server.plain_logs().matches(needle).count() >= count {
             return true;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -213,7 +198,11 @@ fn huge_declared_and_endless_chunked_bodies_are_refused_before_any_allocation() 
         rss_after < rss_before + 64 * 1024,
         "memory grew from {rss_before} kB to {rss_after} kB"
     );
-    assert!(!logs(&server).contains("panicked"), "{}", logs(&server));
+    assert!(
+        !server.plain_logs().contains("panicked"),
+        "{}",
+        server.plain_logs()
+    );
 }
 
 #[test]
@@ -339,9 +328,9 @@ fn connections_over_the_cap_get_503_and_none_gets_a_thread() {
     assert!(alive(&mut server));
     assert!(proc_status(&server, "Threads:") <= threads_before + 2);
     assert!(
-        logs(&server).contains("admin HTTP connection refused"),
+        server.plain_logs().contains("admin HTTP connection refused"),
         "{}",
-        logs(&server)
+        server.plain_logs()
     );
 
     // Idle connections are closed after admin.header-timeout, freeing their slots.
@@ -354,14 +343,7 @@ fn connections_over_the_cap_get_503_and_none_gets_a_thread() {
 
 /// A connection to `server` from the loopback address `source`.
 fn connect_from(server: SocketAddr, source: [u8; 4]) -> TcpStream {
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket
-        .bind(&SocketAddr::from((source, 0)).into())
-        .expect("bind the source address");
-    socket
-        .connect_timeout(&server.into(), Duration::from_secs(10))
-        .expect("connect");
-    let stream: TcpStream = socket.into();
+    let stream = support::connect_from(server, source);
     stream.set_read_timeout(Some(CLIENT_TIMEOUT)).unwrap();
     stream
 }
@@ -407,11 +389,11 @@ fn one_address_cannot_take_every_connection() {
         "{answer:?}"
     );
     assert!(
-        logs(&server).contains(
+        server.plain_logs().contains(
             "admin HTTP connection refused: admin.max-connections-per-address connections from its address are open"
         ),
         "{}",
-        logs(&server)
+        server.plain_logs()
     );
     // Closed connections give their address's slots back.
     drop(held);
@@ -494,7 +476,7 @@ fn slow_or_vanished_scan_readers_stop_their_scans_and_block_nobody() {
     assert!(
         wait_for_log(&server, CLIENT_GONE, 1, Duration::from_secs(10)),
         "the scan went on after its client left\n{}",
-        logs(&server)
+        server.plain_logs()
     );
 
     // Readers that stop reading hold both scan slots...
@@ -524,7 +506,7 @@ fn slow_or_vanished_scan_readers_stop_their_scans_and_block_nobody() {
     // Shutdown does not wait on the stuck readers beyond admin.shutdown-timeout.
     let stopping = Instant::now();
     let status = server.terminate().expect("exited within 30s");
-    assert!(status.success(), "{status:?}\n{}", logs(&server));
+    assert!(status.success(), "{status:?}\n{}", server.plain_logs());
     assert!(
         stopping.elapsed() < Duration::from_secs(15),
         "{:?}",
@@ -545,7 +527,7 @@ fn slow_or_vanished_scan_readers_stop_their_scans_and_block_nobody() {
     assert!(
         wait_for_log(&server, CLIENT_GONE, 2, Duration::from_secs(20)),
         "stalled scans were not stopped\n{}",
-        logs(&server)
+        server.plain_logs()
     );
     for stream in &mut stalled {
         let mut rest = Vec::new();
@@ -635,7 +617,7 @@ fn failed_logins_say_credentials_were_wrong_and_are_logged_without_the_password(
         2,
         Duration::from_secs(5)
     ));
-    let log = logs(&server);
+    let log = server.plain_logs();
     let line = log
         .lines()
         .find(|line| line.contains("admin HTTP Basic authentication failed") && line.contains("\"admin\""))
@@ -843,7 +825,7 @@ fn request_path_limits_hold_for_any_length_framing_and_head_size() {
     });
     let result = runner.run(&probe_strategy(), |probe| run_probe(&server, &probe));
     if let Err(error) = result {
-        panic!("{error}\n{}", logs(&server));
+        panic!("{error}\n{}", server.plain_logs());
     }
 }
 
@@ -891,13 +873,7 @@ fn post_sql(address: SocketAddr, sql: &str) -> TcpStream {
 }
 
 fn get(address: SocketAddr, path: &str) -> Answer {
-    let mut stream = connect_to(address);
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    read_to_close(&mut stream)
+    get_on(connect_to(address), path)
 }
 
 /// In process, with a metrics hook that blocks on a gate to hold the request slots: requests

@@ -143,25 +143,6 @@ fn partial_requests_cannot_grow_memory_past_the_request_budget() {
     assert!(admitted, "a request is served after the partial ones closed");
 }
 
-/// The server's log without ANSI colour codes.
-fn plain_logs(server: &Server) -> String {
-    let raw = server.logs();
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for next in chars.by_ref() {
-                if next.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// The lines of `log` that report an occurrence (they contain `line`, and `suppressed=N` when they
 /// stand for N more), and those that count occurrences left out (`tail` followed by the count, and `about`): how
 /// many of each, and how many occurrences they stand for together.
@@ -222,7 +203,7 @@ fn refused_connections_are_logged_a_bounded_number_of_times_with_their_count() {
     let line = "refusing a Kafka connection: kafka.max-connections (0) reached";
     let tail = "refusing a Kafka connection: ";
     let about = "kafka.max-connections (0) reached";
-    let log = plain_logs(&server);
+    let log = server.plain_logs();
     let (lines, tails, _) = repeat_limited(&log, line, tail, about);
     assert!((1..=2).contains(&lines), "one line per core:\n{log}");
     assert_eq!(tails, 0, "the count waits for the interval (or shutdown):\n{log}");
@@ -231,7 +212,7 @@ fn refused_connections_are_logged_a_bounded_number_of_times_with_their_count() {
         "the first line names the client:\n{log}"
     );
     assert!(server.terminate().is_some_and(|status| status.success()));
-    let log = plain_logs(&server);
+    let log = server.plain_logs();
     let (lines, tails, occurrences) = repeat_limited(&log, line, tail, about);
     assert!(lines + tails <= 4, "{lines} lines and {tails} counts:\n{log}");
     assert!(tails >= 1, "no line counts what was left out:\n{log}");
@@ -258,11 +239,11 @@ fn connections_closed_for_bad_frames_are_logged_a_bounded_number_of_times_with_t
     let line = "closing Kafka connection: request larger than kafka.max-request-size";
     let tail = "closing Kafka connections: ";
     let about = "closed for request larger than kafka.max-request-size";
-    let log = plain_logs(&server);
+    let log = server.plain_logs();
     let (lines, _, _) = repeat_limited(&log, line, tail, about);
     assert!((1..=2).contains(&lines), "one line per core:\n{log}");
     assert!(server.terminate().is_some_and(|status| status.success()));
-    let log = plain_logs(&server);
+    let log = server.plain_logs();
     let (lines, tails, occurrences) = repeat_limited(&log, line, tail, about);
     assert!(lines + tails <= 4, "{lines} lines and {tails} counts:\n{log}");
     assert_eq!(occurrences, CONNECTIONS, "the lines count every close:\n{log}");

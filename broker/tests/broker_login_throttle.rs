@@ -56,14 +56,7 @@ fn handshaken(server: SocketAddr) -> TcpStream {
 
 /// [`handshaken`] from a given loopback address (any of 127.0.0.0/8).
 fn handshaken_from(server: SocketAddr, source: std::net::IpAddr) -> TcpStream {
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
-    socket
-        .bind(&SocketAddr::new(source, 0).into())
-        .expect("bind the source address");
-    socket
-        .connect_timeout(&server.into(), Duration::from_secs(10))
-        .expect("connect");
-    handshake(socket.into())
+    handshake(support::connect_from(server, source))
 }
 
 /// SaslHandshake v1 for PLAIN on `stream`.

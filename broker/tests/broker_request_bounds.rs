@@ -572,14 +572,7 @@ fn unread_answers_of_small_requests_count_against_the_answer_memory() {
 
 /// A connection to `server` from the loopback address `source` (127.0.0.2: another client).
 fn connect_from(server: std::net::SocketAddr, source: [u8; 4]) -> std::net::TcpStream {
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket
-        .bind(&std::net::SocketAddr::from((source, 0)).into())
-        .expect("bind the source address");
-    socket
-        .connect_timeout(&server.into(), Duration::from_secs(10))
-        .expect("connect");
-    let stream: std::net::TcpStream = socket.into();
+    let stream = support::connect_from(server, source);
     stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     stream.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
     stream

@@ -80,6 +80,25 @@ impl Server {
         self.server.logs()
     }
 
+    /// [`Server::logs`] without ANSI colour codes.
+    pub fn plain_logs(&self) -> String {
+        let raw = self.logs();
+        let mut out = String::with_capacity(raw.len());
+        let mut chars = raw.chars();
+        while let Some(c) = chars.next() {
+            if c == '\u{1b}' {
+                for next in chars.by_ref() {
+                    if next.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
     /// Waits up to `within` for `needle` in the server's log.
     pub fn log_shows(&self, needle: &str, within: Duration) -> bool {
         let deadline = Instant::now() + within;
@@ -246,6 +265,19 @@ impl Drop for Server {
 
 /// One HTTP request to the Fluss listener (the tests' one client, `kafluss_tests::http`),
 /// bounded by a 60 s deadline; returns (status, body). Panics when no answer comes.
+/// A connection to `server` from the loopback address `source` (any of 127.0.0.0/8: another
+/// client address for the per-address bounds), connected within 10 s; no timeouts set.
+pub fn connect_from(server: SocketAddr, source: impl Into<std::net::IpAddr>) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    socket
+        .bind(&SocketAddr::new(source.into(), 0).into())
+        .expect("bind the source address");
+    socket
+        .connect_timeout(&server.into(), Duration::from_secs(10))
+        .expect("connect");
+    socket.into()
+}
+
 pub fn http(address: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String) {
     http_as(address, method, path, body, None)
 }
