@@ -11,9 +11,6 @@ pub enum DecodeError {
     /// The input ended before the message did.
     #[error("input ended early")]
     Truncated,
-    /// A length or count was negative where only non-negative values (or -1 for null) are valid.
-    #[error("invalid length {0}")]
-    InvalidLength(i64),
     /// An array announced more elements than the remaining input could possibly hold.
     #[error("array of {count} elements cannot fit in the {remaining} remaining bytes")]
     ArrayTooLong {

@@ -151,6 +151,18 @@ mod tests {
     }
 
     #[test]
+    fn any_negative_client_id_length_is_a_null_client_id() {
+        // Kafka's RequestHeaderData reads every negative length as null (-2 closed the
+        // connection before).
+        for len in [[0xff, 0xfe], [0x80, 0x00]] {
+            let frame = Bytes::from([&[0, 0, 0, 8, 0, 0, 0, 1][..], &len[..], &[0xaa][..]].concat());
+            let (header, body) = RequestHeader::decode(&frame).unwrap();
+            assert_eq!(header.client_id, None);
+            assert_eq!(&body[..], &[0xaa]);
+        }
+    }
+
+    #[test]
     fn unknown_api_header_decodes_as_v1() {
         let frame = Bytes::from_static(&[0x03, 0xe7, 0, 1, 0, 0, 0, 9, 0, 0]);
         let (header, body) = RequestHeader::decode(&frame).unwrap();

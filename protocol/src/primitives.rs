@@ -148,7 +148,8 @@ pub fn varlong(input: &[u8]) -> PResult<'_, i64> {
 }
 
 /// A length prefix: `i16`/`i32` classic or compact (`unsigned varint` holding length + 1).
-/// Returns `None` for null (-1, or compact 0); other negatives are errors.
+/// Returns `None` for null: any negative classic length (Kafka's generated readers take every
+/// negative length of a string, bytes or array as null, not only -1), or compact 0.
 fn length(input: &[u8], flexible: bool, classic_i16: bool) -> PResult<'_, Option<usize>> {
     let (rest, raw): (&[u8], i64) = if flexible {
         let (rest, raw) = unsigned_varint(input)?;
@@ -161,8 +162,7 @@ fn length(input: &[u8], flexible: bool, classic_i16: bool) -> PResult<'_, Option
         (rest, i64::from(raw))
     };
     match raw {
-        -1 => Ok((rest, None)),
-        n if n < 0 => fail(DecodeError::InvalidLength(n)),
+        n if n < 0 => Ok((rest, None)),
         // Cannot overflow: n ≤ u32::MAX.
         n => Ok((rest, Some(n as usize))),
     }
@@ -619,10 +619,18 @@ mod tests {
             Some("hi")
         );
         assert_eq!(nullable_str(&[0x03, b'h', b'i'], true).unwrap().1, Some("hi"));
+        // Any negative classic length is null, as Kafka's generated readers take it; for a
+        // field that may not be null that is the null error.
+        assert_eq!(nullable_str(&[0xff, 0xfe], false).unwrap(), (&[][..], None));
         assert_eq!(
-            nullable_str(&[0xff, 0xfe], false),
-            Err(nom::Err::Failure(DecodeError::InvalidLength(-2)))
+            nullable_str(&[0x80, 0x00, b'x'], false).unwrap(),
+            (&[b'x'][..], None)
         );
+        assert_eq!(
+            str(&[0xff, 0xfe], false, "name"),
+            Err(nom::Err::Failure(DecodeError::UnexpectedNull("name")))
+        );
+        assert_eq!(array_len(&[0xff, 0xff, 0xff, 0xfe], false).unwrap().1, None);
         assert_eq!(
             nullable_str(&[0x00, 0x01, 0xff], false),
             Err(nom::Err::Failure(DecodeError::InvalidUtf8))
