@@ -140,7 +140,7 @@ struct ProduceArgs {
     #[arg(long, default_value_t = 100)]
     batch_records: usize,
     /// With --rate: a batch leaves when full or when its first record is this old.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     linger_ms: Option<f64>,
     /// Acks: -1 (all), 0 (none) or 1 (leader).
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
@@ -166,7 +166,7 @@ struct ProduceArgs {
     #[arg(long, value_parser = parse_rate)]
     rate: Option<f64>,
     /// Seconds to send (default 10 unless --records).
-    #[arg(long, conflicts_with = "records")]
+    #[arg(long, conflicts_with = "records", allow_negative_numbers = true)]
     duration: Option<f64>,
     /// Records to send in total.
     #[arg(long)]
@@ -204,11 +204,11 @@ struct ProduceArgs {
     /// Seconds at the start of each run left out of the latency figures (p50 … max); the
     /// timeline and throughput keep them. Default: a tenth of --duration, at most 1 s (none
     /// with --records).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     warmup_s: Option<f64>,
     /// Every request slower than this many milliseconds is listed with its send time (and
     /// marked in the plot).
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = 50.0, allow_negative_numbers = true)]
     slow_ms: f64,
 }
 

@@ -54,6 +54,24 @@ fn options_it_cannot_honour_are_refused_before_any_run() {
             produce(&["--warmup-s", "inf"]),
             "--warmup-s inf: expected a number, 0 or more",
         ),
+        // Negative numbers written the usual way reach the check (clap took `-1` for an
+        // option and exited 2 before).
+        (
+            produce(&["--duration", "-1"]),
+            "--duration -1: expected a number, 0 or more",
+        ),
+        (
+            produce(&["--warmup-s", "-1"]),
+            "--warmup-s -1: expected a number, 0 or more",
+        ),
+        (
+            produce(&["--rate", "1000", "--linger-ms", "-1"]),
+            "--linger-ms -1: expected a number, 0 or more",
+        ),
+        (
+            produce(&["--slow-ms", "-5"]),
+            "--slow-ms -5: expected a number, 0 or more",
+        ),
         (
             produce(&["--vs-name", "kafka"]),
             "--vs-name kafka names no endpoint: 1 --vs-name for 0 --vs",
