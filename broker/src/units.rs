@@ -80,9 +80,15 @@ pub fn parse_duration(value: &str) -> Result<Duration, UnitError> {
     };
     number
         .checked_mul(micros_per_unit)
+        .filter(|micros| *micros <= MAX_DURATION_MICROS)
         .map(Duration::from_micros)
         .ok_or(UnitError::DurationTooLarge)
 }
+
+/// The largest duration taken, `213503982d`: the whole days that fit 64 bits of microseconds,
+/// so the bound the error names is the bound in every unit (`5124095568h` is taken,
+/// `18446744073709551615us` is not).
+const MAX_DURATION_MICROS: u64 = 213_503_982 * 86_400_000_000;
 
 #[cfg(test)]
 mod tests {
@@ -129,6 +135,13 @@ mod tests {
             ("7 weeks", Err(UnitError::UnknownDurationUnit)),
             ("99999999999999999d", Err(UnitError::DurationTooLarge)),
             ("99999999999999999ms", Err(UnitError::DurationTooLarge)),
+            // The bound the error names holds in every unit (hours and microseconds past
+            // `213503982d` that still fit 64 bits of microseconds were taken).
+            ("213503982d", ms(213_503_982 * 86_400_000)),
+            ("5124095568h", ms(213_503_982 * 86_400_000)),
+            ("5124095569h", Err(UnitError::DurationTooLarge)),
+            ("5124095576h", Err(UnitError::DurationTooLarge)),
+            ("18446744073709551615us", Err(UnitError::DurationTooLarge)),
             ("99999999999999999999d", Err(UnitError::NumberTooLarge)),
         ];
         for (text, expected) in cases {
