@@ -328,8 +328,9 @@ fn probe_bind_once(address: SocketAddr) -> std::io::Result<(socket2::Socket, Soc
 /// CPU ids executors are pinned to, in order; core `i` runs on `cpus[i % cpus.len()]`: the
 /// online CPUs this thread may run on (its affinity mask, which `taskset` or a container's
 /// cpuset narrows and threads inherit), so that no core is pinned outside the mask, where
-/// `server.cores`'s default (`available_parallelism`, which honours the mask too) did not
-/// count it. All online CPUs when the mask cannot be read.
+/// `server.cores`'s default (`available_parallelism`, which honours the mask too, and a cgroup
+/// CPU quota, which may make it fewer) did not count it. All online CPUs when the mask cannot
+/// be read.
 fn cpu_ids() -> Vec<usize> {
     let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).ok();
     let mut ids: Vec<usize> = CpuSet::online()
