@@ -12,7 +12,7 @@
 //! let batch: RecordBatch = plan.convert_batch_with(&mut scratch, records)?;
 //! ```
 //!
-//! Rules where shared/spec/behaviour.md leaves a choice (each has a test):
+//! Rules where behaviour.md leaves a choice (each has a test):
 //! - JSON nesting: at most [`MAX_JSON_DEPTH`] (64) containers below the root object, which does
 //!   not count, as in the schema rule; so the deepest valid schema can always be filled.
 //!   At most [`MAX_CONTAINER_MEMBERS`] members per object or array, the root included.

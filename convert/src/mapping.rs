@@ -1,5 +1,5 @@
 //! The Kafka mapping of a table: its `table.kafka.*` options and system columns, validated
-//! against the schema at CREATE and ALTER (shared/spec/behaviour.md "Tables, validated ...").
+//! against the schema at CREATE and ALTER (behaviour.md "Tables, validated ...").
 //!
 //! `validate_kafka_mapping` is the single place these rules live; the converter compiles its
 //! plan from the `KafkaMapping` it returns, so it may rely on every rule below holding:

@@ -1,6 +1,6 @@
 //! Typed decode and encode errors of the wire layer. Kafka error codes live apart in
 //! [`crate::ErrorCode`]; which code (or a closed connection) answers which error is decided by
-//! the broker, except for record-batch errors, whose mapping `shared/spec/behaviour.md` fixes and
+//! the broker, except for record-batch errors, whose mapping `behaviour.md` fixes and
 //! this crate offers as [`crate::RecordBatchError::error_code`].
 
 use crate::ApiKey;

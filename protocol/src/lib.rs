@@ -44,7 +44,7 @@
 //! **Errors**: [`ErrorCode`] (Kafka wire codes, `From<i16>`, `.code()`) is apart from the
 //! `thiserror` types [`DecodeError`], [`EncodeError`], [`FrameError`], [`RecordBatchError`],
 //! [`CompressionError`]. Mapping to Kafka codes is the broker's job, except that
-//! [`RecordBatchError::error_code`] gives the mapping `shared/spec/behaviour.md` fixes for batch
+//! [`RecordBatchError::error_code`] gives the mapping `behaviour.md` fixes for batch
 //! problems (CRC → CORRUPT_MESSAGE, legacy magic → UNSUPPORTED_FOR_MESSAGE_FORMAT, too large
 //! after decompression → MESSAGE_TOO_LARGE, other malformations → INVALID_RECORD).
 

@@ -21,7 +21,7 @@ const MAGIC_OFFSET: usize = 16;
 const CRC_START: usize = 21;
 
 /// A record batch (or message set) could not be accepted. Each error maps to the Kafka code
-/// `shared/spec/behaviour.md` assigns it, via [`RecordBatchError::error_code`].
+/// `behaviour.md` assigns it, via [`RecordBatchError::error_code`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RecordBatchError {
     /// The `records` field was null or empty.
@@ -109,7 +109,7 @@ pub enum RecordBatchError {
 }
 
 impl RecordBatchError {
-    /// The Kafka error code for this error, per `shared/spec/behaviour.md`: legacy magic →
+    /// The Kafka error code for this error, per `behaviour.md`: legacy magic →
     /// UNSUPPORTED_FOR_MESSAGE_FORMAT; CRC mismatch or a broken batch frame → CORRUPT_MESSAGE;
     /// decompressed size over the limit → MESSAGE_TOO_LARGE; anything malformed inside the batch
     /// (empty, counts, offset deltas, varints, truncated records, bad compressed data) →

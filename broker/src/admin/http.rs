@@ -1,4 +1,4 @@
-//! The admin HTTP API on the Fluss listener (shared/spec/interface.md "HTTP on the Fluss
+//! The admin HTTP API on the Fluss listener (interface.md "HTTP on the Fluss
 //! listener"): what each request answers. The connections, limits and threads are in
 //! `listener.rs`; everything here runs on the admin server's bounded blocking pool.
 //!

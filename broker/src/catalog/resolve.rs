@@ -1,4 +1,4 @@
-//! Kafka topic names → tables (shared/spec/behaviour.md "Topics"), on the hot path: no
+//! Kafka topic names → tables (behaviour.md "Topics"), on the hot path: no
 //! locks, no allocation for a valid name that resolves.
 
 use std::sync::Arc;

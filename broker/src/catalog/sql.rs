@@ -1,4 +1,4 @@
-//! The Flink SQL subset of shared/spec/interface.md, parsed by hand with `nom`.
+//! The Flink SQL subset of interface.md, parsed by hand with `nom`.
 //!
 //! Every token parser skips the whitespace and comments (`-- ...`, `/* ... */`) before it, so
 //! an error points at the token itself. Keywords are case-insensitive; identifiers keep their
