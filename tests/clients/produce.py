@@ -2,6 +2,8 @@
 """Drive one Python-reachable Kafka client through a plan of cases written by the Rust suite.
 
 Usage: produce.py CLIENT PLAN.json, or produce.py exactly-once BOOTSTRAP TOPIC PARTITIONS COUNT
+(librdkafka through confluent-kafka), or produce.py exactly-once-kafka-python BOOTSTRAP TOPIC
+PARTITIONS COUNT
 CLIENT is one of: confluent-kafka, kafka-python, aiokafka, kcat (the `kcat` binary found on PATH or
 in $KAFLUSS_KCAT; which librdkafka it loads is decided by the caller's LD_LIBRARY_PATH).
 
@@ -479,9 +481,49 @@ def exactly_once(bootstrap, topic, partitions, count):
     print(json.dumps({"acked": acked, "failed": failed[0] + left, "errors": errors}), flush=True)
 
 
+def exactly_once_kafka_python(bootstrap, topic, partitions, count):
+    """The exactly-once tests' kafka-python producer (tests/tests/exactly_once.rs): kafka-python 3
+    with its default settings (idempotent, acks=all, retries without limit within the default 120 s
+    delivery_timeout_ms), the records, topics, partitions and pacing of `exactly_once` above.
+    Prints {"acked": [...], "failed": N, "errors": [...]} as the Java producer's --exactly-once
+    does."""
+    from kafka import KafkaProducer
+
+    acked, errors, failed = [], [], [0]
+
+    def delivered(record, _metadata):
+        acked.append(record)
+
+    def not_delivered(_record, error):
+        failed[0] += 1
+        if len(errors) < 5:
+            errors.append(f"{type(error).__name__}: {error}"[:300])
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    topics = topic.split(",")
+    futures = []
+    for record in range(count):
+        future = producer.send(topics[record % len(topics)], value=str(record).encode(), partition=record % partitions)
+        future.add_callback(delivered, record)
+        future.add_errback(not_delivered, record)
+        futures.append(future)
+        if record % 10 == 9:
+            time.sleep(0.01)
+    try:
+        producer.flush(timeout=180)
+    except Exception as error:  # KafkaTimeoutError: the records not done count as failed below
+        errors.append(f"flush: {type(error).__name__}: {error}"[:300])
+    producer.close(timeout=10)
+    left = sum(1 for future in futures if not future.is_done)
+    if left:
+        errors.append(f"{left} records still queued after the flush")
+    print(json.dumps({"acked": acked, "failed": failed[0] + left, "errors": errors}), flush=True)
+
+
 def main():
-    if len(sys.argv) == 6 and sys.argv[1] == "exactly-once":
-        exactly_once(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    if len(sys.argv) == 6 and sys.argv[1] in ("exactly-once", "exactly-once-kafka-python"):
+        producer = exactly_once if sys.argv[1] == "exactly-once" else exactly_once_kafka_python
+        producer(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
         return
     if len(sys.argv) != 3 or sys.argv[1] not in CLIENTS:
         sys.exit(f"usage: produce.py {{{'|'.join(CLIENTS)}}} PLAN.json")

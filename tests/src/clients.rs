@@ -416,10 +416,10 @@ fn driver_command(client: Client, plan_file: &Path) -> Result<Command, ClientErr
     Ok(command)
 }
 
-/// The exactly-once tests' producer for `client` (the Java client, 3.9 or 4, and librdkafka
-/// through confluent-kafka; `None` for the others): idempotent, acks=all, retrying, `count`
-/// records with the ids 0..count-1 as values to partition id % `partitions`, paced; it prints one
-/// JSON line, `{"acked": [...], "failed": N, "errors": [...]}`.
+/// The exactly-once tests' producer for `client` (the Java client, 3.9 or 4, librdkafka through
+/// confluent-kafka, kafka-python and franz-go; `None` for the others): idempotent, acks=all,
+/// retrying, `count` records with the ids 0..count-1 as values to partition id % `partitions`,
+/// paced; it prints one JSON line, `{"acked": [...], "failed": N, "errors": [...]}`.
 pub fn exactly_once_command(
     client: Client,
     bootstrap: &str,
@@ -438,14 +438,20 @@ pub fn exactly_once_command(
             command.arg("--exactly-once").args(args);
             command
         })),
-        Client::ConfluentKafka => {
+        Client::ConfluentKafka | Client::KafkaPython => {
+            let mode = if client == Client::ConfluentKafka {
+                "exactly-once"
+            } else {
+                "exactly-once-kafka-python"
+            };
             let mut command = Command::new(python());
-            command
-                .arg(clients_dir().join("produce.py"))
-                .arg("exactly-once")
-                .args(args);
+            command.arg(clients_dir().join("produce.py")).arg(mode).args(args);
             Some(Ok(command))
         }
+        Client::FranzGo => Some(go_command(client).map(|mut command| {
+            command.arg("-exactly-once").args(args);
+            command
+        })),
         _ => None,
     }
 }

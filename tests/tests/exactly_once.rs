@@ -1,5 +1,6 @@
-//! Exactly-once under faults: an idempotent acks=all producer that retries (the Java client with
-//! its default settings; librdkafka through confluent-kafka with `enable.idempotence=true`)
+//! Exactly-once under faults: an idempotent acks=all producer that retries (the Java client,
+//! franz-go and kafka-python with their default settings; librdkafka through confluent-kafka with
+//! `enable.idempotence=true`)
 //! sends numbered records to a 3-bucket table through the wire tap, which drops every 7th
 //! Produce request's connection (alternately after forwarding the request whole, so kafluss
 //! appends a batch whose answer the client never gets and must retry, and half-way through
@@ -219,6 +220,16 @@ fn librdkafka_idempotent_producer_under_faults() {
     exactly_once_under_faults(Client::ConfluentKafka, Names::Full);
 }
 
+#[test]
+fn franz_go_idempotent_producer_under_faults() {
+    exactly_once_under_faults(Client::FranzGo, Names::Full);
+}
+
+#[test]
+fn kafka_python_idempotent_producer_under_faults() {
+    exactly_once_under_faults(Client::KafkaPython, Names::Full);
+}
+
 /// The same through both names of the table, record by record. Before, the second name's
 /// batches matched the first name's cached ones (the client numbers each topic from 0): half
 /// the records were acknowledged and never stored, and the Java client's sender stopped on
@@ -231,4 +242,14 @@ fn java_idempotent_producer_through_both_names_under_faults() {
 #[test]
 fn librdkafka_idempotent_producer_through_both_names_under_faults() {
     exactly_once_under_faults(Client::ConfluentKafka, Names::Both);
+}
+
+#[test]
+fn franz_go_idempotent_producer_through_both_names_under_faults() {
+    exactly_once_under_faults(Client::FranzGo, Names::Both);
+}
+
+#[test]
+fn kafka_python_idempotent_producer_through_both_names_under_faults() {
+    exactly_once_under_faults(Client::KafkaPython, Names::Both);
 }

@@ -3,7 +3,9 @@
 // stdout).
 //
 // Usage: kafluss-go-producer -client franz-go|sarama PLAN.json, or -version; or
-// kafluss-go-producer -client franz-go -bench BOOTSTRAP TOPIC VALUES (the bench's stock-client mode).
+// kafluss-go-producer -client franz-go -bench BOOTSTRAP TOPIC VALUES (the bench's stock-client mode);
+// or kafluss-go-producer -client franz-go -exactly-once BOOTSTRAP TOPIC PARTITIONS COUNT (the
+// exactly-once tests' producer).
 //
 // Every wait is bounded. A plan with "idempotent": false turns idempotence off explicitly
 // (kgo.DisableIdempotentWrite(), franz-go's default is on; sarama's Producer.Idempotent=false, its
@@ -25,6 +27,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -570,6 +573,76 @@ func benchFranz(bootstrap, topic, values string) error {
 	return nil
 }
 
+// ---------------------------------------------------------------- exactly-once mode
+
+// exactlyOnceFranz is the exactly-once tests' franz-go producer (tests/tests/exactly_once.rs):
+// franz-go's default settings (idempotent, acks=all, retries without limit, no delivery timeout)
+// but the manual partitioner the records' partitions need, one record per id 0..count-1, its
+// value the id in decimal, to partition id % partitions of the id % n-th of the n
+// comma-separated topics in topic (one, or both names of one table), paced at 10 records every
+// 10 ms so the test's faults fall mid-run. Prints {"acked": [...], "failed": N, "errors": [...]}
+// as the Java producer's --exactly-once does. The flush is bounded (180 s, as produce.py's);
+// records left then are aborted and count as failed.
+func exactlyOnceFranz(bootstrap, topic string, partitions, count int) error {
+	client, err := kgo.NewClient(
+		kgo.SeedBrokers(bootstrap),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, nil)),
+	)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	var mu sync.Mutex
+	acked := make([]int, 0, count)
+	errs := make([]string, 0, 5)
+	failed := 0
+	var wg sync.WaitGroup
+	topics := strings.Split(topic, ",")
+	for id := 0; id < count; id++ {
+		record := &kgo.Record{
+			Topic:     topics[id%len(topics)],
+			Partition: int32(id % partitions),
+			Value:     []byte(strconv.Itoa(id)),
+		}
+		wg.Add(1)
+		client.Produce(context.Background(), record, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				acked = append(acked, id)
+				return
+			}
+			failed++
+			if len(errs) < 5 {
+				text := err.Error()
+				if len(text) > 300 {
+					text = text[:300]
+				}
+				errs = append(errs, text)
+			}
+		})
+		if id%10 == 9 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	if err := client.Flush(ctx); err != nil {
+		mu.Lock()
+		errs = append(errs, fmt.Sprintf("flush: %v", err))
+		mu.Unlock()
+		abort, cancelAbort := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancelAbort()
+		_ = client.AbortBufferedRecords(abort) // fails what is left through its callbacks
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{"acked": acked, "failed": failed, "errors": errs})
+}
+
 // ---------------------------------------------------------------- plan runner
 
 func runCase(d driver, p plan, c testCase) outcome {
@@ -641,7 +714,21 @@ func main() {
 	client := flag.String("client", "", "franz-go or sarama")
 	showVersion := flag.Bool("version", false, "print the client's version and exit")
 	bench := flag.Bool("bench", false, "send every line of VALUES to TOPIC at BOOTSTRAP (franz-go only)")
+	exactlyOnce := flag.Bool("exactly-once", false, "the exactly-once tests' producer (franz-go only)")
 	flag.Parse()
+	if *exactlyOnce {
+		usage := "usage: kafluss-go-producer -client franz-go -exactly-once BOOTSTRAP TOPIC PARTITIONS COUNT"
+		partitions, errPartitions := strconv.Atoi(flag.Arg(2))
+		count, errCount := strconv.Atoi(flag.Arg(3))
+		if *client != "franz-go" || flag.NArg() != 4 || errPartitions != nil || errCount != nil || partitions < 1 {
+			fmt.Fprintln(os.Stderr, usage)
+			os.Exit(2)
+		}
+		if err := exactlyOnceFranz(flag.Arg(0), flag.Arg(1), partitions, count); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if *bench {
 		if *client != "franz-go" || flag.NArg() != 3 {
 			fmt.Fprintln(os.Stderr, "usage: kafluss-go-producer -client franz-go -bench BOOTSTRAP TOPIC VALUES")
