@@ -701,6 +701,28 @@ fn move_out(
     }
 }
 
+/// Closes a moved connection that its new core does not serve (it arrived as the core
+/// stopped): what its client has sent is read and discarded first, without waiting, then a FIN
+/// is sent, so the close is not a reset (closing a socket with unread bytes sends an RST, which
+/// a client reports as a connection reset instead of a closed connection). Its unanswered
+/// requests are the client's to retry. A client that sends more after the FIN can still be
+/// reset.
+pub fn close_unserved(socket: socket2::Socket) {
+    use std::io::Read;
+    if socket.set_nonblocking(true).is_ok() {
+        let mut discard = [0u8; 4096];
+        // Bounded: at most what the socket's receive buffer holds now, plus what arrives
+        // meanwhile, up to 1 MiB.
+        for _ in 0..256 {
+            match (&socket).read(&mut discard) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    }
+    let _ = socket.shutdown(std::net::Shutdown::Write);
+}
+
 /// How long a closing connection keeps reading (and discarding) what the client still sends.
 const CLOSE_LINGER: Duration = Duration::from_secs(1);
 
@@ -962,6 +984,42 @@ async fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A moved connection closed unserved at shutdown ends with a FIN its client reads as the
+    /// end of the stream, though the client had sent requests the server never read (dropped
+    /// with them unread, the socket sent a reset: `ConnectionResetError` in the audit's
+    /// clients).
+    #[test]
+    fn a_connection_closed_unserved_ends_with_a_fin_not_a_reset() {
+        use std::io::{Read, Write};
+        for close in [true, false] {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (server, _) = listener.accept().unwrap();
+            // Requests in flight that the server has not read.
+            client.write_all(&[7u8; 20_000]).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            let socket = socket2::Socket::from(server);
+            if close {
+                close_unserved(socket);
+            } else {
+                drop(socket);
+            }
+            client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut buf = [0u8; 16];
+            let read = client.read(&mut buf);
+            if close {
+                assert_eq!(read.unwrap(), 0, "a FIN: the end of the stream");
+            } else {
+                // The contrast that makes the first case mean something: the plain drop resets.
+                assert_eq!(
+                    read.unwrap_err().kind(),
+                    std::io::ErrorKind::ConnectionReset,
+                    "dropped with unread bytes"
+                );
+            }
+        }
+    }
 
     #[test]
     fn frame_reader_checks_the_prefix_before_the_body() {

@@ -431,9 +431,11 @@ fn spawn_handoff_receivers(serving: &Rc<Serving>, receivers: Receivers<Handoff>)
                 while let Ok(Some(handoff)) = receivers.recv_from(peer).await {
                     if serving.core.stop.is_stopping() {
                         // Closed unanswered; dropping an accepted stream unbound would leak it.
+                        // A moved connection's client may have requests in flight: what it
+                        // sent is read first, so the close is a FIN, not a reset.
                         match handoff {
                             Handoff::Accepted { stream, .. } => drop(stream.bind_to_executor()),
-                            Handoff::Moved { socket, .. } => drop(socket),
+                            Handoff::Moved { socket, .. } => crate::kafka::connection::close_unserved(socket),
                         }
                         connection_gone(&serving.core.shared, me);
                         continue;
@@ -479,7 +481,31 @@ fn serve_accepted(serving: &Rc<Serving>, stream: TcpStream, listener: usize, car
     }
     let serving = serving.clone();
     glommio::spawn_local(async move {
-        let served = crate::kafka::connection::serve(serving.core.clone(), stream, info, carried).await;
+        let mut served =
+            crate::kafka::connection::serve(serving.core.clone(), stream, info.clone(), carried).await;
+        // A connection that chose to move as this core began to stop (it waits for its last
+        // answers before it leaves) stays: the core it would go to may be stopping too, and
+        // would close it with its pipelined requests unanswered. Served again here (the pass
+        // held, so the drain waits for it), it answers the complete requests it has read and
+        // closes with a FIN, as every connection does at shutdown.
+        loop {
+            match served {
+                Served::Move { socket, carried, .. } if serving.core.stop.is_stopping() => {
+                    let stream = TcpStream::from(socket);
+                    served = crate::kafka::connection::serve(
+                        serving.core.clone(),
+                        stream,
+                        info.clone(),
+                        Some(carried),
+                    )
+                    .await;
+                }
+                other => {
+                    served = other;
+                    break;
+                }
+            }
+        }
         let core = &serving.core;
         core.metrics().connection_closed();
         match served {
