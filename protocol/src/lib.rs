@@ -26,8 +26,11 @@
 //! **Error answers**: [`Request::error_response_frame`]`(correlation_id, version, ErrorCode,
 //! Option<&str>)` fails a decoded request naming each topic/partition;
 //! [`encode_error_response`]`(api_key, api_version, correlation_id, ErrorCode)` answers from the
-//! header alone; [`ApiVersionsResponse::unsupported_version_frame`] is the v0-format
-//! UNSUPPORTED_VERSION fallback. Produce/CreateTopics/DeleteTopics requests also offer
+//! header alone: with this crate's codec where it has one for the API and version, else from
+//! the API's layout ([`encode_layout_error_response`]`(api_key, version, correlation_id,
+//! ErrorCode, Option<&str>)`, [`error_response`]: a table of every Kafka 4.4 response generated
+//! by `protocol/gen/error_layouts.py`); [`ApiVersionsResponse::unsupported_version_frame`] is the
+//! v0-format UNSUPPORTED_VERSION fallback. Produce/CreateTopics/DeleteTopics requests also offer
 //! `error_response(ErrorCode, Option<&str>)` returning the typed response.
 //!
 //! **Record batches** ([`record_batch`]): [`RecordBatches::new`]`(records: Bytes)` iterates the
@@ -54,6 +57,7 @@ pub mod compression;
 pub mod crc;
 pub mod error;
 pub mod error_code;
+pub mod error_response;
 pub mod frame;
 pub mod header;
 pub mod init_producer_id;
@@ -74,6 +78,7 @@ pub use api_versions::{
 pub use compression::{Compression, CompressionError};
 pub use error::{DecodeError, EncodeError};
 pub use error_code::ErrorCode;
+pub use error_response::{encode_layout_error_response, ResponseLayout};
 pub use frame::{frame_len, FrameError, FrameSplitter, FRAME_PREFIX_LEN};
 pub use header::{RequestHeader, ResponseHeader};
 pub use init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};

@@ -4,6 +4,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::api_versions::{ApiVersionsRequest, ApiVersionsResponse};
 use crate::error::{DecodeError, EncodeError};
+use crate::error_response::encode_layout_error_response;
 use crate::header::RequestHeader;
 use crate::init_producer_id::{InitProducerIdRequest, InitProducerIdResponse};
 use crate::message::{encode_response_frame, Message};
@@ -156,10 +157,12 @@ pub fn decode_request(frame: &Bytes) -> Result<(RequestHeader, Request), DecodeE
 /// SaslAuthenticate, InitProducerId, Metadata from v13) the code is carried there; for the
 /// others the response has no topics.
 ///
-/// Supported: ApiVersions (any version; unknown ones get the v0 layout), Metadata v0–13,
-/// SaslHandshake v0–1, SaslAuthenticate v0–2, Produce v0–13, CreateTopics v0–7,
-/// DeleteTopics v0–6, InitProducerId v0–6. Anything else is [`EncodeError::UnsupportedVersion`]: the broker should
-/// close the connection then.
+/// This crate's codecs answer ApiVersions (any version; unknown ones get the v0 layout),
+/// Metadata v0–13, SaslHandshake v0–1, SaslAuthenticate v0–2, Produce v0–13, CreateTopics v0–7,
+/// DeleteTopics v0–6 and InitProducerId v0–6. Any other API and version Kafka 4.4 defines is
+/// answered from its layout ([`crate::error_response::encode_layout_error_response`], no error
+/// message). Anything else (a version or API key Kafka 4.4 does not define) is
+/// [`EncodeError::UnsupportedVersion`]: the broker should close the connection then.
 pub fn encode_error_response(
     api_key: ApiKey,
     api_version: i16,
@@ -180,28 +183,32 @@ pub fn encode_error_response(
             api_version,
             &ApiVersionsResponse::new(error_code, Vec::new()),
         ),
-        ApiKey::METADATA => {
+        ApiKey::METADATA if MetadataResponse::supports_version(api_version) => {
             encode_response_frame(correlation_id, api_version, &empty_metadata_response(error_code))
         }
-        ApiKey::SASL_HANDSHAKE => encode_response_frame(
-            correlation_id,
-            api_version,
-            &SaslHandshakeResponse {
-                error_code,
-                mechanisms: Vec::new(),
-            },
-        ),
-        ApiKey::SASL_AUTHENTICATE => encode_response_frame(
-            correlation_id,
-            api_version,
-            &SaslAuthenticateResponse {
-                error_code,
-                error_message: None,
-                auth_bytes: Bytes::new(),
-                session_lifetime_ms: 0,
-            },
-        ),
-        ApiKey::PRODUCE => encode_response_frame(
+        ApiKey::SASL_HANDSHAKE if SaslHandshakeResponse::supports_version(api_version) => {
+            encode_response_frame(
+                correlation_id,
+                api_version,
+                &SaslHandshakeResponse {
+                    error_code,
+                    mechanisms: Vec::new(),
+                },
+            )
+        }
+        ApiKey::SASL_AUTHENTICATE if SaslAuthenticateResponse::supports_version(api_version) => {
+            encode_response_frame(
+                correlation_id,
+                api_version,
+                &SaslAuthenticateResponse {
+                    error_code,
+                    error_message: None,
+                    auth_bytes: Bytes::new(),
+                    session_lifetime_ms: 0,
+                },
+            )
+        }
+        ApiKey::PRODUCE if ProduceResponse::supports_version(api_version) => encode_response_frame(
             correlation_id,
             api_version,
             &ProduceResponse {
@@ -210,30 +217,33 @@ pub fn encode_error_response(
                 node_endpoints: Vec::new(),
             },
         ),
-        ApiKey::CREATE_TOPICS => encode_response_frame(
-            correlation_id,
-            api_version,
-            &CreateTopicsResponse {
-                throttle_time_ms: 0,
-                topics: Vec::new(),
-            },
-        ),
-        ApiKey::DELETE_TOPICS => encode_response_frame(
-            correlation_id,
-            api_version,
-            &DeleteTopicsResponse {
-                throttle_time_ms: 0,
-                responses: Vec::new(),
-            },
-        ),
-        ApiKey::INIT_PRODUCER_ID => encode_response_frame(
-            correlation_id,
-            api_version,
-            &InitProducerIdResponse::error(error_code),
-        ),
-        other => Err(EncodeError::UnsupportedVersion {
-            api_key: other,
-            version: api_version,
-        }),
+        ApiKey::CREATE_TOPICS if CreateTopicsResponse::supports_version(api_version) => {
+            encode_response_frame(
+                correlation_id,
+                api_version,
+                &CreateTopicsResponse {
+                    throttle_time_ms: 0,
+                    topics: Vec::new(),
+                },
+            )
+        }
+        ApiKey::DELETE_TOPICS if DeleteTopicsResponse::supports_version(api_version) => {
+            encode_response_frame(
+                correlation_id,
+                api_version,
+                &DeleteTopicsResponse {
+                    throttle_time_ms: 0,
+                    responses: Vec::new(),
+                },
+            )
+        }
+        ApiKey::INIT_PRODUCER_ID if InitProducerIdResponse::supports_version(api_version) => {
+            encode_response_frame(
+                correlation_id,
+                api_version,
+                &InitProducerIdResponse::error(error_code),
+            )
+        }
+        other => encode_layout_error_response(other, api_version, correlation_id, error_code, None),
     }
 }

@@ -1,11 +1,14 @@
 //! Everything outside the registry: unadvertised APIs and versions, and CreateTopics /
 //! DeleteTopics, which answer with their own response saying that tables are managed through
-//! Fluss SQL (error POLICY_VIOLATION). A request of one of the protocol crate's APIs at a
-//! version it has a layout for (up to Kafka 4.4's: Metadata v13 and InitProducerId v6 included,
-//! though the registry advertises less) gets that API's error response with
-//! UNSUPPORTED_VERSION. When not even an error response can be encoded for the API and version
-//! (another API, or a version Kafka 4.4 does not define, as SaslHandshake v2 or
-//! SaslAuthenticate v3), the connection is closed.
+//! Fluss SQL (error POLICY_VIOLATION). Any other request gets its API's error response with
+//! UNSUPPORTED_VERSION: from the protocol crate's codec where it has one for the API and
+//! version (naming the request's topics when its body decodes), else from the API's layout in
+//! the protocol crate's table of Kafka 4.4's responses (`kafluss_protocol::error_response`:
+//! empty arrays, the code in a top-level error code where the response has one). The
+//! connection is closed for Fetch and FindCoordinator at any version (advertised for
+//! librdkafka, never served) and when not even an error response can be encoded (an API key
+//! or a version Kafka 4.4 does not define, as SaslHandshake v2, SaslAuthenticate v3 or
+//! ListOffsets v0).
 
 use bytes::Bytes;
 use kafluss_protocol::{encode_error_response, Request};
@@ -13,6 +16,7 @@ use kafluss_protocol::{encode_response_frame, Message};
 use kafluss_protocol::{ApiKey, RequestHeader};
 use kafluss_protocol::{CreateTopicsRequest, DeleteTopicsRequest, ProduceResponse};
 
+use super::apis::{self, Handler};
 use super::errors::{MessageBudget, TOPIC_ADMIN_REFUSED, UNSUPPORTED_VERSION};
 use super::{HandlerError, Response};
 
@@ -22,7 +26,7 @@ pub const DELETE_TOPICS_MESSAGE: &str =
 
 /// The version whose layout answers a request whose body no codec here decodes. Produce above
 /// v13 gets the v13 layout (its topic-free error answer is the same bytes from v9 on), below v0
-/// the v0 one. Other APIs keep the version (no layout: close).
+/// the v0 one. Other APIs keep the version (none in Kafka 4.4's layouts either: close).
 fn nearest_known_version(api_key: ApiKey, version: i16) -> i16 {
     match api_key {
         ApiKey::PRODUCE => version.clamp(ProduceResponse::MIN_VERSION, ProduceResponse::MAX_VERSION),
@@ -44,6 +48,10 @@ fn with_message<'a>(slots: impl Iterator<Item = &'a mut Option<String>>, message
 pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, HandlerError> {
     let version = header.api_version;
     let correlation_id = header.correlation_id;
+    // Fetch and FindCoordinator are never served, at an advertised version or not.
+    if apis::find(header.api_key.0).is_some_and(|api| api.handler == Handler::NotServed) {
+        return Err(HandlerError::NotServed(header.api_key.0));
+    }
     let frame = match header.api_key {
         ApiKey::CREATE_TOPICS if CreateTopicsRequest::supports_version(version) => {
             let request = super::decode_request::<CreateTopicsRequest>(&body, version)
@@ -74,6 +82,7 @@ pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, HandlerEr
                 UNSUPPORTED_VERSION,
                 Some("unsupported API version"),
             ),
+            // Nothing decodes the body: the codec's or the layout's answer from the header.
             Err(_) => encode_error_response(
                 api_key,
                 nearest_known_version(api_key, version),
