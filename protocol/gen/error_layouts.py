@@ -172,20 +172,14 @@ def fields_rust(fields, common, message, indent, path):
         if kind == "Struct":
             ty_rust = "Struct(&[\n"
             ty_rust += "".join(
-                fields_rust(struct_fields, common, message, indent + 8, f"{path}{name}.")
+                fields_rust(struct_fields, common, message, indent + 4, f"{path}{name}.")
             )
-            ty_rust += pad + "    ])"
+            ty_rust += pad + "])"
         else:
             ty_rust = kind
         lines.append(
-            f"{pad}Field {{\n"
-            f"{pad}    name: {json.dumps(name)},\n"
-            f"{pad}    ty: {ty_rust},\n"
-            f"{pad}    versions: {rust_versions(field_versions)},\n"
-            f"{pad}    nullable_versions: {rust_versions(nullable)},\n"
-            f"{pad}    tagged_versions: {rust_versions(tagged)},\n"
-            f"{pad}    default: {default},\n"
-            f"{pad}}},\n"
+            f"{pad}f({json.dumps(name)}, {ty_rust}, {rust_versions(field_versions)}, "
+            f"{rust_versions(nullable)}, {rust_versions(tagged)}, {default}),\n"
         )
     return lines
 
@@ -229,22 +223,22 @@ def generate(source):
         "// do not edit: run the script again (see its header).\n",
         "\n",
         "use super::FieldType::*;\n",
-        "use super::{from, v, Field, ResponseLayout, NONE};\n",
+        "use super::{f, from, layout, v, ResponseLayout, NONE};\n",
+        "\n",
+        "// layout(api key, name, valid versions, flexible versions, fields);\n",
+        "// f(name, type, versions, nullable versions, tagged versions, default)\n",
         "\n",
         "/// Every response API key with versions, sorted by key.\n",
         "pub static LAYOUTS: &[ResponseLayout] = &[\n",
     ]
     for api_key, name, valid, definition, common in layouts:
         flexible = versions(definition.get("flexibleVersions"), name)
-        out.append("    ResponseLayout {\n")
-        out.append(f"        api_key: {api_key},\n")
-        out.append(f"        name: {json.dumps(name)},\n")
-        out.append(f"        valid_versions: {rust_versions(valid)},\n")
-        out.append(f"        flexible_versions: {rust_versions(flexible)},\n")
-        out.append("        fields: &[\n")
-        out.extend(fields_rust(definition.get("fields", []), common, name, 12, ""))
-        out.append("        ],\n")
-        out.append("    },\n")
+        out.append(
+            f"    layout({api_key}, {json.dumps(name)}, {rust_versions(valid)}, "
+            f"{rust_versions(flexible)}, &[\n"
+        )
+        out.extend(fields_rust(definition.get("fields", []), common, name, 8, ""))
+        out.append("    ]),\n")
     out.append("];\n")
     return "".join(out)
 

@@ -52,6 +52,42 @@ const fn from(min: i16) -> Versions {
 
 const NONE: Versions = Versions::NONE;
 
+/// A field (the generated table's short form).
+const fn f(
+    name: &'static str,
+    ty: FieldType,
+    versions: Versions,
+    nullable_versions: Versions,
+    tagged_versions: Versions,
+    default: i64,
+) -> Field {
+    Field {
+        name,
+        ty,
+        versions,
+        nullable_versions,
+        tagged_versions,
+        default,
+    }
+}
+
+/// A response's layout (the generated table's short form).
+const fn layout(
+    api_key: i16,
+    name: &'static str,
+    valid_versions: Versions,
+    flexible_versions: Versions,
+    fields: &'static [Field],
+) -> ResponseLayout {
+    ResponseLayout {
+        api_key,
+        name,
+        valid_versions,
+        flexible_versions,
+        fields,
+    }
+}
+
 /// The wire type of a field, as Kafka's message definitions name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldType {
