@@ -219,6 +219,7 @@ fn answer(frame: &Bytes, state: &SinkState) -> Result<Option<Bytes>, ()> {
                 version,
                 correlation_id,
                 ErrorCode::UnsupportedVersion,
+                None,
             )
         }
     };
@@ -234,7 +235,14 @@ fn unsupported(frame: &Bytes) -> Result<Bytes, ()> {
             ranges(),
         ));
     }
-    encode_error_response(api_key, version, correlation_id, ErrorCode::UnsupportedVersion).map_err(|_| ())
+    encode_error_response(
+        api_key,
+        version,
+        correlation_id,
+        ErrorCode::UnsupportedVersion,
+        None,
+    )
+    .map_err(|_| ())
 }
 
 /// The versions the sink answers (the same ranges kafluss advertises).

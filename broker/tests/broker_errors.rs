@@ -587,7 +587,8 @@ fn apis_without_a_codec_answer_unsupported_version_in_their_layout() {
     expected.extend_from_slice(&[0, 0, 0, 0, 0, 1, 0]);
     assert_eq!(&frame[..], &expected[..], "DescribeConfigs v4");
 
-    // DescribeCluster v0 (flexible): its top-level error code is UNSUPPORTED_VERSION (35).
+    // DescribeCluster v0 (flexible): its top-level error code is UNSUPPORTED_VERSION (35),
+    // its error message says so.
     let correlation = send_raw(&mut raw, 60, 0, true, &[0, 0]);
     let frame = raw.read_frame().expect("a DescribeCluster v0 answer");
     let mut expected = correlation.to_be_bytes().to_vec();
@@ -596,7 +597,11 @@ fn apis_without_a_codec_answer_unsupported_version_in_their_layout() {
         0,                      // no tagged fields (header v1)
         0, 0, 0, 0,             // ThrottleTimeMs
         0, 35,                  // ErrorCode UNSUPPORTED_VERSION
-        0,                      // ErrorMessage null
+        24,                     // ErrorMessage: 23 bytes (compact length + 1)
+    ]);
+    expected.extend_from_slice(b"unsupported API version");
+    #[rustfmt::skip]
+    expected.extend_from_slice(&[
         1,                      // ClusterId ""
         0xff, 0xff, 0xff, 0xff, // ControllerId -1
         1,                      // Brokers: empty

@@ -125,7 +125,7 @@ impl Request {
                 encode_response_frame(correlation_id, version, &response)
             }
             Request::ApiVersions(_) | Request::SaslHandshake(_) | Request::InitProducerId(_) => {
-                encode_error_response(self.api_key(), version, correlation_id, error_code)
+                encode_error_response(self.api_key(), version, correlation_id, error_code, error_message)
             }
         }
     }
@@ -160,14 +160,16 @@ pub fn decode_request(frame: &Bytes) -> Result<(RequestHeader, Request), DecodeE
 /// This crate's codecs answer ApiVersions (any version; unknown ones get the v0 layout),
 /// Metadata v0–13, SaslHandshake v0–1, SaslAuthenticate v0–2, Produce v0–13, CreateTopics v0–7,
 /// DeleteTopics v0–6 and InitProducerId v0–6. Any other API and version Kafka 4.4 defines is
-/// answered from its layout ([`crate::error_response::encode_layout_error_response`], no error
-/// message). Anything else (a version or API key Kafka 4.4 does not define) is
+/// answered from its layout ([`crate::error_response::encode_layout_error_response`], with
+/// `error_message` where the response has a top-level error message; the codecs' answers carry
+/// none, but SaslAuthenticate's). Anything else (a version or API key Kafka 4.4 does not define) is
 /// [`EncodeError::UnsupportedVersion`]: the broker should close the connection then.
 pub fn encode_error_response(
     api_key: ApiKey,
     api_version: i16,
     correlation_id: i32,
     error_code: ErrorCode,
+    error_message: Option<&str>,
 ) -> Result<Bytes, EncodeError> {
     match api_key {
         ApiKey::API_VERSIONS if !ApiVersionsResponse::supports_version(api_version) => {
@@ -202,7 +204,7 @@ pub fn encode_error_response(
                 api_version,
                 &SaslAuthenticateResponse {
                     error_code,
-                    error_message: None,
+                    error_message: error_message.map(str::to_owned),
                     auth_bytes: Bytes::new(),
                     session_lifetime_ms: 0,
                 },
@@ -244,6 +246,6 @@ pub fn encode_error_response(
                 &InitProducerIdResponse::error(error_code),
             )
         }
-        other => encode_layout_error_response(other, api_version, correlation_id, error_code, None),
+        other => encode_layout_error_response(other, api_version, correlation_id, error_code, error_message),
     }
 }

@@ -98,14 +98,14 @@ fn every_layout_error_response_reads_and_writes_back_with_kafka_protocol() {
 #[test]
 fn encode_error_response_falls_back_to_the_layouts() {
     // An API without a codec here.
-    let frame = encode_error_response(ApiKey::LIST_OFFSETS, 1, 1234, CODE).unwrap();
+    let frame = encode_error_response(ApiKey::LIST_OFFSETS, 1, 1234, CODE, None).unwrap();
     assert_eq!(
         frame,
         encode_layout_error_response(ApiKey::LIST_OFFSETS, 1, 1234, CODE, None).unwrap()
     );
     // A codec's own versions keep the codec's answer; Kafka 4.4's others come from the layout
     // (CreateTopics v0-1 are the codec's though Kafka 4.4 defines v2-7 only).
-    let frame = encode_error_response(ApiKey::CREATE_TOPICS, 0, 1234, CODE).unwrap();
+    let frame = encode_error_response(ApiKey::CREATE_TOPICS, 0, 1234, CODE, None).unwrap();
     assert_eq!(&frame[..], &[0, 0, 0, 8, 0, 0, 4, 210, 0, 0, 0, 0]);
     // Not defined by Kafka 4.4: no answer.
     for (key, version) in [
@@ -114,7 +114,7 @@ fn encode_error_response_falls_back_to_the_layouts() {
         (ApiKey(999), 0),
     ] {
         assert!(matches!(
-            encode_error_response(key, version, 1, CODE),
+            encode_error_response(key, version, 1, CODE, None),
             Err(EncodeError::UnsupportedVersion { .. })
         ));
     }
@@ -124,7 +124,7 @@ fn encode_error_response_falls_back_to_the_layouts() {
 /// throttle time and no top-level error code).
 #[test]
 fn golden_list_offsets_v1() {
-    let frame = encode_error_response(ApiKey::LIST_OFFSETS, 1, 1234, CODE).unwrap();
+    let frame = encode_error_response(ApiKey::LIST_OFFSETS, 1, 1234, CODE, None).unwrap();
     #[rustfmt::skip]
     let expected = [
         0, 0, 0, 8,    // size
@@ -137,7 +137,7 @@ fn golden_list_offsets_v1() {
 /// Golden: DescribeCluster v0 (flexible): header v1, then every field of the layout.
 #[test]
 fn golden_describe_cluster_v0() {
-    let frame = encode_error_response(ApiKey::DESCRIBE_CLUSTER, 0, 1234, CODE).unwrap();
+    let frame = encode_error_response(ApiKey::DESCRIBE_CLUSTER, 0, 1234, CODE, None).unwrap();
     #[rustfmt::skip]
     let expected = [
         0, 0, 0, 23,           // size
@@ -159,7 +159,7 @@ fn golden_describe_cluster_v0() {
 /// Golden: DescribeConfigs v4 (flexible, no top-level error code).
 #[test]
 fn golden_describe_configs_v4() {
-    let frame = encode_error_response(ApiKey::DESCRIBE_CONFIGS, 4, 1234, CODE).unwrap();
+    let frame = encode_error_response(ApiKey::DESCRIBE_CONFIGS, 4, 1234, CODE, None).unwrap();
     #[rustfmt::skip]
     let expected = [
         0, 0, 0, 11,        // size

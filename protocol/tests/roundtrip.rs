@@ -388,39 +388,49 @@ fn generic_error_responses_for_each_known_api() {
     ];
     for (api_key, versions) in cases {
         for version in versions {
-            let frame = encode_error_response(api_key, version, 77, ErrorCode::UnsupportedVersion).unwrap();
+            let frame =
+                encode_error_response(api_key, version, 77, ErrorCode::UnsupportedVersion, None).unwrap();
             let size = i32::from_be_bytes(frame[..4].try_into().unwrap()) as usize;
             assert_eq!(size, frame.len() - 4, "{api_key} v{version}");
             assert_eq!(&frame[4..8], &77i32.to_be_bytes());
         }
     }
-    let frame = encode_error_response(ApiKey::SASL_HANDSHAKE, 1, 1, ErrorCode::IllegalSaslState).unwrap();
+    let frame =
+        encode_error_response(ApiKey::SASL_HANDSHAKE, 1, 1, ErrorCode::IllegalSaslState, None).unwrap();
     let (_, response) = decode_response_frame::<SaslHandshakeResponse>(&frame.slice(4..), 1).unwrap();
     assert_eq!(response.error_code, ErrorCode::IllegalSaslState);
     // An ApiVersions version we do not know still gets a v0-format answer.
-    let frame = encode_error_response(ApiKey::API_VERSIONS, 9, 5, ErrorCode::UnsupportedVersion).unwrap();
+    let frame =
+        encode_error_response(ApiKey::API_VERSIONS, 9, 5, ErrorCode::UnsupportedVersion, None).unwrap();
     let (_, response) = decode_response_frame::<ApiVersionsResponse>(&frame.slice(4..), 0).unwrap();
     assert_eq!(response.error_code, ErrorCode::UnsupportedVersion);
     // An API without a codec here answers from its layout (tests/error_layouts.rs); an API
     // key Kafka 4.4 does not define has no answer.
-    let frame = encode_error_response(ApiKey::FETCH, 4, 1, ErrorCode::UnsupportedVersion).unwrap();
+    let frame = encode_error_response(ApiKey::FETCH, 4, 1, ErrorCode::UnsupportedVersion, None).unwrap();
     assert_eq!(&frame[..8], &[0, 0, 0, 12, 0, 0, 0, 1]);
     assert!(matches!(
-        encode_error_response(ApiKey(999), 0, 1, ErrorCode::UnsupportedVersion),
+        encode_error_response(ApiKey(999), 0, 1, ErrorCode::UnsupportedVersion, None),
         Err(EncodeError::UnsupportedVersion { .. })
     ));
     // Metadata v13 and InitProducerId v6 carry the code in their top-level error code.
-    let frame = encode_error_response(ApiKey::METADATA, 13, 2, ErrorCode::UnsupportedVersion).unwrap();
+    let frame = encode_error_response(ApiKey::METADATA, 13, 2, ErrorCode::UnsupportedVersion, None).unwrap();
     let (_, response) = decode_response_frame::<MetadataResponse>(&frame.slice(4..), 13).unwrap();
     assert_eq!(response.error_code, ErrorCode::UnsupportedVersion);
-    let frame = encode_error_response(ApiKey::INIT_PRODUCER_ID, 6, 3, ErrorCode::UnsupportedVersion).unwrap();
+    let frame = encode_error_response(
+        ApiKey::INIT_PRODUCER_ID,
+        6,
+        3,
+        ErrorCode::UnsupportedVersion,
+        None,
+    )
+    .unwrap();
     let (_, response) = decode_response_frame::<InitProducerIdResponse>(&frame.slice(4..), 6).unwrap();
     assert_eq!(response.error_code, ErrorCode::UnsupportedVersion);
     assert_eq!(response.ongoing_txn_producer_id, -1);
     // SaslHandshake v2 and SaslAuthenticate v3 do not exist in Kafka 4.4: nothing to encode.
     for (api_key, version) in [(ApiKey::SASL_HANDSHAKE, 2), (ApiKey::SASL_AUTHENTICATE, 3)] {
         assert!(matches!(
-            encode_error_response(api_key, version, 1, ErrorCode::UnsupportedVersion),
+            encode_error_response(api_key, version, 1, ErrorCode::UnsupportedVersion, None),
             Err(EncodeError::UnsupportedVersion { .. })
         ));
     }

@@ -88,6 +88,7 @@ pub fn handle(header: &RequestHeader, body: Bytes) -> Result<Response, HandlerEr
                 nearest_known_version(api_key, version),
                 correlation_id,
                 UNSUPPORTED_VERSION,
+                Some("unsupported API version"),
             ),
         },
     };
