@@ -3,20 +3,26 @@
 //!
 //! Each key (an address, a user name) that has failed `n` times in a row must wait
 //! `failure-delay × 2^(n-1)` (at most `max-failure-delay`) between attempts. An attempt first
-//! takes its turn ([`LoginThrottle::hold`], [`LoginThrottle::try_now`]): it gets the time to
-//! wait before its password may be checked, and moves the key's next turn on as if it will
-//! fail: an attempt holding a turn whose outcome is not booked yet counts as a failure when the
-//! next turn is spaced, so `n` parallel guesses for one user or from one address take as long
-//! as `n` sequential ones (the delay doubles from one turn to the next), not one delay each.
-//! The outcome is booked on the turn ([`HeldTurn::failed`], [`HeldTurn::succeeded`]); an
-//! attempt that ends before that (its connection closed before its turn, or it was refused
-//! before any password was checked) gives its turn back ([`HeldTurn`] dropped), and so does a
-//! success, so attempts abandoned by the thousand cannot push a user's next login arbitrarily
-//! far away. A success clears its user's key, and its address's key only when every failure
-//! counted there was for that same user (someone mistyping their own password): an address
-//! guessing other users' passwords keeps its delay however often it also logs in with an
-//! account of its own. A key whose last failure is `6 × max-failure-delay` old is forgotten
-//! (its next attempt neither waits nor takes a turn), however many attempts came since.
+//! takes its turn ([`LoginThrottle::hold`], [`LoginThrottle::try_now`]): it joins the queue of
+//! each of its keys, and its turn comes when the later of its keys' turns does. A key's queue
+//! holds the attempts whose outcome is not booked yet, in the order they came, and each of them
+//! counts as a failure when the key's next turn is spaced, so `n` parallel guesses for one user
+//! or from one address take as long as `n` sequential ones (the delay doubles from one turn to
+//! the next), not one delay each. The outcome is booked on the turn ([`HeldTurn::failed`],
+//! [`HeldTurn::succeeded`]); an attempt that ends before that (its connection closed before its
+//! turn, or it was refused before any password was checked) gives its turn back ([`HeldTurn`]
+//! dropped), and so does a success: it leaves its keys' queues, and the turns of the attempts
+//! queued behind it are worked out again without it. Those turns move earlier (never later: a
+//! turn once given is a bound kept), and an attempt waiting for its turn learns of it
+//! ([`HeldTurn::turn`], [`HeldTurn::poll_earlier`] wakes its waiter), so attempts abandoned by
+//! the thousand push neither a user's next login nor the logins already waiting further away.
+//! A success clears its user's key, and its address's key only when every failure counted there
+//! was for that same user (someone mistyping their own password): an address guessing other
+//! users' passwords keeps its delay however often it also logs in with an account of its own.
+//! The attempts queued on a key that is cleared keep the turns that key gave them (a success
+//! does not let the guesses waiting for its user through at once). A key whose last failure is
+//! `6 × max-failure-delay` old is forgotten (its next attempt neither waits nor takes a turn),
+//! however many attempts came since.
 //!
 //! At most `max-tracked` keys are kept. When the table is full of keys that failed recently, a
 //! key that is not in it is not tracked on its own: its failures are booked on one entry shared
@@ -25,15 +31,17 @@
 //! other key of the attempt keeps its own). Filling the table therefore does not switch the
 //! delay off: guesses for users and from addresses it cannot hold are slowed together (logins
 //! that succeed included, their turns given back), and memory stays `max-tracked` keys plus
-//! one. `max-tracked` 0 tracks nothing and delays nothing.
+//! one, plus a few words for each attempt waiting for its turn. `max-tracked` 0 tracks nothing
+//! and delays nothing.
 //!
 //! The clock is passed in, so the rules are tested without sleeping. No secret is ever held.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// The limits of a [`LoginThrottle`] (server keys `security.login.*`).
@@ -65,22 +73,76 @@ enum Key {
     Untracked,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Entry {
     failures: u32,
-    /// Attempts that hold a turn of this key and whose outcome is not booked yet: each counts
-    /// as a failure when the next turn is spaced.
-    pending: u32,
-    /// The earliest time the key's next attempt may be checked.
-    next_turn: Instant,
-    /// When the last failure was booked: no turn given back comes before its delay, and the
-    /// key is forgotten `6 × max-failure-delay` after it.
+    /// The earliest time an attempt may be checked after the failures booked: the last
+    /// failure plus its delay (never moved earlier, so no turn given back comes before it).
+    ready: Instant,
+    /// The attempts holding a turn of this key whose outcome is not booked yet, in the order
+    /// they took it: each counts as a failure when the next turn is spaced.
+    queue: Vec<Queued>,
+    /// When the last failure was booked: the key is forgotten `6 × max-failure-delay` after it.
     last_failure: Instant,
-    /// Told apart from an entry of the same key made after this one was cleared.
+    /// Told apart from an entry of the same key made after this one was cleared (and from
+    /// every other entry: generations are never reused).
     generation: u64,
     /// An address's failures: whose they were (a hash of the user name, so a key holds no
     /// client-chosen string).
     failed_users: FailedUsers,
+}
+
+/// An attempt in a key's queue.
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    attempt: u64,
+    /// When it took its turn: the key gives it no turn before.
+    taken_at: Instant,
+    /// The key's turn for it, as the queue stands now.
+    turn: Instant,
+}
+
+/// An attempt holding turns of keys, until its outcome is booked or its turn given back.
+#[derive(Debug)]
+struct Waiting {
+    /// When its turn comes: the latest of its keys' turns for it, only ever moved earlier.
+    turn: Instant,
+    /// The keys whose turns it took, each with its generation and its turn for the attempt (as
+    /// it was last, once the key is cleared or forgotten).
+    keys: Vec<(Key, u64, Instant)>,
+    /// Woken when `turn` moves earlier ([`HeldTurn::poll_earlier`]).
+    waker: Option<Waker>,
+}
+
+/// What the throttle's lock guards.
+#[derive(Debug, Default)]
+struct Table {
+    entries: HashMap<Key, Entry>,
+    /// The attempts holding turns, by the id their [`HeldTurn`] carries (looked up for each
+    /// attempt a queue holds whenever it is worked out again, so hashed cheaply: the ids are
+    /// the server's own sequence numbers, nothing a client chooses).
+    waiting: HashMap<u64, Waiting, BuildHasherDefault<IdHasher>>,
+    next_attempt: u64,
+}
+
+/// Hashes an attempt id (a sequence number) by one multiplication.
+#[derive(Debug, Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*byte)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// Whose failures an address key counts.
@@ -99,56 +161,85 @@ impl FailedUsers {
     }
 }
 
-/// A turn taken by [`LoginThrottle::reserve`]: how long the attempt waits before its password
-/// may be checked, and, for each key whose next turn it moved, what it added (given back when
-/// the attempt ends without a failure) and that it counts among the key's pending attempts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Turn {
-    wait: Duration,
-    taken: Vec<(Key, u64, Duration)>,
-}
-
 /// An attempt's turn ([`LoginThrottle::hold`], [`LoginThrottle::try_now`]) until its outcome is
 /// booked with [`HeldTurn::failed`] or [`HeldTurn::succeeded`]; dropped before that (the
-/// attempt was abandoned, or refused before any password was checked), the turn is given back.
+/// attempt was abandoned, or refused before any password was checked), the turn is given back
+/// and the attempts queued behind it move up.
 #[derive(Debug)]
 pub struct HeldTurn {
     throttle: Arc<LoginThrottle>,
     address: IpAddr,
     user: String,
-    turn: Option<Turn>,
+    /// The attempt in the throttle's table while it holds turns of keys; `None` when it took
+    /// none (nothing to give back) or once its outcome is booked.
+    attempt: Option<u64>,
+    /// When the turn was taken.
+    taken_at: Instant,
+    /// The wait it was given then.
+    wait: Duration,
 }
 
 impl HeldTurn {
-    /// How long the attempt waits for its turn.
+    /// How long the attempt was to wait for its turn when it took it. Its turn may come
+    /// earlier since ([`turn`](Self::turn)), never later.
     pub fn wait(&self) -> Duration {
-        self.turn.as_ref().map(|turn| turn.wait).unwrap_or_default()
+        self.wait
+    }
+
+    /// When the attempt's turn comes, as the queues of its keys stand now: earlier than when
+    /// it took it once attempts queued ahead of it have given their turns back.
+    pub fn turn(&self) -> Instant {
+        self.attempt
+            .and_then(|id| self.throttle.lock().waiting.get(&id).map(|waiting| waiting.turn))
+            .unwrap_or(self.taken_at + self.wait)
+    }
+
+    /// Ready with the attempt's turn once it is earlier than `than`; else pending, and the
+    /// task of `cx` is woken (from whichever thread gives a turn back) when it moves earlier.
+    /// An attempt that took no turn of any key never moves: pending for ever.
+    pub fn poll_earlier(&self, cx: &mut Context<'_>, than: Instant) -> Poll<Instant> {
+        let Some(id) = self.attempt else {
+            return Poll::Pending;
+        };
+        let mut table = self.throttle.lock();
+        let Some(waiting) = table.waiting.get_mut(&id) else {
+            return Poll::Pending;
+        };
+        if waiting.turn < than {
+            return Poll::Ready(waiting.turn);
+        }
+        if !waiting
+            .waker
+            .as_ref()
+            .is_some_and(|waker| waker.will_wake(cx.waker()))
+        {
+            waiting.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
     }
 
     /// The password was checked and was wrong (or the message malformed): both keys' failure
     /// counts grow, and so does their delay.
     pub fn failed(mut self, now: Instant) {
-        if let Some(turn) = self.turn.take() {
-            self.throttle
-                .book(self.address, &self.user, Outcome::Failed(now), &turn);
-        }
+        let attempt = self.attempt.take();
+        self.throttle
+            .book(self.address, &self.user, Outcome::Failed(now), attempt);
     }
 
     /// The password was right: the user's key is cleared, and the address's when every
-    /// failure counted there was this user's (see the module documentation); what the turn
-    /// added to a key that is kept is given back.
+    /// failure counted there was this user's (see the module documentation); the turn is given
+    /// back to the keys that are kept.
     pub fn succeeded(mut self) {
-        if let Some(turn) = self.turn.take() {
-            self.throttle
-                .book(self.address, &self.user, Outcome::Succeeded, &turn);
-        }
+        let attempt = self.attempt.take();
+        self.throttle
+            .book(self.address, &self.user, Outcome::Succeeded, attempt);
     }
 }
 
 impl Drop for HeldTurn {
     fn drop(&mut self) {
-        if let Some(turn) = self.turn.take() {
-            self.throttle.give_back(&turn);
+        if let Some(attempt) = self.attempt.take() {
+            self.throttle.give_back(attempt);
         }
     }
 }
@@ -165,7 +256,7 @@ enum Outcome {
 #[derive(Debug)]
 pub struct LoginThrottle {
     config: ThrottleConfig,
-    entries: Mutex<HashMap<Key, Entry>>,
+    table: Mutex<Table>,
     failures: AtomicU64,
     delayed: AtomicU64,
     generations: AtomicU64,
@@ -177,7 +268,7 @@ impl LoginThrottle {
     pub fn new(config: ThrottleConfig) -> Self {
         Self {
             config,
-            entries: Mutex::new(HashMap::new()),
+            table: Mutex::new(Table::default()),
             failures: AtomicU64::new(0),
             delayed: AtomicU64::new(0),
             generations: AtomicU64::new(0),
@@ -190,12 +281,13 @@ impl LoginThrottle {
     }
 
     /// The turn of an attempt by `user` from `address` that waits for it: how long before its
-    /// password may be checked ([`HeldTurn::wait`]); the keys' next turns move on as if it will
-    /// fail (see the module documentation). Book its outcome on it; dropped unbooked, it gives
-    /// the turn back.
+    /// password may be checked ([`HeldTurn::wait`], then [`HeldTurn::turn`] as the attempts
+    /// ahead of it end); it is queued on its keys and counts as a failure when their next turns
+    /// are spaced (see the module documentation). Book its outcome on it; dropped unbooked, it
+    /// gives the turn back.
     pub fn hold(self: &Arc<Self>, now: Instant, address: IpAddr, user: &str) -> HeldTurn {
-        let turn = self.reserve(&mut self.lock(), now, address, user);
-        self.held(address, user, turn)
+        let (attempt, wait) = self.reserve(&mut self.lock(), now, address, user);
+        self.held(now, address, user, attempt, wait)
     }
 
     /// For callers that refuse instead of waiting (HTTP answers 429): the attempt's turn when
@@ -208,110 +300,206 @@ impl LoginThrottle {
         address: IpAddr,
         user: &str,
     ) -> Result<HeldTurn, Duration> {
-        let turn = {
-            let mut entries = self.lock();
-            let keys = self.keys_of(&mut entries, now, address, user);
+        let (attempt, wait) = {
+            let mut table = self.lock();
+            let keys = self.keys_of(&mut table.entries, now, address, user);
             let wait = keys
                 .iter()
-                .filter_map(|key| entries.get(key))
+                .filter_map(|key| table.entries.get(key))
                 .filter(|entry| entry.failures > 0)
-                .map(|entry| entry.next_turn.saturating_duration_since(now))
+                .map(|entry| self.next_turn(entry, now).saturating_duration_since(now))
                 .max()
                 .unwrap_or_default();
             if !wait.is_zero() {
                 self.delayed.fetch_add(1, Ordering::Relaxed);
                 return Err(wait);
             }
-            self.reserve(&mut entries, now, address, user)
+            self.reserve(&mut table, now, address, user)
         };
-        Ok(self.held(address, user, turn))
+        Ok(self.held(now, address, user, attempt, wait))
     }
 
-    fn held(self: &Arc<Self>, address: IpAddr, user: &str, turn: Turn) -> HeldTurn {
+    fn held(
+        self: &Arc<Self>,
+        now: Instant,
+        address: IpAddr,
+        user: &str,
+        attempt: Option<u64>,
+        wait: Duration,
+    ) -> HeldTurn {
         HeldTurn {
             throttle: Arc::clone(self),
             address,
             user: user.to_string(),
-            turn: Some(turn),
+            attempt,
+            taken_at: now,
+            wait,
         }
     }
 
-    /// Takes the next turn of both keys of an attempt by `user` from `address`: it comes when
-    /// the later of them does, and each key's next turn is then spaced by the delay of its
-    /// failures plus its pending attempts, this one included.
-    fn reserve(&self, entries: &mut HashMap<Key, Entry>, now: Instant, address: IpAddr, user: &str) -> Turn {
-        let keys = self.keys_of(entries, now, address, user);
-        let turn = keys
-            .iter()
-            .filter_map(|key| entries.get(key))
-            .filter(|entry| entry.failures > 0)
-            .map(|entry| entry.next_turn)
-            .fold(now, Instant::max);
+    /// Queues an attempt by `user` from `address` on each of its keys that has failures: it
+    /// gets each key's next turn, and its own comes when the later of them does. Its id in
+    /// [`Table::waiting`] (`None` when it took no turn), and how long it waits.
+    fn reserve(
+        &self,
+        table: &mut Table,
+        now: Instant,
+        address: IpAddr,
+        user: &str,
+    ) -> (Option<u64>, Duration) {
+        let keys = self.keys_of(&mut table.entries, now, address, user);
+        let id = table.next_attempt;
         let mut taken = Vec::new();
         for key in keys {
-            if let Some(entry) = entries.get_mut(&key) {
-                if entry.failures > 0 {
-                    entry.pending = entry.pending.saturating_add(1);
-                    let after = turn + self.delay(entry.failures.saturating_add(entry.pending));
-                    taken.push((
-                        key,
-                        entry.generation,
-                        after.saturating_duration_since(entry.next_turn),
-                    ));
-                    entry.next_turn = after;
-                }
+            if let Some(entry) = table.entries.get_mut(&key).filter(|entry| entry.failures > 0) {
+                let turn = self.next_turn(entry, now);
+                entry.queue.push(Queued {
+                    attempt: id,
+                    taken_at: now,
+                    turn,
+                });
+                taken.push((key, entry.generation, turn));
             }
         }
+        let turn = taken.iter().map(|(_, _, turn)| *turn).fold(now, Instant::max);
         let wait = turn.saturating_duration_since(now);
         if !wait.is_zero() {
             self.delayed.fetch_add(1, Ordering::Relaxed);
         }
-        Turn { wait, taken }
+        if taken.is_empty() {
+            return (None, wait);
+        }
+        table.next_attempt = id.wrapping_add(1);
+        table.waiting.insert(
+            id,
+            Waiting {
+                turn,
+                keys: taken,
+                waker: None,
+            },
+        );
+        (Some(id), wait)
     }
 
-    /// Gives back what `turn` added to its keys' next turns (never earlier than a key's last
-    /// failure plus its delay) and ends its pending attempt; keys cleared or forgotten since
-    /// are left alone.
-    fn give_back(&self, turn: &Turn) {
-        self.give_back_locked(&mut self.lock(), turn);
-    }
-
-    fn give_back_locked(&self, entries: &mut HashMap<Key, Entry>, turn: &Turn) {
-        for (key, generation, added) in &turn.taken {
-            if let Some(entry) = entries.get_mut(key).filter(|e| e.generation == *generation) {
-                entry.pending = entry.pending.saturating_sub(1);
-                let floor = entry.last_failure + self.delay(entry.failures);
-                let back = entry.next_turn.checked_sub(*added).unwrap_or(floor);
-                entry.next_turn = back.max(floor);
+    /// The turn `entry` gives an attempt queued on it at `now`: after its last failure's delay,
+    /// and spaced after the last attempt queued by the delay of its failures plus its queued
+    /// attempts, the new one included.
+    fn next_turn(&self, entry: &Entry, now: Instant) -> Instant {
+        let at = now.max(entry.ready);
+        match entry.queue.last() {
+            Some(last) => {
+                at.max(last.turn + self.delay(entry.failures.saturating_add(len_u32(&entry.queue))))
             }
+            None => at,
         }
     }
 
-    /// Books the outcome of the attempt that held `turn`, under one lock, so that no other
-    /// attempt sees it neither pending nor booked.
-    fn book(&self, address: IpAddr, user: &str, outcome: Outcome, turn: &Turn) {
-        let mut entries = self.lock();
-        match outcome {
-            Outcome::Failed(now) => {
-                for (key, generation, _) in &turn.taken {
-                    if let Some(entry) = entries.get_mut(key).filter(|e| e.generation == *generation) {
-                        entry.pending = entry.pending.saturating_sub(1);
-                    }
+    /// Works out again the turns `key` gives the attempts queued on it from position `from` on
+    /// (after an attempt left its queue there, or from 0 after a failure was booked on it), as
+    /// [`next_turn`](Self::next_turn) gave them in order; an attempt whose own turn comes
+    /// earlier than it did is moved and its waker pushed on `wakers` (never later: the turn it
+    /// had stays a bound).
+    fn requeue(&self, table: &mut Table, key: &Key, from: usize, wakers: &mut Vec<Waker>) {
+        let Table { entries, waiting, .. } = table;
+        let Some(entry) = entries.get_mut(key) else {
+            return;
+        };
+        let mut previous = from
+            .checked_sub(1)
+            .and_then(|before| entry.queue.get(before))
+            .map(|queued| queued.turn);
+        for (position, queued) in entry.queue.iter_mut().enumerate().skip(from) {
+            let mut at = queued.taken_at.max(entry.ready);
+            if let Some(previous) = previous {
+                let ahead = u32::try_from(position).unwrap_or(u32::MAX);
+                at = at.max(previous + self.delay(entry.failures.saturating_add(ahead)));
+            }
+            previous = Some(at);
+            queued.turn = at;
+            let Some(attempt) = waiting.get_mut(&queued.attempt) else {
+                continue;
+            };
+            // A generation is never reused, whatever the key: it alone names this entry.
+            for (_, generation, turn) in &mut attempt.keys {
+                if *generation == entry.generation {
+                    *turn = at;
                 }
-                self.failed_locked(&mut entries, now, address, user);
             }
-            Outcome::Succeeded => {
-                self.succeeded_locked(&mut entries, address, user);
-                self.give_back_locked(&mut entries, turn);
+            let latest = attempt.keys.iter().map(|(_, _, turn)| *turn).max().unwrap_or(at);
+            if latest < attempt.turn {
+                attempt.turn = latest;
+                wakers.extend(attempt.waker.take());
             }
         }
+    }
+
+    /// Takes attempt `id` out of the queues of the keys it took (`taken`; keys cleared or
+    /// forgotten since are left alone): each key it left, and where it was in its queue.
+    fn leave_queues(table: &mut Table, id: u64, taken: Vec<(Key, u64, Instant)>) -> Vec<(Key, usize)> {
+        let mut left = Vec::with_capacity(taken.len());
+        for (key, generation, _) in taken {
+            if let Some(entry) = table.entries.get_mut(&key).filter(|e| e.generation == generation) {
+                if let Some(position) = entry.queue.iter().position(|queued| queued.attempt == id) {
+                    entry.queue.remove(position);
+                    left.push((key, position));
+                }
+            }
+        }
+        left
+    }
+
+    /// Gives back the turn of attempt `id`: it leaves its keys' queues and the attempts queued
+    /// behind it move up (never before a key's last failure plus its delay).
+    fn give_back(&self, id: u64) {
+        let mut wakers = Vec::new();
+        {
+            let mut table = self.lock();
+            let Some(attempt) = table.waiting.remove(&id) else {
+                return;
+            };
+            for (key, position) in Self::leave_queues(&mut table, id, attempt.keys) {
+                self.requeue(&mut table, &key, position, &mut wakers);
+            }
+        }
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Books the outcome of an attempt by `user` from `address` (holding turns as `attempt`,
+    /// if any), under one lock, so that no other attempt sees it neither queued nor booked.
+    fn book(&self, address: IpAddr, user: &str, outcome: Outcome, attempt: Option<u64>) {
+        let mut wakers = Vec::new();
+        {
+            let mut table = self.lock();
+            let left = match attempt.and_then(|id| table.waiting.remove(&id).map(|w| (id, w.keys))) {
+                Some((id, taken)) => Self::leave_queues(&mut table, id, taken),
+                None => Vec::new(),
+            };
+            // A failure requeues the keys it is booked on from their first attempt (their
+            // delay changed); the keys the attempt left are requeued from where it was.
+            match outcome {
+                Outcome::Failed(now) => self.failed_locked(&mut table, now, address, user, &mut wakers),
+                Outcome::Succeeded => self.succeeded_locked(&mut table.entries, address, user),
+            }
+            for (key, position) in left {
+                self.requeue(&mut table, &key, position, &mut wakers);
+            }
+        }
+        wakers.into_iter().for_each(Waker::wake);
     }
 
     /// A failed attempt: both keys' failure counts grow, and so does their delay.
-    fn failed_locked(&self, entries: &mut HashMap<Key, Entry>, now: Instant, address: IpAddr, user: &str) {
+    fn failed_locked(
+        &self,
+        table: &mut Table,
+        now: Instant,
+        address: IpAddr,
+        user: &str,
+        wakers: &mut Vec<Waker>,
+    ) {
         self.failures.fetch_add(1, Ordering::Relaxed);
         let whose = self.hasher.hash_one(user);
         let keys = [Key::Address(address), Key::User(user.to_string())];
+        let entries = &mut table.entries;
         self.forget_expired(entries, &keys, now);
         let mut booked = Vec::with_capacity(keys.len());
         for key in keys {
@@ -329,16 +517,19 @@ impl LoginThrottle {
             booked.push(key.clone());
             let entry = entries.entry(key).or_insert_with(|| Entry {
                 failures: 0,
-                pending: 0,
-                next_turn: now,
+                ready: now,
+                queue: Vec::new(),
                 last_failure: now,
                 generation: self.generations.fetch_add(1, Ordering::Relaxed),
                 failed_users: FailedUsers::One(whose),
             });
             entry.failed_users = entry.failed_users.with(whose);
             entry.failures = entry.failures.saturating_add(1);
-            entry.next_turn = entry.next_turn.max(now + self.delay(entry.failures));
+            entry.ready = entry.ready.max(now + self.delay(entry.failures));
             entry.last_failure = now;
+        }
+        for key in &booked {
+            self.requeue(table, key, 0, wakers);
         }
     }
 
@@ -375,11 +566,11 @@ impl LoginThrottle {
     /// counted: they are removed when next looked up or when the table is full).
     pub fn tracked_at(&self, now: Instant) -> usize {
         self.lock()
+            .entries
             .iter()
             .filter(|(key, entry)| **key != Key::Untracked && !self.expired(entry, now))
             .count()
     }
-
     fn delay(&self, failures: u32) -> Duration {
         let doublings = failures.saturating_sub(1).min(30);
         self.config
@@ -445,11 +636,14 @@ impl LoginThrottle {
         taken
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Entry>> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// The length of a queue as a failure count.
+fn len_u32(queue: &[Queued]) -> u32 {
+    u32::try_from(queue.len()).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
@@ -476,12 +670,12 @@ mod tests {
 
     /// A failure booked without a turn (an attempt that did not wait).
     fn fail(t: &LoginThrottle, now: Instant, address: IpAddr, user: &str) {
-        t.failed_locked(&mut t.lock(), now, address, user);
+        t.book(address, user, Outcome::Failed(now), None);
     }
 
     /// A success booked without a turn.
     fn succeed(t: &LoginThrottle, address: IpAddr, user: &str) {
-        t.succeeded_locked(&mut t.lock(), address, user);
+        t.book(address, user, Outcome::Succeeded, None);
     }
 
     /// How long an attempt would wait now (its turn is given back at once).
@@ -664,7 +858,7 @@ mod tests {
         drop(held);
         // Bounded: four keys and the shared entry.
         assert_eq!(t.tracked_at(clock), 4);
-        assert_eq!(t.lock().len(), 5);
+        assert_eq!(t.lock().entries.len(), 5);
         // Once the table has room, a key that is not in it is tracked on its own again.
         succeed(&t, ip(1), "a");
         assert_eq!(wait(&t, clock, ip(6), "root"), Duration::ZERO);
@@ -681,7 +875,7 @@ mod tests {
             fail(&t, now, ip(1), "u");
         }
         assert_eq!(wait(&t, now, ip(1), "u"), Duration::ZERO);
-        assert!(t.lock().is_empty());
+        assert!(t.lock().entries.is_empty());
     }
 
     #[test]
@@ -798,5 +992,101 @@ mod tests {
         fail(&t, now + 50 * MS, ip(14), "u"); // 2 failures: not before now + 250 ms
         drop(waiting);
         assert_eq!(wait(&t, now + 50 * MS, ip(15), "u"), 200 * MS);
+    }
+
+    /// Counts the wakes of the waker it makes.
+    #[derive(Default)]
+    struct Wakes(AtomicU64);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    impl Wakes {
+        fn count(&self) -> u64 {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
+    /// `turn` as a waiter polls it: pending (its waker registered) until it is earlier than
+    /// `than`.
+    fn poll(turn: &HeldTurn, wakes: &Arc<Wakes>, than: Instant) -> Poll<Instant> {
+        let waker = Waker::from(Arc::clone(wakes));
+        turn.poll_earlier(&mut Context::from_waker(&waker), than)
+    }
+
+    #[test]
+    fn a_waiting_turn_moves_earlier_when_turns_ahead_of_it_are_given_back() {
+        let t = tracking(64);
+        let now = Instant::now();
+        fail(&t, now, ip(1), "admin");
+        // Five guesses for admin queued (100, 300, 700, 1,500, 2,300 ms), then the right
+        // password from another address behind them.
+        let mut guesses: Vec<Option<HeldTurn>> =
+            (0..5).map(|i| Some(t.hold(now, ip(10 + i), "admin"))).collect();
+        let good = t.hold(now, ip(2), "admin");
+        assert_eq!(good.wait(), 3100 * MS);
+        let wakes = Arc::new(Wakes::default());
+        let first = good.turn();
+        assert_eq!(first, now + 3100 * MS);
+        assert_eq!(poll(&good, &wakes, first), Poll::Pending);
+        // Two of them in the middle close: the turns behind them move up (the first two keep
+        // theirs), and the waiter is woken.
+        guesses[2] = None;
+        guesses[3] = None;
+        assert_eq!(wakes.count(), 1, "the waiter is woken");
+        let turns: Vec<Duration> = guesses.iter().flatten().map(|turn| turn.turn() - now).collect();
+        assert_eq!(turns, [100 * MS, 300 * MS, 700 * MS]);
+        assert_eq!(good.turn(), now + 1500 * MS);
+        assert_eq!(poll(&good, &wakes, first), Poll::Ready(now + 1500 * MS));
+        assert_eq!(poll(&good, &wakes, now + 1500 * MS), Poll::Pending);
+        // The rest close: the right password's turn is the last failure's delay, as if none
+        // had been queued.
+        guesses.clear();
+        assert_eq!(wakes.count(), 2);
+        assert_eq!(good.turn(), now + 100 * MS);
+        // A new attempt queues behind it, as behind one attempt.
+        assert_eq!(wait(&t, now, ip(3), "admin"), 300 * MS);
+        good.succeeded();
+
+        // A turn never moves later: the attempt ahead fails late, its failure's delay does
+        // not push the waiting turn past the one it was given.
+        let t = tracking(64);
+        fail(&t, now, ip(1), "u");
+        let ahead = t.hold(now, ip(10), "u");
+        let behind = t.hold(now, ip(11), "u");
+        assert_eq!(behind.turn(), now + 300 * MS);
+        ahead.failed(now + 1000 * MS);
+        assert_eq!(behind.turn(), now + 300 * MS);
+        drop(behind);
+        assert_eq!(wait(&t, now + 1000 * MS, ip(12), "u"), 200 * MS);
+
+        // A success that clears the user's key does not let the guesses queued for that user
+        // through at once: they keep the turns the key gave them.
+        let t = tracking(64);
+        fail(&t, now, ip(1), "alice");
+        let queued: Vec<HeldTurn> = (0..3).map(|i| t.hold(now, ip(20 + i), "alice")).collect();
+        t.hold(now + 100 * MS, ip(1), "alice").succeeded();
+        let turns: Vec<Duration> = queued.iter().map(|turn| turn.turn() - now).collect();
+        assert_eq!(turns, [100 * MS, 300 * MS, 700 * MS]);
+        drop(queued);
+
+        // With the table full, a flood of guesses queued on the entry shared by the keys it
+        // cannot hold, then the right password for a user of its own from an address of its
+        // own: once the flood's connections close, its turn is that entry's first.
+        let t = tracking(2);
+        fail(&t, now, ip(1), "filler");
+        fail(&t, now, ip(20), "u0");
+        let flood: Vec<HeldTurn> = (1..40)
+            .map(|i| t.hold(now, ip(20 + i), &format!("u{i}")))
+            .collect();
+        let good = t.hold(now, ip(9), "alice");
+        assert_eq!(good.wait(), 100 * MS + 200 * MS + 400 * MS + 37 * 800 * MS);
+        assert_eq!(poll(&good, &wakes, good.turn()), Poll::Pending);
+        drop(flood);
+        assert_eq!(good.turn(), now + 100 * MS);
+        assert_eq!(wakes.count(), 3);
     }
 }

@@ -576,3 +576,71 @@ fn requests_pipelined_behind_a_held_back_login_are_served_after_it() {
     );
     assert_eq!(answer.brokers.len(), 1, "{answer:?}");
 }
+
+/// A login waiting behind guesses whose clients close before their turns moves up: its turn
+/// is worked out again without them and its waiter is woken, instead of sleeping the wait it
+/// was given when it was queued. Six connections from one address send a wrong password for
+/// `writer` after one failure (their turns 1, 3, 7, 11, 15, 19 s after it with
+/// `security.login.failure-delay=1s` and `max-failure-delay=4s`), the right password is
+/// queued behind them (23 s), then the six close: the right password is answered within 6 s
+/// of being sent (a wait of about 23 s when a queued attempt keeps the turn it was given).
+#[test]
+fn a_login_queued_behind_closed_guesses_moves_up() {
+    let server = Server::start(
+        2,
+        &[
+            "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
+            "security.sasl.plain.credentials=writer:secret",
+            "security.login.failure-delay=1s",
+            "security.login.max-failure-delay=4s",
+        ],
+    );
+    let kafka = server.kafka;
+    let value = |name: &str| -> u64 {
+        let (_, metrics) = server.get("/metrics");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"))
+    };
+    let delayed_reach = |count: u64| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while value("kafluss_login_delayed_total") < count {
+            assert!(
+                Instant::now() < deadline,
+                "fewer than {count} logins waited for their turns"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut guesses: Vec<TcpStream> = (0..6).map(|_| handshaken(kafka)).collect();
+    let mut good = handshaken(kafka);
+    let (code, _, _) = attempt(kafka, WRONG);
+    assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
+    let send = |stream: &mut TcpStream, password: &str| {
+        let header = RequestHeader::new(SaslAuthenticateRequest::API_KEY, 2, 8, Some("queued"));
+        let mut frame = BytesMut::new();
+        let login = SaslAuthenticateRequest {
+            auth_bytes: Bytes::from(format!("\0writer\0{password}")),
+        };
+        encode_request_frame(&mut frame, &header, &login).expect("encode");
+        stream.write_all(&frame).expect("send");
+    };
+    for stream in &mut guesses {
+        send(stream, WRONG);
+    }
+    delayed_reach(6);
+    send(&mut good, "secret");
+    let sent = Instant::now();
+    delayed_reach(7);
+    drop(guesses);
+
+    let (_, answer) = read_answer::<SaslAuthenticateResponse>(&mut good, 2);
+    let waited = sent.elapsed();
+    assert_eq!(answer.error_code, ErrorCode::None, "{:?}", answer.error_message);
+    assert!(
+        waited < Duration::from_secs(6),
+        "the right password was answered {waited:?} after it was sent: it kept the turn it was \
+         given behind the six guesses that closed (23 s)"
+    );
+}

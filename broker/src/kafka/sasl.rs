@@ -133,11 +133,12 @@ pub fn raw_token(context: &Rc<ConnectionContext>, token: &Bytes) -> Dispatch {
 }
 
 /// Runs `answer` once this attempt's turn under the login throttle has come: at once when the
-/// client address and user have no recent failures, else after the throttle's wait (the
-/// password is not checked before then, so parallel guesses are serialised, each waiting one
-/// counted as a failure until `answer` books its outcome on the turn). An attempt whose client
-/// goes away before its turn is dropped unanswered and gives its turn back, so closed
-/// connections do not push the next logins of their address and user further away.
+/// client address and user have no recent failures, else when its turn comes (the password is
+/// not checked before then, so parallel guesses are serialised, each waiting one counted as a
+/// failure until `answer` books its outcome on the turn). An attempt whose client goes away
+/// before its turn is dropped unanswered and gives its turn back, so closed connections push
+/// neither the next logins of their address and user nor those already waiting further away:
+/// the attempts queued behind it move up ([`turn_comes`]).
 fn after_turn(
     context: &Rc<ConnectionContext>,
     user: &str,
@@ -159,7 +160,7 @@ fn after_turn(
         let _settles = settles;
         futures_lite::future::or(
             async move {
-                glommio::timer::sleep(wait).await;
+                turn_comes(&turn).await;
                 answer(&context, turn)
             },
             async move {
@@ -173,6 +174,28 @@ fn after_turn(
         )
         .await
     }))
+}
+
+/// Returns when `turn` comes: sleeps until its time, and wakes earlier when the attempts queued
+/// ahead of it give their turns back (the throttle wakes this task, from whichever core the
+/// connection that closed was on, and the sleep starts again for the earlier time), so an
+/// attempt never waits for attempts that were dropped. Nothing runs while neither happens.
+async fn turn_comes(turn: &HeldTurn) {
+    let mut at = turn.turn();
+    loop {
+        let left = at.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        at = futures_lite::future::or(
+            async {
+                glommio::timer::sleep(left).await;
+                at
+            },
+            std::future::poll_fn(|cx| turn.poll_earlier(cx, at)),
+        )
+        .await;
+    }
 }
 
 /// Stops its signal when dropped: when the future holding it ends, or is dropped unfinished.
