@@ -145,6 +145,9 @@ pub struct BucketStats {
     /// Set once recovery published the offsets above; until then they mean nothing and readers
     /// fall back to the segment files.
     pub opened: AtomicBool,
+    /// Set by [`LogRegistry::remove_table`] when the table is dropped, before its directory is
+    /// deleted: a scan that holds these stats then knows why its files went away.
+    pub dropped: AtomicBool,
 }
 
 impl BucketStats {
@@ -157,6 +160,11 @@ impl BucketStats {
             self.log_start_offset.load(Ordering::Acquire),
             self.next_offset.load(Ordering::Acquire),
         ))
+    }
+
+    /// Whether the table of this bucket was dropped ([`LogRegistry::remove_table`]).
+    pub fn dropped(&self) -> bool {
+        self.dropped.load(Ordering::Acquire)
     }
 }
 

@@ -6,6 +6,7 @@
 //! stays off the hot path.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 
 use super::BucketStats;
@@ -59,20 +60,26 @@ impl LogRegistry {
             .collect()
     }
 
-    /// Forgets every bucket of a dropped table.
+    /// Forgets every bucket of a dropped table, marking each one's stats dropped first
+    /// ([`BucketStats::dropped`]): scans running over the table still hold them. Call it
+    /// before the table's files are deleted, so a scan that finds a file gone can tell a DROP
+    /// from retention.
     pub fn remove_table(&self, table_id: u64) {
         let mut buckets = self
             .buckets
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        buckets.retain(|&(id, _), _| id != table_id);
+        buckets.retain(|&(id, _), stats| {
+            if id == table_id {
+                stats.dropped.store(true, Ordering::Release);
+            }
+            id != table_id
+        });
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::Ordering;
-
     use super::*;
 
     #[test]
@@ -94,7 +101,10 @@ mod tests {
         c.opened.store(true, Ordering::Release);
         assert_eq!(registry.high_watermark(1, 0), Some(10));
         assert_eq!(registry.row_counts(1), vec![(0, 6), (1, 3)]);
+        assert!(!a.dropped() && !c.dropped());
         registry.remove_table(1);
+        assert!(a.dropped() && b.dropped(), "stats still held see the drop");
+        assert!(!c.dropped());
         assert_eq!(registry.high_watermark(1, 0), None);
         assert_eq!(registry.high_watermark(2, 0), Some(99));
     }

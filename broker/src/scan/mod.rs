@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use arrow_schema::{ArrowError, DataType, SchemaRef};
 
-use crate::log::{bucket_dir, LogRegistry};
+use crate::log::{bucket_dir, BucketStats, LogRegistry};
 use output::{ArrowSink, JsonlSink, Projection, RowSink};
 pub use params::{percent_decode, PercentError, ScanFormat, ScanParams};
 
@@ -57,6 +57,23 @@ pub enum ScanError {
     },
     #[error("corrupt log segment {path}: {reason}")]
     CorruptSegment { path: PathBuf, reason: String },
+    /// Retention deleted rows the scan had not read yet, after it had sent earlier rows of the
+    /// bucket: skipping them would give a hole, so the scan ends here (Kafka's fetch below
+    /// the log start is OFFSET_OUT_OF_RANGE the same way).
+    #[error(
+        "the rows from offset {from} to {to} of {dir} were deleted by retention (table.log.ttl) \
+         during the scan; the bucket now starts at offset {next}: scan again with from={next}",
+        dir = dir.display(),
+        next = to + 1
+    )]
+    DeletedByRetention { dir: PathBuf, from: u64, to: u64 },
+    /// The table was dropped while the scan read it: the rows not read yet are gone.
+    #[error(
+        "the table was dropped (DROP TABLE) during the scan; the rows of {dir} from offset \
+         {next_offset} on, and of the buckets after it, were not read",
+        dir = dir.display()
+    )]
+    TableDropped { dir: PathBuf, next_offset: u64 },
     #[error("cannot write Arrow output: {0}")]
     Arrow(#[source] ArrowError),
     /// Writing to the client failed (it went away): stop quietly.
@@ -78,7 +95,7 @@ impl ScanError {
     pub fn http_status(&self) -> u16 {
         match self {
             ScanError::BadParameter { .. } | ScanError::NoSuchColumn(_) => 400,
-            ScanError::NoSuchBucket { .. } => 404,
+            ScanError::NoSuchBucket { .. } | ScanError::TableDropped { .. } => 404,
             _ => 500,
         }
     }
@@ -91,6 +108,8 @@ impl ScanError {
             ScanError::NoSuchColumn(_) => "NO_SUCH_COLUMN",
             ScanError::UnsupportedType(_) => "UNSUPPORTED_TYPE",
             ScanError::CorruptSegment { .. } => "CORRUPT_SEGMENT",
+            ScanError::DeletedByRetention { .. } => "DELETED_BY_RETENTION",
+            ScanError::TableDropped { .. } => "TABLE_DROPPED",
             ScanError::Io { .. } | ScanError::Arrow(_) | ScanError::SchemaMismatch { .. } => "STORAGE_ERROR",
             ScanError::Output(_) => "OUTPUT_ERROR",
         }
@@ -206,14 +225,23 @@ pub fn scan_table(
     };
     let mut remaining = params.limit.unwrap_or(u64::MAX);
     let mut rows = 0u64;
+    // Every bucket's stats as the scan starts: a DROP marks them (before it deletes the
+    // files), so the scan can tell that its table went away, whichever bucket it is reading.
+    let stats: Vec<Option<Arc<BucketStats>>> = (0..target.bucket_count)
+        .map(|bucket| registry.get(target.table_id, bucket))
+        .collect();
+    let dropped = || stats.iter().flatten().any(|stats| stats.dropped());
     for bucket in buckets {
         if remaining == 0 {
             break;
         }
         let dir = bucket_dir(&target.table_dir, bucket);
-        let high_watermark = registry.high_watermark(target.table_id, bucket);
-        let read = reader::read_bucket(&dir, params.from, high_watermark, &mut |read| {
+        let bucket_stats = stats.get(bucket as usize).cloned().flatten();
+        // The offset after the last row of this bucket sent.
+        let mut sent_to = None;
+        let read = reader::read_bucket(&dir, params.from, bucket_stats.as_deref(), &mut |read| {
             let take = remaining.min(read.batch.num_rows() as u64);
+            sent_to = Some(read.first_offset + take);
             let batch = read.batch.slice(0, take as usize);
             let columns = projection.apply(&batch)?;
             sink.write(bucket, read.first_offset, &columns, take as usize)?;
@@ -221,6 +249,20 @@ pub fn scan_table(
             rows += take;
             Ok(remaining > 0)
         });
+        // A DROP during the read deletes files the read did not open yet, or the whole bucket
+        // directory before it was listed: what was read may be short, so the scan ends with
+        // the drop (checked after the read: the stats are marked before any file goes).
+        let cut_short = match &read {
+            Ok(()) => remaining > 0,
+            Err(error) => !matches!(error, ScanError::Output(_)),
+        };
+        let read = match read {
+            _ if cut_short && dropped() => Err(ScanError::TableDropped {
+                dir,
+                next_offset: sent_to.unwrap_or(params.from),
+            }),
+            read => read,
+        };
         if let Err(error) = read {
             // Before any row the HTTP layer still answers with an error status; after, the
             // output itself must say it is incomplete.

@@ -8,6 +8,7 @@ use arrow_array::RecordBatch;
 
 use crate::log::checksum::{is_checksum_error, VerifyingReader};
 use crate::log::ipc::SegmentReader;
+use crate::log::BucketStats;
 
 use super::ScanError;
 use crate::log::segment::{
@@ -68,25 +69,42 @@ pub struct OffsetBatch {
 }
 
 /// Calls `visit` for the rows `[from, high_watermark)` of one bucket, batch by batch, already
-/// sliced to that range. `high_watermark` None (bucket not opened since start: its recovery
-/// failed) reads what recovery keeps ([`on_disk_offsets`]) and then ends with the damage
-/// recovery found. `visit` returns false to stop early (limit reached).
+/// sliced to that range. `stats` are the bucket's published offsets: once a core opened the
+/// bucket the scan starts at its log start offset when `from` is below it (retention moves it
+/// before deleting a file) and ends at its high watermark. None, or stats not yet opened (the
+/// bucket's recovery failed), reads what recovery keeps ([`on_disk_offsets`]) and then ends
+/// with the damage recovery found. `visit` returns false to stop early (limit reached).
+///
+/// Files removed while the scan runs: a segment the scan has opened is read to its end (Unix
+/// unlink semantics). One that is gone when the scan comes to it is skipped only while the scan
+/// has given none of this bucket's rows (the scan then starts later, as it would have had it
+/// begun a moment later: its rows are below the new log start). After rows were given, the
+/// scan ends with an error instead of jumping over the missing rows:
+/// [`ScanError::TableDropped`] when `stats` say the table was dropped,
+/// [`ScanError::DeletedByRetention`] when the log start moved past the next row, and
+/// [`ScanError::CorruptSegment`] otherwise (a file deleted by hand).
 pub fn read_bucket(
     bucket_dir: &Path,
     from: u64,
-    high_watermark: Option<u64>,
+    stats: Option<&BucketStats>,
     visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
 ) -> Result<(), ScanError> {
     // A bucket no core opened: read up to what recovery would keep, then say what ends it, so
     // the scan agrees with recovery and with the row count.
-    let (high_watermark, damage) = match high_watermark {
-        Some(high_watermark) => (high_watermark, None),
+    let (from, high_watermark, damage) = match stats.and_then(BucketStats::offsets) {
+        // Segments below the log start are being deleted: not looked at.
+        Some((log_start, high_watermark)) => (from.max(log_start), high_watermark, None),
         None => {
             let offsets = on_disk_offsets(bucket_dir)?;
-            (offsets.next_offset, offsets.damage)
+            (from, offsets.next_offset, offsets.damage)
         }
     };
-    if !read_bucket_to(bucket_dir, from, high_watermark, visit)? {
+    let bounds = Bounds {
+        from,
+        high_watermark,
+        stats,
+    };
+    if !read_bucket_to(bucket_dir, &bounds, visit)? {
         return Ok(());
     }
     match damage {
@@ -98,25 +116,73 @@ pub fn read_bucket(
     }
 }
 
-/// [`read_bucket`] up to `high_watermark`: true when it read to the end of what it may read
+/// The range one bucket's read covers, and its stats (for why a file went away).
+struct Bounds<'a> {
+    from: u64,
+    high_watermark: u64,
+    stats: Option<&'a BucketStats>,
+}
+
+impl Bounds<'_> {
+    /// Why the segment at `base` is gone when the scan gave every row up to `end` and needs
+    /// the next: the table was dropped, retention deleted the rows, or the file was removed
+    /// by someone else (damage).
+    fn vanished(&self, bucket_dir: &Path, base: u64, end: u64) -> ScanError {
+        let log_start = self.stats.and_then(BucketStats::offsets).map(|(start, _)| start);
+        match log_start {
+            _ if self.stats.is_some_and(BucketStats::dropped) => ScanError::TableDropped {
+                dir: bucket_dir.to_path_buf(),
+                next_offset: end,
+            },
+            Some(log_start) if log_start > end => ScanError::DeletedByRetention {
+                dir: bucket_dir.to_path_buf(),
+                from: end,
+                to: log_start - 1,
+            },
+            _ => ScanError::CorruptSegment {
+                path: segment_path(bucket_dir, base),
+                reason: format!(
+                    "the segment was removed while the scan read the bucket (not by retention: \
+                     the log start offset is below it); the rows from offset {end} on are not readable"
+                ),
+            },
+        }
+    }
+}
+
+/// [`read_bucket`] up to the high watermark: true when it read to the end of what it may read
 /// (not stopped by `visit`).
 fn read_bucket_to(
     bucket_dir: &Path,
-    from: u64,
-    high_watermark: u64,
+    bounds: &Bounds<'_>,
     visit: &mut dyn FnMut(OffsetBatch) -> Result<bool, ScanError>,
 ) -> Result<bool, ScanError> {
+    let Bounds {
+        from, high_watermark, ..
+    } = *bounds;
     let bases = list_segments(bucket_dir)?;
     // Start at the last segment whose base is <= from (earlier ones hold only smaller offsets).
     let first = bases.iter().rposition(|&base| base <= from).unwrap_or(0);
+    // The offset after the last row read of this bucket, once one was given to `visit`.
+    let mut given_to: Option<u64> = None;
     for (index, &base) in bases.iter().enumerate().skip(first) {
         if base >= high_watermark {
             return Ok(true);
         }
-        let end = match read_segment(bucket_dir, base, from, high_watermark, visit)? {
+        let read = read_segment(bucket_dir, base, from, high_watermark, &mut |batch| {
+            given_to = Some(batch.first_offset + batch.batch.num_rows() as u64);
+            visit(batch)
+        })?;
+        let end = match read {
             SegmentRead::Stopped => return Ok(false),
             SegmentRead::Watermark => return Ok(true),
-            SegmentRead::Gone => continue,
+            // Deleted after the listing. Before any row of the bucket was given, the scan
+            // starts after it, as if it had listed a moment later; after, skipping it would
+            // hand the client rows with a hole, so the scan ends saying why.
+            SegmentRead::Gone => match given_to {
+                None => continue,
+                Some(end) => return Err(bounds.vanished(bucket_dir, base, end)),
+            },
             SegmentRead::Ended(end) => end,
         };
         // Each segment starts where the one before ends (recovery checks it too): a segment
@@ -140,7 +206,7 @@ enum SegmentRead {
     Stopped,
     /// The high watermark was reached.
     Watermark,
-    /// Retention removed the file after the listing.
+    /// The file was removed after the listing (retention, DROP TABLE).
     Gone,
     /// Read to its end, below the high watermark: the offset after its last row.
     Ended(u64),
@@ -157,7 +223,7 @@ fn read_segment(
     let path = &segment_path(bucket_dir, base);
     let file = match open_segment(bucket_dir, base) {
         Ok(file) => file,
-        // Retention removed it after we listed it: its rows are gone, go on with the next.
+        // Removed after we listed it (retention, DROP TABLE): the caller decides what that means.
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(SegmentRead::Gone),
         Err(source) => {
             return Err(ScanError::Io {
