@@ -1,17 +1,20 @@
-//! Retention after recovery (segment age from the file's mtime), the periodic task, and
-//! dropping a table's directory.
+//! Retention after recovery (segment age from the file's mtime), the periodic task, the core
+//! left free while files are removed, and dropping a table's directory.
 
 mod log_support;
 
-use std::path::PathBuf;
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use kafluss_broker::log::file::GlommioFile;
 use kafluss_broker::log::sim::SimStore;
 use kafluss_broker::log::{
     bucket_dir, remove_table_dir, run_retention, table_dir, ArrowCompression, BucketLog, BucketStats,
-    FlushPolicy, LogConfig, LogRegistry,
+    FlushPolicy, GlommioStore, LogConfig, LogRegistry, SegmentStore,
 };
 use log_support::{batch, open_sim, run_local};
 
@@ -179,5 +182,115 @@ fn a_failed_roll_keeps_retention_from_deleting_the_last_complete_segment() {
             "rows of the first segment lost: {}",
             log.next_offset()
         );
+    });
+}
+
+/// The production store, noting for each file it removes whether the core ran another task
+/// while the removal was under way (`during`), and whether it ran one since the previous
+/// removal ended (`between`): each removal queues a task that sets a flag when it runs.
+struct Watched {
+    inner: GlommioStore,
+    /// `(during, between)` per removal, in order.
+    removals: Rc<RefCell<Vec<(bool, bool)>>>,
+    since_last: Rc<Cell<bool>>,
+}
+
+/// Sets `ran` once the core runs other tasks: glommio polls a spawned task at once, up to its
+/// first await, so it first yields (back in the queue behind the spawning task).
+async fn ran_when_the_core_is_free(ran: Rc<Cell<bool>>) {
+    futures_lite::future::yield_now().await;
+    ran.set(true);
+}
+
+impl SegmentStore for Watched {
+    type File = GlommioFile;
+
+    async fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        self.inner.create_dir_all(dir).await
+    }
+
+    async fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.inner.list(dir).await
+    }
+
+    async fn open(&self, path: &Path) -> io::Result<GlommioFile> {
+        self.inner.open(path).await
+    }
+
+    async fn create(&self, path: &Path) -> io::Result<GlommioFile> {
+        self.inner.create(path).await
+    }
+
+    async fn remove(&self, path: &Path) -> io::Result<()> {
+        let between = self.since_last.get();
+        let during = Rc::new(Cell::new(false));
+        let ran = during.clone();
+        glommio::spawn_local(ran_when_the_core_is_free(ran)).detach();
+        let removed = self.inner.remove(path).await;
+        assert!(!path.exists(), "{} removed when remove returns", path.display());
+        self.removals.borrow_mut().push((during.get(), between));
+        self.since_last.set(false);
+        glommio::spawn_local(ran_when_the_core_is_free(self.since_last.clone())).detach();
+        removed
+    }
+
+    async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to).await
+    }
+
+    async fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.inner.sync_dir(dir).await
+    }
+
+    async fn modified(&self, path: &Path) -> io::Result<SystemTime> {
+        self.inner.modified(path).await
+    }
+
+    fn now(&self) -> SystemTime {
+        self.inner.now()
+    }
+}
+
+/// Unlinking a large segment frees its blocks in the call (about 0.2 s for 256 MiB on ext4):
+/// retention removes files on the core's blocking thread, so the core runs its other tasks
+/// while each removal is under way, and yields between two files. Countable without timing:
+/// a task queued at each removal has run by the time it returns (it ran none before: the
+/// unlink was a plain call on the core, and the loop went on without yielding).
+#[test]
+fn retention_removes_files_off_the_core_and_yields_between_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("bucket-0");
+    run_local(async move {
+        let removals = Rc::new(RefCell::new(Vec::new()));
+        let store = Watched {
+            inner: GlommioStore::default(),
+            removals: removals.clone(),
+            since_last: Rc::new(Cell::new(true)),
+        };
+        let ttl = Duration::from_secs(60);
+        let log = BucketLog::open_with_store(store, &dir, config(ttl), Arc::new(BucketStats::default()))
+            .await
+            .unwrap();
+        for i in 0..8 {
+            log.append(&batch(i * 10, 10)).await.unwrap();
+        }
+        let segments = log.segment_count();
+        let deleted = log.enforce_retention(SystemTime::now() + ttl * 2).await.unwrap();
+        assert!(deleted >= 3 && deleted + 2 >= segments, "{deleted} of {segments}");
+        let removals = removals.borrow().clone();
+        assert_eq!(removals.len(), deleted);
+        for (index, &(during, between)) in removals.iter().enumerate() {
+            assert!(
+                during,
+                "removal {index}: the core ran nothing while the file was removed"
+            );
+            assert!(
+                between,
+                "removal {index}: the core ran nothing since the previous removal"
+            );
+        }
+        let files = std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(files, segments - deleted, "one file per segment left");
+        assert!(log.log_start_offset() > 0);
     });
 }

@@ -928,47 +928,65 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
     /// Deletes closed segments, oldest first, whose newest row was appended more than
     /// `table.log.ttl` before `now`. The last segment file is never deleted (it carries the next
     /// offset across restarts). Returns how many segments were deleted.
+    ///
+    /// One segment at a time: under the append permit it is chosen and taken off the log (the
+    /// log start offset moves first, so scans stop looking at it), then the permit is given
+    /// back and the file is removed by the store ([`GlommioStore`] unlinks on the core's
+    /// blocking thread: freeing a large file's blocks takes a while), and the task yields
+    /// before the next one, so neither this bucket's appends nor the core's other work wait
+    /// for the files.
     pub async fn enforce_retention(&self, now: SystemTime) -> Result<usize, LogError> {
         let Some(ttl) = self.retention.get() else {
             return Ok(0);
         };
-        let _permit = self.exclusive().await?;
         let mut deleted = 0;
         loop {
-            // A failed roll (its fsync, rename or directory fsync) left the next segment under
-            // its pending name, which recovery removes: the segment before it must stay.
-            self.check_not_failed()?;
             let expired = {
-                let state = self.state.borrow();
+                let _permit = self.exclusive().await?;
+                // A failed roll (its fsync, rename or directory fsync) left the next segment
+                // under its pending name, which recovery removes: the segment before it must
+                // stay. A log that failed while earlier files were being removed (the task
+                // yields) keeps the rest; those removed stay removed and are counted.
+                match self.check_not_failed() {
+                    Err(err) if deleted == 0 => return Err(err),
+                    Err(_) => break,
+                    Ok(()) => {}
+                }
+                let mut state = self.state.borrow_mut();
                 // A later file with its segment name: not the active segment while a roll is
                 // finishing (it has its pending name until then).
                 let keeps_a_later_file =
                     state.closed.len() > 1 || (state.active.is_some() && state.rolling.is_none());
-                match state.closed.front() {
+                let expired = match state.closed.front() {
                     Some(oldest) if keeps_a_later_file => oldest
                         .last_append
                         .checked_add(ttl)
                         .is_some_and(|expiry| expiry <= now)
                         .then_some((oldest.base_offset, oldest.end_offset)),
                     _ => None,
+                };
+                // Move the start first: scans stop looking at the segment before it disappears.
+                if let Some((_, end_offset)) = expired {
+                    state.closed.pop_front();
+                    state.log_start_offset = end_offset;
+                    self.stats.log_start_offset.store(end_offset, Ordering::Release);
                 }
+                expired
             };
-            let Some((base_offset, end_offset)) = expired else {
+            let Some((base_offset, _)) = expired else {
                 break;
             };
-            // Move the start first: scans stop looking at the segment before it disappears.
-            {
-                let mut state = self.state.borrow_mut();
-                state.closed.pop_front();
-                state.log_start_offset = end_offset;
-            }
-            self.stats.log_start_offset.store(end_offset, Ordering::Release);
             let path = segment_path(&self.dir, base_offset);
             self.store
                 .remove(&path)
                 .await
                 .map_err(|e| LogError::io(&path, "remove", e))?;
             deleted += 1;
+            // Between two files the core's other ready tasks run first (this bucket's appends
+            // among them: the permit is free). Sockets were polled while the unlink ran on the
+            // blocking thread. Not `sched::yield_to_io`: its 1 µs timer may have expired by its
+            // first poll, and then it does not yield at all.
+            futures_lite::future::yield_now().await;
         }
         if deleted > 0 {
             sync_directory(&*self.store, &self.dir).await?;

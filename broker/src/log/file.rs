@@ -302,8 +302,9 @@ impl SegmentFile for GlommioFile {
 impl SegmentStore for GlommioStore {
     type File = GlommioFile;
 
-    // Directory listing, creation, renaming and removal are rare (open, roll, retention, drop) and cheap
-    // metadata calls, so they use std::fs; the byte path is io_uring.
+    // Directory listing, creation and renaming are rare (open, roll) and cheap metadata calls,
+    // so they use std::fs on the core; the byte path is io_uring. Removing a file is not cheap
+    // (its blocks are freed in the call): `remove` runs on the blocking thread.
     async fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)
     }
@@ -339,8 +340,14 @@ impl SegmentStore for GlommioStore {
         Ok(GlommioFile::new(file, path, self.inline_write_max))
     }
 
+    /// On the core's blocking thread (glommio's `spawn_blocking`, as prewrites, write-back
+    /// requests and preallocation run): unlinking a segment frees its blocks in the call, about
+    /// 0.2 s for 256 MiB on ext4, which on the core would stall every connection it serves.
     async fn remove(&self, path: &Path) -> io::Result<()> {
-        std::fs::remove_file(path)
+        let path = path.to_path_buf();
+        glommio::executor()
+            .spawn_blocking(move || std::fs::remove_file(path))
+            .await
     }
 
     async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
