@@ -24,6 +24,11 @@ pub(crate) const CONTINUATION: [u8; 4] = [0xFF; 4];
 /// larger is garbage, and refusing it keeps recovery from allocating on a corrupt length.
 pub(crate) const MAX_METADATA_LEN: u64 = 16 << 20;
 
+/// What is wrong with a record-batch message whose custom metadata lacks the body checksum
+/// while it is not one written before checksums ([`written_before_checksums`]).
+pub const DAMAGED_KEYS: &str =
+    "a record batch whose metadata lost its checksum (its custom metadata is damaged)";
+
 /// The custom-metadata key of a record-batch message's body checksum.
 pub const CHECKSUM_KEY: &str = "kafluss.crc32c";
 
@@ -272,6 +277,21 @@ pub fn body_checksum(message: &Message<'_>) -> Option<Result<u32, String>> {
     })
 }
 
+/// Whether a record-batch message without a [`CHECKSUM_KEY`] is one written before checksums
+/// existed, and so is read unchecked: it has no custom metadata at all (this log wrote none
+/// before the checksum, and every message since carries it) and its metadata bytes hold no
+/// trace of the key's name. A message whose custom metadata is there but lacks the key, or
+/// whose bytes still hold the name, had its metadata damaged (a crash that zeroed part of it
+/// still leaves a flatbuffer that parses, the key-value tables or the field's slot read as
+/// absent): it is not believed, whatever its body holds. `metadata` is the bytes `message` was
+/// parsed from.
+pub fn written_before_checksums(metadata: &[u8], message: &Message<'_>) -> bool {
+    message.custom_metadata().is_none()
+        && !metadata
+            .windows(CHECKSUM_KEY.len())
+            .any(|window| window == CHECKSUM_KEY.as_bytes())
+}
+
 /// The value of custom-metadata `key` of a message (`""` when the pair has no value).
 pub fn custom_value<'a>(message: &Message<'a>, key: &str) -> Option<&'a str> {
     let pairs = message.custom_metadata()?;
@@ -437,7 +457,15 @@ impl<R: Read> VerifyingReader<R> {
                                         self.part = Part::Unchecked;
                                         return Err(invalid(format!("the batch at byte {start}: {reason}")));
                                     }
-                                    None => None,
+                                    // Written before checksums, or its keys damaged:
+                                    // only the first is read unchecked.
+                                    None if written_before_checksums(got, &message) => None,
+                                    None => {
+                                        self.part = Part::Unchecked;
+                                        return Err(invalid(format!(
+                                            "the batch at byte {start}: {DAMAGED_KEYS}"
+                                        )));
+                                    }
                                 },
                                 _ => None,
                             };
@@ -657,6 +685,30 @@ mod tests {
         let batches = [batch(0, 10)];
         let (bytes, _) = stream(&batches, false);
         assert_eq!(read_all(&bytes, 13).unwrap(), batches);
+    }
+
+    /// The first batch of a sealed stream whose keys were zeroed (as a crash that lost a block
+    /// of its metadata leaves them: the flatbuffer still parses, the keys read as other names)
+    /// is not taken for a batch written before checksums and read unchecked.
+    #[test]
+    fn a_first_batch_whose_keys_were_zeroed_is_not_read_unchecked() {
+        let batches = [batch(0, 10), batch(10, 5)];
+        let (mut bytes, starts) = stream(&batches, true);
+        let key = CHECKSUM_KEY.as_bytes();
+        let mut zeroed = 0;
+        for at in starts[0]..starts[1] - key.len() {
+            if &bytes[at..at + key.len()] == key {
+                bytes[at..at + key.len()].fill(0);
+                zeroed += 1;
+            }
+        }
+        assert_eq!(zeroed, 2, "the body and the metadata checksums' keys");
+        let error = read_all(&bytes, 13).unwrap_err();
+        assert!(error.contains(DAMAGED_KEYS), "{error}");
+        assert!(
+            error.contains(&format!("the batch at byte {}", starts[0])),
+            "{error}"
+        );
     }
 
     #[test]

@@ -378,6 +378,12 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
                         Some(format!("a record batch of {rows} rows"))
                     } else if checksummed && !has_checksum {
                         Some("a record batch without the checksum every earlier one has".to_string())
+                    } else if !has_checksum && !super::checksum::written_before_checksums(&metadata, &message)
+                    {
+                        // The first batch of a segment too: custom metadata that a crash
+                        // zeroed in part (the keys gone, the rest still parsing) is not a
+                        // batch written before checksums, whose body would go unchecked.
+                        Some(super::checksum::DAMAGED_KEYS.to_string())
                     } else {
                         check_body(file, &message, end, body_len).await?
                     };
@@ -392,7 +398,8 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
                         }
                         // Its framing and metadata match their checksum: the next message
                         // starts at its end. Else (0 rows, or no checksums where every earlier
-                        // batch has them: metadata zeroed) none of it is believed.
+                        // batch has them or where its custom metadata is damaged: metadata
+                        // zeroed) none of it is believed.
                         let from = if has_meta { end + body_len } else { pos + 1 };
                         let after = after_damage(file, from, file_len, scan.rows).await?;
                         return Ok(after.judge(scan, reason));
