@@ -161,10 +161,12 @@ fn retention_deletes_old_closed_segments_but_never_the_last() {
         assert!(before >= 3, "needs several segments, got {before}");
         // Nothing is old yet.
         assert_eq!(log.enforce_retention(SystemTime::now()).await.unwrap(), 0);
-        // Two hours later every closed segment is expired; the active one stays.
+        // Two hours later every segment is expired: the active one is rolled and deleted too,
+        // and a new empty segment carries the next offset.
         let later = SystemTime::now() + Duration::from_secs(7200);
         let deleted = log.enforce_retention(later).await.unwrap();
-        assert_eq!(deleted, before - 1);
+        assert_eq!(deleted, before);
+        assert_eq!(log.log_start_offset(), 60);
         assert_eq!(log.segment_count(), 1);
         assert!(log.log_start_offset() > 0);
         // Appends continue at the right offset.

@@ -58,10 +58,12 @@ fn recovered_segments_age_from_their_modification_time() {
                 .unwrap(),
             0
         );
+        // Every segment: the active one is rolled first, and a new empty segment carries
+        // the next offset.
         let deleted = log.enforce_retention(store.now()).await.unwrap();
-        assert_eq!(deleted, segments - 1, "all but the last (active) segment");
-        assert_eq!(log.next_offset(), 50);
-        assert_eq!(store.paths().len(), 1);
+        assert_eq!(deleted, segments, "every segment, the active one rolled first");
+        assert_eq!((log.log_start_offset(), log.next_offset()), (50, 50));
+        assert_eq!(store.paths(), [dir.join("00000000000000000050.arrow")]);
     });
 }
 
@@ -290,7 +292,206 @@ fn retention_removes_files_off_the_core_and_yields_between_them() {
             );
         }
         let files = std::fs::read_dir(&dir).unwrap().count();
-        assert_eq!(files, segments - deleted, "one file per segment left");
+        assert_eq!(files, log.segment_count(), "one file per segment left");
         assert!(log.log_start_offset() > 0);
+    });
+}
+
+/// The offsets a whole-table jsonl scan of bucket 0 returns (`scan_table`, as the HTTP
+/// endpoint runs it), checking that each row's id is its offset.
+fn scanned_offsets(table_dir: &Path, registry: &Arc<LogRegistry>) -> Vec<u64> {
+    let target = kafluss_broker::scan::ScanTarget {
+        table_id: 11,
+        table_dir: table_dir.to_path_buf(),
+        bucket_count: 1,
+        schema: log_support::schema(),
+    };
+    let mut out = Vec::new();
+    kafluss_broker::scan::scan_table(
+        &target,
+        &kafluss_broker::scan::ScanParams::default(),
+        registry,
+        &mut out,
+    )
+    .unwrap();
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            let offset = value["offset"].as_u64().unwrap();
+            assert_eq!(value["row"]["id"].as_u64(), Some(offset), "offset = id");
+            offset
+        })
+        .collect()
+}
+
+/// The file names in `dir`, sorted.
+fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A slowly written bucket never fills its active segment (1 MiB here, 256 MiB by default),
+/// so it never rolls by size: one check past the TTL rolls the active segment and deletes it
+/// (Kafka rolls too when every segment is past `retention.ms`). The log then starts at its
+/// next offset, in a new empty segment that carries it across a restart; an empty active
+/// segment is not rolled again; rows newer than the TTL are untouched.
+#[test]
+fn an_expired_active_segment_is_rolled_and_deleted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("db/slow-11");
+    let dir = bucket_dir(&table, 0);
+    let registry = Arc::new(LogRegistry::new());
+    let ttl = Duration::from_secs(3600);
+    let config = LogConfig {
+        segment_size: 1 << 20,
+        ..config(ttl)
+    };
+    let (t, r, d, c) = (table.clone(), registry.clone(), dir.clone(), config.clone());
+    run_local(async move {
+        let stats = r.register(11, 0);
+        let log = BucketLog::open(&d, c, stats.clone()).await.unwrap();
+        for i in 0..3 {
+            log.append(&batch(i, 1)).await.unwrap();
+        }
+        assert_eq!(log.segment_count(), 1, "one active segment, never rolled by size");
+        // Rows newer than the TTL: nothing changes.
+        assert_eq!(log.enforce_retention(SystemTime::now()).await.unwrap(), 0);
+        assert_eq!(file_names(&d), ["00000000000000000000.arrow"]);
+        assert_eq!((log.log_start_offset(), log.next_offset()), (0, 3));
+        assert_eq!(scanned_offsets(&t, &r), [0, 1, 2]);
+
+        // Past the TTL: one check rolls the active segment and deletes it.
+        let later = SystemTime::now() + ttl * 2;
+        assert_eq!(log.enforce_retention(later).await.unwrap(), 1);
+        assert_eq!((log.log_start_offset(), log.next_offset()), (3, 3));
+        assert_eq!(
+            stats.log_start_offset.load(std::sync::atomic::Ordering::Acquire),
+            3
+        );
+        assert_eq!(log.active_base_offset(), Some(3));
+        assert_eq!(
+            file_names(&d),
+            ["00000000000000000003.arrow"],
+            "the old file is gone"
+        );
+        assert_eq!(scanned_offsets(&t, &r), Vec::<u64>::new());
+
+        // An empty active segment has nothing to expire: it is not rolled, check after check.
+        for _ in 0..3 {
+            assert_eq!(log.enforce_retention(later).await.unwrap(), 0);
+        }
+        assert_eq!(file_names(&d), ["00000000000000000003.arrow"]);
+        assert_eq!(log.active_base_offset(), Some(3));
+
+        // The next append lands at the next offset; a scan sees it and nothing before it.
+        assert_eq!(log.append(&batch(3, 1)).await.unwrap().base_offset, 3);
+        assert_eq!(scanned_offsets(&t, &r), [3]);
+        log.close().await.unwrap();
+    });
+    // A restart keeps the offsets.
+    let (r, d) = (registry.clone(), dir.clone());
+    run_local(async move {
+        let log = BucketLog::open(&d, config, r.register(11, 0)).await.unwrap();
+        assert_eq!((log.log_start_offset(), log.next_offset()), (3, 4));
+        assert_eq!(log.append(&batch(4, 1)).await.unwrap().base_offset, 4);
+    });
+    assert_eq!(scanned_offsets(&table, &registry), [3, 4]);
+}
+
+/// The roll of an expired active segment, the deletion and a power loss right after, on the
+/// simulated disk (several seeds: the loss keeps a random part of what was not fsync'd). The
+/// new empty segment, the only file left, was fsync'd before the old one went: recovery
+/// keeps the next offset, and appends go on there.
+#[test]
+fn the_next_offset_survives_a_power_loss_after_the_active_segment_expired() {
+    for seed in 1..=20 {
+        run_local(async move {
+            let store = SimStore::new(seed);
+            let dir = PathBuf::from("/sim/db/t-1/bucket-0");
+            let ttl = Duration::from_secs(600);
+            let config = LogConfig {
+                segment_size: 1 << 20,
+                ..config(ttl)
+            };
+            let log = open_sim(&store, &dir, config.clone()).await;
+            for i in 0..4 {
+                log.append(&batch(i * 2, 2)).await.unwrap();
+            }
+            store.advance_clock(ttl - Duration::from_secs(1));
+            assert_eq!(log.enforce_retention(store.now()).await.unwrap(), 0);
+            store.advance_clock(Duration::from_secs(1));
+            assert_eq!(
+                log.enforce_retention(store.now()).await.unwrap(),
+                1,
+                "seed {seed}"
+            );
+            let new = dir.join("00000000000000000008.arrow");
+            assert_eq!(store.paths(), std::slice::from_ref(&new), "seed {seed}");
+            assert!(
+                store.is_synced(&new),
+                "seed {seed}: the last file's schema is durable"
+            );
+            drop(log);
+            store.crash();
+            let log = open_sim(&store, &dir, config.clone()).await;
+            assert_eq!((log.log_start_offset(), log.next_offset()), (8, 8), "seed {seed}");
+            // A second restart without appends: still there.
+            drop(log);
+            store.crash();
+            let log = open_sim(&store, &dir, config).await;
+            assert_eq!((log.log_start_offset(), log.next_offset()), (8, 8), "seed {seed}");
+            assert_eq!(log.append(&batch(8, 1)).await.unwrap().base_offset, 8);
+        });
+    }
+}
+
+/// Retention rolls under the bucket's append permit and gives it back while the roll's fsync
+/// runs: an append then lands in the new segment, and only the expired segment is deleted.
+#[test]
+fn an_append_while_retention_rolls_the_active_segment_stays() {
+    run_local(async {
+        let store = SimStore::new(9);
+        let dir = PathBuf::from("/sim/db/t-1/bucket-0");
+        let ttl = Duration::from_secs(600);
+        let config = LogConfig {
+            segment_size: 1 << 20,
+            ..config(ttl)
+        };
+        let log = Rc::new(open_sim(&store, &dir, config.clone()).await);
+        log.append(&batch(0, 3)).await.unwrap();
+        store.advance_clock(ttl + Duration::from_secs(1));
+        store.hold_syncs(&dir.join("00000000000000000000.arrow"));
+        let retention = {
+            let log = log.clone();
+            let now = store.now();
+            glommio::spawn_local(async move { log.enforce_retention(now).await })
+        };
+        for _ in 0..1000 {
+            if store.waiting_syncs() > 0 {
+                break;
+            }
+            futures_lite::future::yield_now().await;
+        }
+        assert_eq!(
+            store.waiting_syncs(),
+            1,
+            "the roll's fsync of the closed segment waits"
+        );
+        assert_eq!(log.roll_pending(), Some(3));
+        assert_eq!(log.append(&batch(3, 2)).await.unwrap().base_offset, 3);
+        store.release_syncs();
+        assert_eq!(retention.await.unwrap(), 1);
+        assert_eq!((log.log_start_offset(), log.next_offset()), (3, 5));
+        assert_eq!(store.paths(), [dir.join("00000000000000000003.arrow")]);
+        log.sync_to(5).await.unwrap();
+        drop(log);
+        let log = open_sim(&store, &dir, config).await;
+        assert_eq!((log.log_start_offset(), log.next_offset()), (3, 5));
     });
 }

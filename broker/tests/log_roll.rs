@@ -193,7 +193,7 @@ fn a_roll_reports_its_time_and_its_wait_for_the_previous_roll() {
 /// change would roll: it is not closed (the next segment would take its base offset, so its
 /// file name, and retention would later delete the live segment through the phantom closed
 /// one). The new schema's segment replaces it under the same name; after the TTL, retention
-/// removes nothing that holds rows, and the acknowledged rows survive a reopen. Real files:
+/// rolls it and removes exactly that file, and the offsets survive a reopen. Real files:
 /// the simulated store refuses a rename onto an existing name, so it cannot show this.
 #[test]
 fn an_empty_segment_is_replaced_not_rolled() {
@@ -247,20 +247,29 @@ fn an_empty_segment_is_replaced_not_rolled() {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(files.len(), 1, "{files:?}");
+        // Past the TTL the active segment is rolled and deleted: exactly that one file. A
+        // phantom closed segment named like it would have had retention delete the live file
+        // first (and then fail to remove it again).
         let removed = log
             .enforce_retention(std::time::SystemTime::now() + ttl + Duration::from_secs(1))
             .await
             .unwrap();
-        assert_eq!(removed, 0, "the active segment is never retention's");
-        log.append(&wide(10, 5)).await.unwrap();
+        assert_eq!(removed, 1, "the expired active segment, rolled first");
+        assert_eq!((log.log_start_offset(), log.next_offset()), (10, 10));
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(files, [segment_path(&dir, 10).file_name().unwrap()]);
+        assert_eq!(log.append(&wide(10, 5)).await.unwrap().base_offset, 10);
         log.close().await.unwrap();
         drop(log);
         let reopened = kafluss_broker::log::BucketLog::open(&dir, config, stats)
             .await
             .unwrap();
-        assert_eq!(reopened.next_offset(), 15);
-        let ids = log_support::ids_in_stream(&std::fs::read(segment_path(&dir, 0)).unwrap());
-        assert_eq!(ids, (0..15).collect::<Vec<i64>>());
+        assert_eq!((reopened.log_start_offset(), reopened.next_offset()), (10, 15));
+        let ids = log_support::ids_in_stream(&std::fs::read(segment_path(&dir, 10)).unwrap());
+        assert_eq!(ids, (10..15).collect::<Vec<i64>>());
     });
 }
 

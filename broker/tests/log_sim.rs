@@ -1,7 +1,9 @@
 //! Seeded simulation: appends, fsyncs, injected write/fsync faults and crashes over the
 //! in-memory store. After every crash and recovery: every row acknowledged as durable reads
 //! back, offsets are contiguous, and the log holds a prefix of the appended batches, nothing
-//! partial; retention (on a simulated clock) only ever removes a prefix. A failure prints the
+//! partial; retention (on a simulated clock) only ever removes a prefix, the active segment
+//! included once all its rows expired (rolled, then deleted: the log then starts at its next
+//! offset, in an empty segment that must survive the crashes that follow). A failure prints the
 //! seed; `KAFLUSS_SIM_SEED=<n>` replays one seed, `KAFLUSS_SIM_SEEDS=<count>` runs 1..=count.
 
 mod log_support;
@@ -49,6 +51,9 @@ struct Seen {
     /// Crashes that lost rows appended but not synced (proves tearing).
     lossy_crashes: u32,
     deleted_segments: usize,
+    /// Retention checks that emptied the log: every segment expired, the active one included
+    /// (rolled, then deleted), so the log starts at its next offset.
+    emptied: u32,
     /// Files a crash left with a lost block before one that made it to the disk.
     holes: usize,
 }
@@ -159,6 +164,9 @@ async fn simulate(seed: u64, crash: Crash) -> Seen {
                     Ok(deleted) => {
                         seen.deleted_segments += deleted;
                         log_start = log.log_start_offset();
+                        if deleted > 0 && log_start == log.next_offset() {
+                            seen.emptied += 1;
+                        }
                     }
                     Err(_) => break,
                 }
@@ -200,14 +208,20 @@ fn crashes_and_faults_never_lose_acknowledged_rows_or_show_partial_batches() {
     let single = seeds.len() == 1;
     let mut lossy_crashes = 0;
     let mut deleted_segments = 0;
+    let mut emptied = 0;
     for seed in seeds {
         let seen = run_local(simulate(seed, Crash::Prefix));
         lossy_crashes += seen.lossy_crashes;
         deleted_segments += seen.deleted_segments;
+        emptied += seen.emptied;
     }
     assert!(
         single || deleted_segments > 10,
         "retention deleted only {deleted_segments} segments"
+    );
+    assert!(
+        single || emptied > 5,
+        "retention expired the active segment only {emptied} times"
     );
     assert!(
         single || lossy_crashes > 10,

@@ -55,6 +55,16 @@ struct State<F> {
     rolling: Option<PendingRoll>,
 }
 
+/// What one turn of [`BucketLog::enforce_retention`] does.
+enum RetentionStep {
+    /// Nothing (more) expired.
+    Done,
+    /// Roll the active segment, all of whose rows expired (with its schema).
+    Roll(SchemaRef),
+    /// Delete the oldest closed segment, first fsyncing the active one when asked.
+    Delete { base_offset: u64, sync_active: bool },
+}
+
 #[derive(Debug, Clone, Copy)]
 struct PendingRoll {
     /// The exclusive end offset of the closed segment being fsync'd.
@@ -925,9 +935,19 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         }
     }
 
-    /// Deletes closed segments, oldest first, whose newest row was appended more than
-    /// `table.log.ttl` before `now`. The last segment file is never deleted (it carries the next
-    /// offset across restarts). Returns how many segments were deleted.
+    /// Deletes segments, oldest first, whose newest row was appended more than `table.log.ttl`
+    /// before `now`. Returns how many segments were deleted.
+    ///
+    /// The last segment file is never deleted (it carries the next offset across restarts).
+    /// So when every closed segment is gone and the active segment holds rows, all older than
+    /// the TTL, the active segment is rolled first (the roll of appends: end-of-stream marker,
+    /// the next segment created empty at the next offset, its background fsync, rename and
+    /// directory fsync, which this waits for) and is then deleted like any closed segment, as
+    /// Kafka rolls its active segment when every segment is past `retention.ms`. An active
+    /// segment of no rows is never rolled. Once per check: rows appended meanwhile wait for the
+    /// next one. Before the last closed segment is deleted, the active segment's file (its
+    /// schema message, at least) is fsync'd unless group commit already did: it is then the
+    /// only file that says where the log goes on.
     ///
     /// One segment at a time: under the append permit it is chosen and taken off the log (the
     /// log start offset moves first, so scans stop looking at it), then the permit is given
@@ -939,9 +959,12 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
         let Some(ttl) = self.retention.get() else {
             return Ok(0);
         };
+        let expired =
+            |last_append: SystemTime| last_append.checked_add(ttl).is_some_and(|expiry| expiry <= now);
         let mut deleted = 0;
+        let mut rolled = false;
         loop {
-            let expired = {
+            let step = {
                 let _permit = self.exclusive().await?;
                 // A failed roll (its fsync, rename or directory fsync) left the next segment
                 // under its pending name, which recovery removes: the segment before it must
@@ -952,29 +975,86 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
                     Err(_) => break,
                     Ok(()) => {}
                 }
-                let mut state = self.state.borrow_mut();
-                // A later file with its segment name: not the active segment while a roll is
-                // finishing (it has its pending name until then).
-                let keeps_a_later_file =
-                    state.closed.len() > 1 || (state.active.is_some() && state.rolling.is_none());
-                let expired = match state.closed.front() {
-                    Some(oldest) if keeps_a_later_file => oldest
-                        .last_append
-                        .checked_add(ttl)
-                        .is_some_and(|expiry| expiry <= now)
-                        .then_some((oldest.base_offset, oldest.end_offset)),
-                    _ => None,
+                let step = {
+                    let state = self.state.borrow();
+                    // A later file with its segment name: not the active segment while a roll is
+                    // finishing (it has its pending name until then).
+                    let keeps_a_later_file =
+                        state.closed.len() > 1 || (state.active.is_some() && state.rolling.is_none());
+                    match (state.closed.front(), state.active.as_ref()) {
+                        (Some(oldest), active) if keeps_a_later_file => {
+                            if expired(oldest.last_append) {
+                                // The active segment stays as the only file: its schema message
+                                // (and its rows) must be durable before this one goes, unless a
+                                // group fsync of it already made them so.
+                                let sync_active = state.closed.len() == 1
+                                    && active.is_some_and(|a| self.commit.durable.get() <= a.base_offset);
+                                RetentionStep::Delete {
+                                    base_offset: oldest.base_offset,
+                                    sync_active,
+                                }
+                            } else {
+                                RetentionStep::Done
+                            }
+                        }
+                        (None, Some(active))
+                            if !rolled
+                                && active.base_offset < state.next_offset
+                                && expired(state.active_last_append) =>
+                        {
+                            RetentionStep::Roll(active.schema.clone())
+                        }
+                        _ => RetentionStep::Done,
+                    }
                 };
-                // Move the start first: scans stop looking at the segment before it disappears.
-                if let Some((_, end_offset)) = expired {
-                    state.closed.pop_front();
-                    state.log_start_offset = end_offset;
-                    self.stats.log_start_offset.store(end_offset, Ordering::Release);
+                match step {
+                    RetentionStep::Done => break,
+                    RetentionStep::Roll(schema) => {
+                        rolled = true;
+                        // Not an append's roll: its time is not the appends' (`take_roll_time`).
+                        let roll_time = self.roll_time.get();
+                        let result = self.roll_from(&schema, std::time::Instant::now()).await;
+                        self.roll_time.set(roll_time);
+                        if let Err(err) = result {
+                            if deleted == 0 {
+                                return Err(err);
+                            }
+                            tracing::warn!(dir = %self.dir.display(), %err, "retention could not roll the expired active segment");
+                            break;
+                        }
+                        tracing::info!(dir = %self.dir.display(), "retention rolled the active segment: all its rows expired");
+                        None
+                    }
+                    RetentionStep::Delete {
+                        base_offset,
+                        sync_active,
+                    } => {
+                        if sync_active {
+                            if let Err(err) = self.sync_active_segment().await {
+                                if deleted == 0 {
+                                    return Err(err);
+                                }
+                                break;
+                            }
+                        }
+                        // Move the start first: scans stop looking at the segment before it
+                        // disappears. The permit was held since the choice: still the oldest.
+                        let mut state = self.state.borrow_mut();
+                        let oldest = state.closed.pop_front().expect("chosen under the permit");
+                        debug_assert_eq!(oldest.base_offset, base_offset);
+                        state.log_start_offset = oldest.end_offset;
+                        self.stats
+                            .log_start_offset
+                            .store(oldest.end_offset, Ordering::Release);
+                        Some(base_offset)
+                    }
                 }
-                expired
             };
-            let Some((base_offset, _)) = expired else {
-                break;
+            let Some(base_offset) = step else {
+                // Rolled: the closed segment may go once its roll is finished (the new segment
+                // has its name). A failure fails the log: the next turn says so.
+                let _ = self.roll_finished().await;
+                continue;
             };
             let path = segment_path(&self.dir, base_offset);
             self.store
@@ -993,6 +1073,25 @@ impl<S: SegmentStore + 'static> BucketLog<S> {
             tracing::info!(dir = %self.dir.display(), deleted, "retention deleted log segments");
         }
         Ok(deleted)
+    }
+
+    /// Fsyncs the active segment's file (retention, before it deletes the last closed
+    /// segment), as a roll fsyncs the segment it closes: not beside a group fsync of the same
+    /// descriptor, and none starts meanwhile. A failure fails the log.
+    async fn sync_active_segment(&self) -> Result<(), LogError> {
+        self.group_sync_finished().await?;
+        let _closing = Closing::enter(&self.commit);
+        let active = {
+            let state = self.state.borrow();
+            state.active.as_ref().map(|a| (a.file.clone(), a.path.clone()))
+        };
+        if let Some((file, path)) = active {
+            if let Err(err) = self.sync_file(&file).await {
+                self.fail();
+                return Err(LogError::io(&path, "fsync", err));
+            }
+        }
+        Ok(())
     }
 
     /// Makes everything written durable (graceful shutdown). The active segment stays open (no

@@ -84,7 +84,8 @@ pub struct LogConfig {
     /// ([`SegmentFile::prewrite`]); 0 never writes any.
     pub prewrite_size: u64,
     pub flush_policy: FlushPolicy,
-    /// `table.log.ttl`: closed segments whose newest row is older are deleted. None keeps all.
+    /// `table.log.ttl`: segments whose newest row is older are deleted (an expired active
+    /// segment is rolled first). None keeps all.
     pub retention: Option<Duration>,
     /// The table's `table.log.arrow.compression.*` ([`ArrowCompression`]; ZSTD level 3 by default).
     pub compression: ArrowCompression,
