@@ -29,6 +29,11 @@ pub(crate) const MAX_METADATA_LEN: u64 = 16 << 20;
 pub const DAMAGED_KEYS: &str =
     "a record batch whose metadata lost its checksum (its custom metadata is damaged)";
 
+/// What is wrong with a record-batch message whose custom metadata lacks the metadata checksum
+/// while its bytes still hold the key's name ([`lost_metadata_checksum`]).
+pub const DAMAGED_METADATA_KEY: &str =
+    "a record batch whose metadata lost its metadata checksum (its custom metadata is damaged)";
+
 /// The custom-metadata key of a record-batch message's body checksum.
 pub const CHECKSUM_KEY: &str = "kafluss.crc32c";
 
@@ -264,6 +269,19 @@ pub fn metadata_mismatch(prefix: &[u8], metadata: &[u8], message: &Message<'_>) 
 /// Whether a message declares a [`METADATA_CHECKSUM_KEY`] checksum.
 pub fn has_metadata_checksum(message: &Message<'_>) -> bool {
     custom_value(message, METADATA_CHECKSUM_KEY).is_some()
+}
+
+/// Whether a record-batch message without a readable [`METADATA_CHECKSUM_KEY`] lost it to
+/// damage: its metadata bytes still hold the key's name. A message written before the metadata
+/// checksum existed holds no trace of it; one whose key-value tables a crash zeroed in part
+/// (the pair's offset gone, the name's bytes still there) parses with the key absent, and
+/// nothing else it says (buffers, rows, body length) can be believed. `metadata` is the bytes
+/// `message` was parsed from.
+pub fn lost_metadata_checksum(metadata: &[u8], message: &Message<'_>) -> bool {
+    !has_metadata_checksum(message)
+        && metadata
+            .windows(METADATA_CHECKSUM_KEY.len())
+            .any(|window| window == METADATA_CHECKSUM_KEY.as_bytes())
 }
 
 /// The body checksum a message's metadata declares: None when it has none (written before

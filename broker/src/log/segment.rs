@@ -372,6 +372,13 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
                         );
                         return torn_or_damaged(scan, reason, file, pos, verify).await;
                     }
+                    if super::checksum::lost_metadata_checksum(&metadata, &message) {
+                        let reason = format!(
+                            "{} (message at byte {pos})",
+                            super::checksum::DAMAGED_METADATA_KEY
+                        );
+                        return torn_or_damaged(scan, reason, file, pos, verify).await;
+                    }
                     meta_checksummed |= has_meta;
                     let rows = message.header_as_record_batch().map_or(0, |batch| batch.length());
                     let malformed = if rows <= 0 {
@@ -385,7 +392,21 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
                         // batch written before checksums, whose body would go unchecked.
                         Some(super::checksum::DAMAGED_KEYS.to_string())
                     } else {
-                        check_body(file, &message, end, body_len).await?
+                        match check_body(file, &message, end, body_len).await? {
+                            // No checksum covers what its metadata says of the body (a batch
+                            // written before the metadata checksum, or the first of a segment
+                            // whose metadata lost it with no trace of the name): its buffers
+                            // must at least fit the segment's schema and its body, or a crash
+                            // zeroed them (no field nodes left) and readers could not decode it.
+                            None if !has_meta => {
+                                let schema = scan.schema.clone().expect("matched above");
+                                decode_batch(file, &message, end, body_len, schema)
+                                    .await?
+                                    .err()
+                                    .map(|problem| format!("a record batch that does not decode: {problem}"))
+                            }
+                            checked => checked,
+                        }
                     };
                     checksummed |= has_checksum;
                     if let Some(problem) = malformed {
@@ -413,7 +434,8 @@ pub async fn scan_segment_visiting<F: SegmentFile>(
                 let last = next == file_len
                     || (window.read(file, next, 8, file_len).await? == [0; 8]
                         && zeros_to_end(file, next, file_len).await?);
-                if verify && last {
+                // (A batch without a metadata checksum was decoded above.)
+                if verify && last && super::checksum::has_metadata_checksum(&message) {
                     let schema = scan.schema.clone().expect("matched above");
                     if let Err(problem) = decode_batch(file, &message, end, body_len, schema).await? {
                         return Ok(scan.torn(format!(
