@@ -278,10 +278,13 @@ pub fn has_metadata_checksum(message: &Message<'_>) -> bool {
 /// nothing else it says (buffers, rows, body length) can be believed. `metadata` is the bytes
 /// `message` was parsed from.
 pub fn lost_metadata_checksum(metadata: &[u8], message: &Message<'_>) -> bool {
-    !has_metadata_checksum(message)
-        && metadata
-            .windows(METADATA_CHECKSUM_KEY.len())
-            .any(|window| window == METADATA_CHECKSUM_KEY.as_bytes())
+    !has_metadata_checksum(message) && holds_name(metadata, METADATA_CHECKSUM_KEY)
+}
+
+/// Whether a message's metadata bytes still hold `key`'s name anywhere (a trace that a crash
+/// zeroed the key-value pair naming it, not that it was never written).
+fn holds_name(metadata: &[u8], key: &str) -> bool {
+    metadata.windows(key.len()).any(|window| window == key.as_bytes())
 }
 
 /// The body checksum a message's metadata declares: None when it has none (written before
@@ -304,10 +307,7 @@ pub fn body_checksum(message: &Message<'_>) -> Option<Result<u32, String>> {
 /// absent): it is not believed, whatever its body holds. `metadata` is the bytes `message` was
 /// parsed from.
 pub fn written_before_checksums(metadata: &[u8], message: &Message<'_>) -> bool {
-    message.custom_metadata().is_none()
-        && !metadata
-            .windows(CHECKSUM_KEY.len())
-            .any(|window| window == CHECKSUM_KEY.as_bytes())
+    message.custom_metadata().is_none() && !holds_name(metadata, CHECKSUM_KEY)
 }
 
 /// The value of custom-metadata `key` of a message (`""` when the pair has no value).
