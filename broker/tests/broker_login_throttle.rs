@@ -21,6 +21,32 @@ use support::Server;
 
 const WRONG: &str = "not-the-password-1234";
 
+/// Sends a SaslAuthenticate v2 request for user `writer` with `password` on `stream` (already
+/// handshaken), without reading its answer.
+fn send_login(stream: &mut TcpStream, correlation_id: i32, client_id: &str, password: &str) {
+    let header = RequestHeader::new(
+        SaslAuthenticateRequest::API_KEY,
+        2,
+        correlation_id,
+        Some(client_id),
+    );
+    let mut frame = BytesMut::new();
+    let login = SaslAuthenticateRequest {
+        auth_bytes: Bytes::from(format!("\0writer\0{password}")),
+    };
+    encode_request_frame(&mut frame, &header, &login).expect("encode");
+    stream.write_all(&frame).expect("send");
+}
+
+/// The value of the server's metric `name` (a counter or gauge line of `/metrics`).
+fn metric(server: &Server, name: &str) -> u64 {
+    let (_, metrics) = server.get("/metrics");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"))
+}
+
 fn exchange<M: Message, R: Message>(stream: &mut TcpStream, version: i16, request: &M) -> R {
     let header = RequestHeader::new(M::API_KEY, version, 7, Some("guesser"));
     let mut frame = BytesMut::new();
@@ -187,13 +213,7 @@ fn parallel_guesses_take_as_long_as_sequential_ones() {
     let (code, first_sent, _) = attempt(kafka, WRONG);
     assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
     for stream in &mut streams {
-        let header = RequestHeader::new(SaslAuthenticateRequest::API_KEY, 2, 9, Some("guesser"));
-        let mut frame = BytesMut::new();
-        let guess = SaslAuthenticateRequest {
-            auth_bytes: Bytes::from(format!("\0writer\0{WRONG}")),
-        };
-        encode_request_frame(&mut frame, &header, &guess).expect("encode");
-        stream.write_all(&frame).expect("send");
+        send_login(stream, 9, "guesser", WRONG);
     }
     let mut answers = Vec::new();
     for stream in &mut streams {
@@ -477,26 +497,12 @@ fn attempts_abandoned_before_their_turn_give_it_back() {
     let (code, _, _) = attempt(kafka, WRONG);
     assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
     for _ in 0..20 {
-        let mut stream = handshaken(kafka);
-        let header = RequestHeader::new(SaslAuthenticateRequest::API_KEY, 2, 8, Some("guesser"));
-        let mut frame = BytesMut::new();
-        let guess = SaslAuthenticateRequest {
-            auth_bytes: Bytes::from(format!("\0writer\0{WRONG}")),
-        };
-        encode_request_frame(&mut frame, &header, &guess).expect("encode");
-        stream.write_all(&frame).expect("send");
+        send_login(&mut handshaken(kafka), 8, "guesser", WRONG);
         // Closed without waiting for the answer.
     }
-    let value = |name: &str| -> u64 {
-        let (_, metrics) = server.get("/metrics");
-        metrics
-            .lines()
-            .find_map(|line| line.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"))
-    };
     // Every guess took a turn (each waited), then its connection closed.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while value("kafluss_login_delayed_total") < 20 {
+    while metric(&server, "kafluss_login_delayed_total") < 20 {
         assert!(
             Instant::now() < deadline,
             "the 20 guesses never waited for their turns"
@@ -513,7 +519,7 @@ fn attempts_abandoned_before_their_turn_give_it_back() {
         "the right password was answered {waited:?} after it was sent: the abandoned guesses kept their turns"
     );
     assert_eq!(
-        value("kafluss_login_failures_total"),
+        metric(&server, "kafluss_login_failures_total"),
         1,
         "the abandoned guesses were never checked"
     );
@@ -596,16 +602,9 @@ fn a_login_queued_behind_closed_guesses_moves_up() {
         ],
     );
     let kafka = server.kafka;
-    let value = |name: &str| -> u64 {
-        let (_, metrics) = server.get("/metrics");
-        metrics
-            .lines()
-            .find_map(|line| line.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-            .unwrap_or_else(|| panic!("{name} missing:\n{metrics}"))
-    };
     let delayed_reach = |count: u64| {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while value("kafluss_login_delayed_total") < count {
+        while metric(&server, "kafluss_login_delayed_total") < count {
             assert!(
                 Instant::now() < deadline,
                 "fewer than {count} logins waited for their turns"
@@ -617,15 +616,7 @@ fn a_login_queued_behind_closed_guesses_moves_up() {
     let mut good = handshaken(kafka);
     let (code, _, _) = attempt(kafka, WRONG);
     assert_eq!(code, ErrorCode::SaslAuthenticationFailed);
-    let send = |stream: &mut TcpStream, password: &str| {
-        let header = RequestHeader::new(SaslAuthenticateRequest::API_KEY, 2, 8, Some("queued"));
-        let mut frame = BytesMut::new();
-        let login = SaslAuthenticateRequest {
-            auth_bytes: Bytes::from(format!("\0writer\0{password}")),
-        };
-        encode_request_frame(&mut frame, &header, &login).expect("encode");
-        stream.write_all(&frame).expect("send");
-    };
+    let send = |stream: &mut TcpStream, password: &str| send_login(stream, 8, "queued", password);
     for stream in &mut guesses {
         send(stream, WRONG);
     }
