@@ -98,7 +98,7 @@ fn table_plan(business: Vec<Field>, nested: bool, rescue: bool) -> Option<Conver
 }
 
 /// Number and string tokens near the edges of the type rules.
-const NUMBERS: [&str; 24] = [
+const NUMBERS: [&str; 27] = [
     "0",
     "-0",
     "1",
@@ -123,8 +123,11 @@ const NUMBERS: [&str; 24] = [
     "1500",
     "3.4028236e38",
     "2.5e-400",
+    "253402300799999",
+    "253402300800000",
+    "-62167219200001",
 ];
-const STRINGS: [&str; 22] = [
+const STRINGS: [&str; 24] = [
     "",
     "x",
     "é😀",
@@ -141,6 +144,8 @@ const STRINGS: [&str; 22] = [
     "2024-02-29T12:00:00.5Z",
     "2024-02-29T12:00+18:00",
     "1970-01-01T00:00:00-05:00",
+    "0000-01-01T00:00:00+01:00",
+    "9999-12-31T23:59:59.999-00:00:01",
     "1.25",
     "-7",
     "1e2",

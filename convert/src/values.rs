@@ -1,12 +1,21 @@
 //! Scalar type rules of behaviour.md "Conversion of one record": text → stored value, exact,
 //! never rounded. Each function returns the refusal reason as text; the caller adds the path.
 
+use std::ops::RangeInclusive;
+
 use arrow_schema::TimeUnit;
 
 use crate::calendar::days_from_civil;
+use crate::schema::time_unit;
 
 const NANOS_PER_SECOND: i64 = 1_000_000_000;
 const NANOS_PER_DAY: i64 = 86_400 * NANOS_PER_SECOND;
+/// The instants a TIMESTAMP_LTZ value may name, in nanoseconds since the epoch:
+/// 0000-01-01T00:00:00Z ..= 9999-12-31T23:59:59.999999999Z (Flink's TIMESTAMP_LTZ range).
+const LTZ_INSTANTS: RangeInclusive<i128> =
+    -62_167_219_200 * NANOS_PER_SECOND as i128..=253_402_300_800 * NANOS_PER_SECOND as i128 - 1;
+/// The instants a nanosecond Arrow timestamp holds (an `i64` of nanoseconds).
+const NANOSECOND_INSTANTS: RangeInclusive<i128> = i64::MIN as i128..=i64::MAX as i128;
 /// Largest DECIMAL precision Fluss allows (and Decimal128 holds).
 pub const MAX_DECIMAL_PRECISION: u8 = 38;
 
@@ -437,7 +446,34 @@ pub(crate) fn timestamp_ltz(text: &str, precision: u8) -> Result<i128, String> {
         (&b[..sign_at], offset)
     };
     let local_nanos = parse_local_date_time(local, precision, "TIMESTAMP_LTZ").map_err(bad)?;
-    Ok(local_nanos - i128::from(offset_seconds) * i128::from(NANOS_PER_SECOND))
+    ltz_instant(
+        local_nanos - i128::from(offset_seconds) * i128::from(NANOS_PER_SECOND),
+        precision,
+    )
+}
+
+/// `nanos` if TIMESTAMP_LTZ(`precision`) can store that instant: within [`LTZ_INSTANTS`],
+/// and for precision 7 to 9 (nanoseconds) within [`NANOSECOND_INSTANTS`]. The range check of
+/// both forms of the value (text with an offset, epoch milliseconds) on both conversion paths.
+fn ltz_instant(nanos: i128, precision: u8) -> Result<i128, String> {
+    let (instants, range) = if time_unit(precision) == TimeUnit::Nanosecond {
+        (
+            NANOSECOND_INSTANTS,
+            "1677-09-21T00:12:43.145224192Z to 2262-04-11T23:47:16.854775807Z",
+        )
+    } else {
+        (
+            LTZ_INSTANTS,
+            "0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z",
+        )
+    };
+    if instants.contains(&nanos) {
+        Ok(nanos)
+    } else {
+        Err(format!(
+            "value is out of the range TIMESTAMP_LTZ({precision}) can store ({range})"
+        ))
+    }
 }
 
 /// `±HH:MM` or `±HH:MM:SS` within ±18:00 → seconds east of UTC.
@@ -470,7 +506,8 @@ fn parse_offset(b: &[u8]) -> Option<i64> {
     (total <= 18 * 3600).then_some(sign * total)
 }
 
-/// Epoch milliseconds as nanoseconds, refusing sub-precision digits (`precision` < 3).
+/// Epoch milliseconds as nanoseconds, refusing sub-precision digits (`precision` < 3) and
+/// instants TIMESTAMP_LTZ(`precision`) cannot store.
 pub(crate) fn epoch_millis(text: &str, precision: u8) -> Result<i128, String> {
     let millis = integer(text, i64::MIN, i64::MAX, "epoch milliseconds")?;
     if precision < 3 && millis % 10i64.pow(3 - u32::from(precision)) != 0 {
@@ -478,7 +515,7 @@ pub(crate) fn epoch_millis(text: &str, precision: u8) -> Result<i128, String> {
             "epoch milliseconds {millis} have more fraction digits than TIMESTAMP_LTZ({precision})"
         ));
     }
-    Ok(i128::from(millis) * 1_000_000)
+    ltz_instant(i128::from(millis) * 1_000_000, precision)
 }
 
 /// `nanos` in `unit`, exact (the parsers already limited the fraction digits).
@@ -815,6 +852,82 @@ mod tests {
         assert!(epoch_millis("1500", 0).is_err());
         assert_eq!(epoch_millis("2000", 0), Ok(2_000_000_000));
         assert!(epoch_millis("1.5", 3).is_err());
+    }
+
+    #[test]
+    fn ltz_instants_lie_in_years_0000_to_9999_utc() {
+        let s = i128::from(NANOS_PER_SECOND);
+        let day = i128::from(NANOS_PER_DAY);
+        let (first, last) = (*LTZ_INSTANTS.start(), *LTZ_INSTANTS.end());
+        assert_eq!(first, i128::from(days_from_civil(0, 1, 1)) * day);
+        assert_eq!(last, i128::from(days_from_civil(10_000, 1, 1)) * day - 1);
+        let ms = 1_000_000;
+        for (text, precision, want) in [
+            ("0000-01-01T00:00:00Z", 3, Some(first)),
+            ("0000-01-01T01:00:00+01:00", 3, Some(first)),
+            ("0000-01-01T00:00:00+01:00", 3, None),
+            ("0000-01-01T00:00:00.999999+00:00:01", 6, None),
+            ("9999-12-31T23:59:59.999Z", 3, Some(last + 1 - ms)),
+            ("9999-12-31T23:59:59.999999Z", 6, Some(last + 1 - 1_000)),
+            ("9999-12-31T23:59:59.999999-00:00:01", 6, None),
+            ("9999-12-31T23:59:59Z", 0, Some(last + 1 - s)),
+            ("9999-12-31T05:59:59.999-18:00", 3, Some(last + 1 - ms)),
+            ("9999-12-31T06:00:00-18:00", 3, None),
+            ("9999-12-31T23:59:59.999-00:00:01", 3, None),
+        ] {
+            assert_eq!(timestamp_ltz(text, precision).ok(), want, "{text}");
+        }
+        assert_eq!(
+            timestamp_ltz("0000-01-01T00:00:00+01:00", 3).unwrap_err(),
+            "value is out of the range TIMESTAMP_LTZ(3) can store \
+             (0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z)"
+        );
+        for (text, precision, want) in [
+            ("-62167219200000", 3, Some(first)),
+            ("-62167219200001", 3, None),
+            ("253402300799999", 3, Some(last + 1 - ms)),
+            ("253402300800000", 3, None),
+            ("-62167219200000", 0, Some(first)),
+            ("253402300799000", 0, Some(last + 1 - s)),
+            ("253402300800000", 0, None),
+            ("9223372036854775807", 3, None),
+            ("-9223372036854775808", 3, None),
+        ] {
+            assert_eq!(epoch_millis(text, precision).ok(), want, "{text}");
+        }
+        assert_eq!(
+            epoch_millis("253402300800000", 3).unwrap_err(),
+            "value is out of the range TIMESTAMP_LTZ(3) can store \
+             (0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z)"
+        );
+    }
+
+    #[test]
+    fn nanosecond_ltz_instants_fit_an_i64() {
+        let (min, max) = (i128::from(i64::MIN), i128::from(i64::MAX));
+        for (text, precision, want) in [
+            ("1677-09-21T00:12:43.145224192Z", 9, Some(min)),
+            ("1677-09-21T00:12:43.145224191Z", 9, None),
+            ("1677-09-21T01:12:43.145224192+01:00", 9, Some(min)),
+            ("2262-04-11T23:47:16.854775807Z", 9, Some(max)),
+            ("2262-04-11T23:47:16.854775808Z", 9, None),
+            ("2262-04-11T17:47:16.854775807-06:00", 9, Some(max)),
+            ("2262-04-11T23:47:16.8547758Z", 7, Some(max - 7)),
+            ("2262-04-11T23:47:16.8547759Z", 7, None),
+            ("1677-09-21T00:12:43.1452242Z", 7, Some(min + 8)),
+            ("1677-09-21T00:12:43.1452241Z", 7, None),
+        ] {
+            assert_eq!(timestamp_ltz(text, precision).ok(), want, "{text}");
+        }
+        assert_eq!(
+            timestamp_ltz("2262-04-11T23:47:16.854775808Z", 9).unwrap_err(),
+            "value is out of the range TIMESTAMP_LTZ(9) can store \
+             (1677-09-21T00:12:43.145224192Z to 2262-04-11T23:47:16.854775807Z)"
+        );
+        assert_eq!(epoch_millis("9223372036854", 9), Ok(9_223_372_036_854_000_000));
+        assert!(epoch_millis("9223372036855", 9).is_err());
+        assert_eq!(epoch_millis("-9223372036854", 9), Ok(-9_223_372_036_854_000_000));
+        assert!(epoch_millis("-9223372036855", 9).is_err());
     }
 
     #[test]

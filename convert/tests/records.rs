@@ -74,6 +74,35 @@ fn key_headers_metadata_binary_value() {
     assert_eq!(batch.schema(), plan.arrow_schema());
 }
 
+/// Kafka accepts any CreateTime: `_kafka_metadata.timestamp` stores the record's timestamp
+/// as it is, even outside the years 0000 to 9999 a TIMESTAMP_LTZ value from JSON must lie in.
+#[test]
+fn metadata_timestamps_are_never_refused() {
+    let plan = plan(
+        vec![
+            col("_kafka_value", DataType::Bytes),
+            col("_kafka_metadata", metadata_type()),
+        ],
+        ValueType::Binary,
+    );
+    let stamps = [253_402_300_800_000, -62_167_219_200_001, i64::MAX, i64::MIN];
+    let batch = plan
+        .convert_batch(stamps.map(|timestamp| KafkaRecord {
+            timestamp,
+            timestamp_type: TimestampType::CreateTime,
+            ..KafkaRecord::with_value(b"")
+        }))
+        .unwrap();
+    for (row, timestamp) in stamps.iter().enumerate() {
+        assert_eq!(
+            render_row(&batch, row),
+            format!(
+                r#"{{"_kafka_value":b64:,"_kafka_metadata":{{"timestamp":ts{timestamp}ms@UTC,"timestamp_type":0,"partition":0}}}}"#
+            )
+        );
+    }
+}
+
 #[test]
 fn many_repeated_headers_keep_the_last_value() {
     let plan = plan(

@@ -1,18 +1,33 @@
 //! Every type rule of behaviour.md "Conversion of one record", table-driven: each case is a
 //! Fluss type, a JSON member value, and either the value read back from Arrow or a refusal.
 //! A refusal is checked twice: with `_kafka_rescue` (field null, member rescued verbatim) and
-//! without (the record fails, naming the path and a reason).
+//! without (the record fails, naming the path and a reason). Every case is converted on the
+//! one-pass path and on the two-pass path, which must agree.
 
 mod common;
 
 use common::*;
-use kafluss_convert::{DataType, Field};
+use kafluss_convert::{ConversionPlan, ConvertError, DataType, Field, JsonScratch, KafkaRecord};
 
 enum Want {
     Stored(&'static str),
     Refused(&'static str),
 }
 use Want::{Refused, Stored};
+
+/// `value` converted on the one-pass path (where it applies) and on the two-pass path: the
+/// row, or the error, which must be the same.
+fn convert_both(plan: &ConversionPlan, value: &str) -> Result<String, ConvertError> {
+    let one = convert_one(plan, value);
+    let two = plan
+        .convert_batch_with(
+            &mut JsonScratch::two_pass(),
+            [KafkaRecord::with_value(value.as_bytes())],
+        )
+        .map(|batch| render_row(&batch, 0));
+    assert_eq!(one, two, "{value}: one-pass and two-pass paths differ");
+    one
+}
 
 fn check(data_type: DataType, cases: &[(&str, Want)]) {
     let with_rescue = flat_plan(vec![
@@ -22,12 +37,12 @@ fn check(data_type: DataType, cases: &[(&str, Want)]) {
     let without_rescue = flat_plan(vec![col("v", data_type.clone())]);
     for (json, want) in cases {
         let value = format!(r#"{{"v":{json}}}"#);
-        let got = convert_one(&with_rescue, &value).unwrap_or_else(|e| panic!("{data_type} {json}: {e}"));
+        let got = convert_both(&with_rescue, &value).unwrap_or_else(|e| panic!("{data_type} {json}: {e}"));
         match want {
             Stored(cell) => {
                 let expected = format!(r#"{{"v":{cell},"_kafka_rescue":null}}"#);
                 assert_eq!(got, expected, "{data_type} {json}");
-                let plain = convert_one(&without_rescue, &value)
+                let plain = convert_both(&without_rescue, &value)
                     .unwrap_or_else(|e| panic!("{data_type} {json}: {e}"));
                 assert_eq!(plain, format!(r#"{{"v":{cell}}}"#), "{data_type} {json}");
             }
@@ -35,7 +50,7 @@ fn check(data_type: DataType, cases: &[(&str, Want)]) {
                 let rescue = quote(&format!(r#"{{"v":{json}}}"#));
                 let expected = format!(r#"{{"v":null,"_kafka_rescue":{rescue}}}"#);
                 assert_eq!(got, expected, "{data_type} {json}");
-                let err = convert_one(&without_rescue, &value)
+                let err = convert_both(&without_rescue, &value)
                     .expect_err(&format!("{data_type} {json} must be refused"));
                 assert_eq!(err.record_index, 0);
                 assert_eq!(err.path, "v", "{data_type} {json}");
@@ -248,6 +263,9 @@ fn dates_with_leap_days() {
             ("\"1969-12-31\"", Stored("d-1")),
             ("\"2023-02-29\"", Refused("expected DATE yyyy-MM-dd")),
             ("\"1900-02-29\"", Refused("expected DATE")),
+            ("\"0000-01-01\"", Stored("d-719528")),
+            ("\"9999-12-31\"", Stored("d2932896")),
+            ("\"10000-01-01\"", Refused("expected DATE yyyy-MM-dd")),
             ("\"2024-02-29T00:00\"", Refused("expected DATE")),
             ("19782", Refused("expected DATE, got number")),
         ],
@@ -295,8 +313,14 @@ fn timestamps_without_zone() {
     );
     check(
         DataType::Timestamp(6),
-        &[("\"2024-02-29T12:00:00.000001\"", Stored("ts1709208000000001us"))],
+        &[
+            ("\"2024-02-29T12:00:00.000001\"", Stored("ts1709208000000001us")),
+            ("\"0000-01-01T00:00:00\"", Stored("ts-62167219200000000us")),
+            ("\"9999-12-31T23:59:59.999999\"", Stored("ts253402300799999999us")),
+            ("\"10000-01-01T00:00:00\"", Refused("expected TIMESTAMP(6)")),
+        ],
     );
+    // Nanoseconds in an i64: 1677-09-21T00:12:43.145224192 to 2262-04-11T23:47:16.854775807.
     check(
         DataType::Timestamp(9),
         &[
@@ -305,6 +329,35 @@ fn timestamps_without_zone() {
                 Stored("ts1709208000000000001ns"),
             ),
             ("\"2262-04-12T00:00:00\"", Refused("out of the range")),
+            (
+                "\"2262-04-11T23:47:16.854775807\"",
+                Stored("ts9223372036854775807ns"),
+            ),
+            (
+                "\"2262-04-11T23:47:16.854775808\"",
+                Refused("value is out of the range TIMESTAMP(9) can store"),
+            ),
+            (
+                "\"1677-09-21T00:12:43.145224192\"",
+                Stored("ts-9223372036854775808ns"),
+            ),
+            (
+                "\"1677-09-21T00:12:43.145224191\"",
+                Refused("value is out of the range TIMESTAMP(9) can store"),
+            ),
+        ],
+    );
+    check(
+        DataType::Timestamp(7),
+        &[
+            (
+                "\"2262-04-11T23:47:16.8547758\"",
+                Stored("ts9223372036854775800ns"),
+            ),
+            (
+                "\"2262-04-11T23:47:16.8547759\"",
+                Refused("value is out of the range TIMESTAMP(7) can store"),
+            ),
         ],
     );
 }
@@ -343,6 +396,81 @@ fn timestamps_with_local_time_zone() {
         &[
             ("1", Stored("ts1000000ns@UTC")),
             ("\"1970-01-01T00:00:00.000000001Z\"", Stored("ts1ns@UTC")),
+        ],
+    );
+}
+
+/// An instant in 0000-01-01T00:00:00Z ..= 9999-12-31T23:59:59.999999999Z, however written;
+/// in nanoseconds (precision 7 to 9) one an i64 holds.
+#[test]
+fn timestamps_with_local_time_zone_are_range_checked() {
+    const YEARS: &str = "value is out of the range TIMESTAMP_LTZ(3) can store \
+                         (0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z)";
+    check(
+        DataType::TimestampLtz(3),
+        &[
+            ("-62167219200000", Stored("ts-62167219200000ms@UTC")),
+            ("-62167219200001", Refused(YEARS)),
+            ("253402300799999", Stored("ts253402300799999ms@UTC")),
+            ("253402300800000", Refused(YEARS)),
+            ("9223372036854775807", Refused(YEARS)),
+            ("-9223372036854775808", Refused(YEARS)),
+            ("\"0000-01-01T00:00:00Z\"", Stored("ts-62167219200000ms@UTC")),
+            ("\"0000-01-01T01:00:00+01:00\"", Stored("ts-62167219200000ms@UTC")),
+            ("\"0000-01-01T00:59:59.999+01:00\"", Refused(YEARS)),
+            ("\"0000-01-01T00:00:00+01:00\"", Refused(YEARS)),
+            ("\"9999-12-31T23:59:59.999Z\"", Stored("ts253402300799999ms@UTC")),
+            (
+                "\"9999-12-31T05:59:59.999-18:00\"",
+                Stored("ts253402300799999ms@UTC"),
+            ),
+            ("\"9999-12-31T06:00:00-18:00\"", Refused(YEARS)),
+        ],
+    );
+    check(
+        DataType::TimestampLtz(0),
+        &[
+            ("-62167219200000", Stored("ts-62167219200000ms@UTC")),
+            ("253402300799000", Stored("ts253402300799000ms@UTC")),
+            (
+                "253402300800000",
+                Refused("out of the range TIMESTAMP_LTZ(0) can store (0000-01-01T00:00:00Z to"),
+            ),
+        ],
+    );
+    check(
+        DataType::TimestampLtz(6),
+        &[
+            (
+                "\"9999-12-31T23:59:59.999999Z\"",
+                Stored("ts253402300799999999us@UTC"),
+            ),
+            (
+                "\"9999-12-31T23:59:59.999999-00:00:01\"",
+                Refused("out of the range TIMESTAMP_LTZ(6) can store (0000-01-01T00:00:00Z to"),
+            ),
+        ],
+    );
+    const NANOS: &str = "value is out of the range TIMESTAMP_LTZ(9) can store \
+                         (1677-09-21T00:12:43.145224192Z to 2262-04-11T23:47:16.854775807Z)";
+    check(
+        DataType::TimestampLtz(9),
+        &[
+            (
+                "\"2262-04-11T23:47:16.854775807Z\"",
+                Stored("ts9223372036854775807ns@UTC"),
+            ),
+            ("\"2262-04-11T23:47:16.854775808Z\"", Refused(NANOS)),
+            (
+                "\"1677-09-21T01:12:43.145224192+01:00\"",
+                Stored("ts-9223372036854775808ns@UTC"),
+            ),
+            ("\"1677-09-21T00:12:43.145224191Z\"", Refused(NANOS)),
+            ("9223372036854", Stored("ts9223372036854000000ns@UTC")),
+            ("9223372036855", Refused(NANOS)),
+            ("-9223372036854", Stored("ts-9223372036854000000ns@UTC")),
+            ("-9223372036855", Refused(NANOS)),
+            ("253402300800000", Refused(NANOS)),
         ],
     );
 }

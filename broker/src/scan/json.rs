@@ -6,6 +6,10 @@
 //! with `Z`; MAP as an object; ARRAY as an array; ROW as an object; null as null.
 //! Fractional seconds are printed only when non-zero, in groups of three digits (`.5` ms →
 //! `.500`, 1 µs → `.000001`), like Java's `LocalTime.toString`.
+//! A year outside 0000–9999 is printed signed, with at least four digits (ISO 8601's expanded
+//! years: `+10000-01-01`, `-0001-12-31`). Conversion stores no such DATE, TIMESTAMP or
+//! TIMESTAMP_LTZ value from JSON, but `_kafka_metadata.timestamp` holds the Kafka record's
+//! timestamp, and Kafka accepts any CreateTime a producer sets.
 
 use std::io::Write;
 
@@ -263,6 +267,7 @@ pub fn write_decimal(out: &mut Vec<u8>, unscaled: i128, scale: i8) {
     }
 }
 
+/// `YYYY-MM-DD`, or `±YYYYY-MM-DD` for a year outside 0000–9999.
 fn write_date(out: &mut Vec<u8>, days: i64) {
     let (year, month, day) = civil_from_days(days);
     if (0..=9999).contains(&year) {
@@ -358,5 +363,15 @@ mod tests {
         assert_eq!(timestamp(1_000_001, 6), "1970-01-01T00:00:01.000001");
         assert_eq!(timestamp(123_456_789, 9), "1970-01-01T00:00:00.123456789");
         assert_eq!(timestamp(1_709_210_096_000, 3), "2024-02-29T12:34:56");
+    }
+
+    #[test]
+    fn years_outside_0000_to_9999_are_signed() {
+        assert_eq!(timestamp(-62_167_219_200_000, 3), "0000-01-01T00:00:00");
+        assert_eq!(timestamp(-62_167_219_200_001, 3), "-0001-12-31T23:59:59.999");
+        assert_eq!(timestamp(253_402_300_799_999, 3), "9999-12-31T23:59:59.999");
+        assert_eq!(timestamp(253_402_300_800_000, 3), "+10000-01-01T00:00:00");
+        assert_eq!(timestamp(i64::MIN, 3), "-292275055-05-16T16:47:04.192");
+        assert_eq!(timestamp(i64::MAX, 3), "+292278994-08-17T07:12:55.807");
     }
 }
