@@ -202,3 +202,88 @@ fn a_start_warns_of_what_earlier_versions_let_in() {
         server.logs()
     );
 }
+
+/// The SQL error of an answer: (code, message).
+fn sql_error(body: &str) -> (String, String) {
+    let answer: Value = serde_json::from_str(body).expect("json");
+    let text = |key: &str| answer["error"][key].as_str().unwrap_or_default().to_string();
+    (text("code"), text("message"))
+}
+
+/// A name without a database always means the session's current database,
+/// `kafka.default.database` (`fluss`) unless `USE` changed it, even once that database is gone:
+/// after `USE sales; DROP DATABASE fluss CASCADE`, `DROP TABLE orders` used to drop
+/// `analytics.orders` (the alphabetically first database) and delete the rows Kafka had
+/// acknowledged; now it is DATABASE_NOT_FOUND naming `fluss`. The current database itself is
+/// not dropped (DATABASE_IN_USE, as Flink), and a restart re-creates `fluss`.
+#[test]
+fn names_without_a_database_never_reach_another_database() {
+    let mut server = Server::start(1, &[]);
+    server.sql_ok(
+        "CREATE DATABASE analytics; \
+         CREATE TABLE analytics.orders (a INT) WITH ('table.kafka.enabled' = 'true'); \
+         CREATE DATABASE sales; CREATE TABLE sales.orders (a INT); CREATE TABLE orders (a INT)",
+    );
+    let (ok, _, err) = kcat_produce(&server, "analytics.orders", 0, &[r#"{"a":1}"#, r#"{"a":2}"#], &[]);
+    assert!(ok, "{err}");
+    assert_eq!(server.scan("analytics.orders").len(), 2);
+
+    // A request starts in `fluss`: it is the current database, which is not dropped.
+    let (status, body) = server.sql("DROP DATABASE fluss CASCADE");
+    assert_eq!(status, 409, "{body}");
+    let (code, message) = sql_error(&body);
+    assert_eq!(code, "DATABASE_IN_USE");
+    assert!(
+        message.contains("'fluss'") && message.contains("USE another database"),
+        "{message}"
+    );
+    server.sql_ok("DESCRIBE fluss.orders");
+
+    // Dropped from another current database, it stays the current database of new sessions.
+    server.sql_ok("USE sales; DROP DATABASE fluss CASCADE");
+    for sql in [
+        "DROP TABLE orders",
+        "DROP TABLE IF EXISTS orders",
+        "CREATE TABLE events (a INT)",
+        "ALTER TABLE orders SET ('table.log.ttl' = '1d')",
+        "DESCRIBE orders",
+        "SHOW TABLES",
+    ] {
+        let (status, body) = server.sql(sql);
+        if sql.contains("IF EXISTS") {
+            assert_eq!(status, 200, "{sql}: {body}");
+            assert!(
+                body.contains("Table fluss.orders does not exist"),
+                "{sql}: {body}"
+            );
+            continue;
+        }
+        assert_eq!(status, 404, "{sql}: {body}");
+        let (code, message) = sql_error(&body);
+        assert_eq!(code, "DATABASE_NOT_FOUND", "{sql}: {message}");
+        assert_eq!(message, "database 'fluss' does not exist", "{sql}");
+    }
+    assert_eq!(server.table_dirs("analytics", "orders-").len(), 1);
+    assert_eq!(
+        server.scan("analytics.orders").len(),
+        2,
+        "the acknowledged rows are kept"
+    );
+    for database in ["analytics", "sales"] {
+        let body = server.sql_ok(&format!("SHOW TABLES FROM {database}"));
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            answer["results"][0]["rows"],
+            serde_json::json!([["orders"]]),
+            "{database}"
+        );
+    }
+
+    // Start-up re-creates the default database (Kafka enabled): unqualified names work again.
+    let data = server.data_dir.clone();
+    assert!(server.terminate().expect("exits").success());
+    let server = Server::start_in(&data, 1, &[]);
+    server.sql_ok("CREATE TABLE events (a INT)");
+    server.sql_ok("DESCRIBE fluss.events");
+    assert_eq!(server.scan("analytics.orders").len(), 2);
+}

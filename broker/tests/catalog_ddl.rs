@@ -118,6 +118,51 @@ fn default_databases_exist() {
     );
 }
 
+/// The session's current database is `kafka.default.database` whether or not it exists (as
+/// Flink's): a name without a database never reaches another database, and the current
+/// database is not dropped (DATABASE_IN_USE; `USE` another one first).
+#[test]
+fn the_current_database_is_the_configured_one_and_is_not_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    run(
+        &catalog,
+        "CREATE DATABASE analytics; CREATE TABLE analytics.orders (x INT)",
+    );
+    for sql in [
+        "DROP DATABASE fluss",
+        "DROP DATABASE IF EXISTS fluss CASCADE",
+        "USE analytics; DROP DATABASE analytics CASCADE",
+    ] {
+        let error = fails(&catalog, sql);
+        assert_eq!(error.code(), "DATABASE_IN_USE", "{sql}: {error}");
+        assert_eq!(error.http_status(), 409);
+        assert!(error.to_string().contains("is the current database"), "{error}");
+    }
+    assert!(catalog.snapshot().databases.contains_key("fluss"));
+    run(&catalog, "USE analytics; DROP DATABASE fluss");
+    let error = fails(&catalog, "DROP TABLE orders");
+    assert_eq!(error.code(), "DATABASE_NOT_FOUND");
+    assert_eq!(error.to_string(), "database 'fluss' does not exist");
+    assert!(catalog.snapshot().table("analytics", "orders").is_some());
+
+    // Without Kafka, `kafka.default.database` is not created at start, and is still the
+    // current database: a name without a database is refused rather than put in `fluss`.
+    let other = tempfile::tempdir().unwrap();
+    let mut config = CatalogConfig::new(other.path());
+    config.kafka_enabled = false;
+    config.kafka_default_database = "kafka_db".to_string();
+    let catalog = Catalog::open(config).unwrap();
+    let error = fails(&catalog, "CREATE TABLE t (x INT)");
+    assert_eq!(error.code(), "DATABASE_NOT_FOUND");
+    assert!(error.to_string().contains("'kafka_db'"), "{error}");
+    run(
+        &catalog,
+        "CREATE TABLE fluss.t (x INT); CREATE DATABASE kafka_db; CREATE TABLE t (x INT)",
+    );
+    assert!(catalog.snapshot().table("kafka_db", "t").is_some());
+}
+
 #[test]
 fn bucket_count_comes_from_bucket_num_then_default() {
     let dir = tempfile::tempdir().unwrap();

@@ -215,17 +215,12 @@ impl Catalog {
         self.lock().stored.cluster_configs.clone()
     }
 
-    /// A session for `principal` starting in `kafka.default.database`, or in `fluss` when
-    /// that database does not exist (Kafka disabled), or else in the first database.
+    /// A session for `principal` starting in `kafka.default.database`, whether or not that
+    /// database exists (as Flink's current database): a name without a database then means
+    /// that one, and a statement naming a table in it while it is missing fails with
+    /// `DATABASE_NOT_FOUND` naming it, rather than reaching a table of another database.
     pub fn session(&self, principal: Principal, host: IpAddr) -> Session {
-        let snapshot = self.snapshot.load();
-        let current_db = [self.config.kafka_default_database.as_str(), DEFAULT_DATABASE]
-            .into_iter()
-            .find(|name| snapshot.databases.contains_key(*name))
-            .or_else(|| snapshot.databases.keys().next().map(String::as_str))
-            .unwrap_or(DEFAULT_DATABASE)
-            .to_string();
-        Session::new(current_db, principal, host)
+        Session::new(self.config.kafka_default_database.clone(), principal, host)
     }
 
     fn lock(&self) -> MutexGuard<'_, DdlState> {
@@ -385,6 +380,10 @@ impl Catalog {
                 }
                 return Err(SqlError::DatabaseNotFound(name.to_string()));
             };
+            // As Flink: the current database stays (names without a database mean it).
+            if name == session.current_db {
+                return Err(SqlError::DatabaseInUse(name.to_string()));
+            }
             if !tables.is_empty() && !cascade {
                 return Err(SqlError::DatabaseNotEmpty(name.to_string()));
             }

@@ -19,6 +19,11 @@ pub enum SqlError {
     DatabaseAlreadyExists(String),
     #[error("database '{0}' is not empty: drop its tables first or use DROP DATABASE {0} CASCADE")]
     DatabaseNotEmpty(String),
+    #[error(
+        "database '{0}' is the current database and cannot be dropped: USE another database \
+         first (each request starts in kafka.default.database)"
+    )]
+    DatabaseInUse(String),
     #[error("table '{0}' does not exist")]
     TableNotFound(String),
     #[error("table '{0}' already exists")]
@@ -75,6 +80,7 @@ impl SqlError {
             SqlError::DatabaseNotFound(_) => "DATABASE_NOT_FOUND",
             SqlError::DatabaseAlreadyExists(_) => "DATABASE_ALREADY_EXISTS",
             SqlError::DatabaseNotEmpty(_) => "DATABASE_NOT_EMPTY",
+            SqlError::DatabaseInUse(_) => "DATABASE_IN_USE",
             SqlError::TableNotFound(_) => "TABLE_NOT_FOUND",
             SqlError::TableAlreadyExists(_) => "TABLE_ALREADY_EXISTS",
             SqlError::InvalidName { .. } => "INVALID_NAME",
@@ -93,7 +99,8 @@ impl SqlError {
             SqlError::DatabaseNotFound(_) | SqlError::TableNotFound(_) => 404,
             SqlError::DatabaseAlreadyExists(_)
             | SqlError::TableAlreadyExists(_)
-            | SqlError::DatabaseNotEmpty(_) => 409,
+            | SqlError::DatabaseNotEmpty(_)
+            | SqlError::DatabaseInUse(_) => 409,
             SqlError::Unauthorized { .. } => 403,
             SqlError::Storage(_) => 500,
             _ => 400,
