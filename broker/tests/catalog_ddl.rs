@@ -264,6 +264,86 @@ fn create_refuses_invalid_kafka_tables_with_the_column_path() {
     ));
 }
 
+/// An option key written like one kafluss reads but for case or surrounding spaces was stored
+/// as an unknown option: `'TABLE.KAFKA.ENABLED' = 'true'` left the table silently unmapped,
+/// `' bucket.num' = '4'` silently one bucket. Each is refused with the error kind of its
+/// option, naming the key as given and as it must be written, at CREATE, SET and RESET.
+#[test]
+fn option_keys_in_another_case_or_with_spaces_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    let kafka = [
+        ("TABLE.KAFKA.ENABLED", "table.kafka.enabled"),
+        ("Table.Kafka.Enabled", "table.kafka.enabled"),
+        (" table.kafka.enabled", "table.kafka.enabled"),
+        (
+            "table.kafka.convert.value.type ",
+            "table.kafka.convert.value.type",
+        ),
+    ];
+    let table = [
+        ("BUCKET.NUM", "bucket.num"),
+        (" bucket.num", "bucket.num"),
+        ("Table.Log.Format", "table.log.format"),
+        ("table.log.TTL", "table.log.ttl"),
+        (
+            "TABLE.LOG.ARROW.COMPRESSION.TYPE",
+            "table.log.arrow.compression.type",
+        ),
+        (
+            "table.log.arrow.compression.zstd.level\n",
+            "table.log.arrow.compression.zstd.level",
+        ),
+    ];
+    run(
+        &catalog,
+        "CREATE TABLE t (x INT) WITH ('table.kafka.enabled' = 'true')",
+    );
+    let before = catalog.snapshot().table("fluss", "t").unwrap().clone();
+    for (code, cases) in [
+        ("INVALID_KAFKA_MAPPING", &kafka[..]),
+        ("INVALID_TABLE", &table[..]),
+    ] {
+        for (key, expected) in cases {
+            let value = match *expected {
+                "table.kafka.enabled" => "true",
+                "table.kafka.convert.value.type" => "string",
+                _ => "1",
+            };
+            for sql in [
+                format!("CREATE TABLE u (x INT) WITH ('{key}' = '{value}')"),
+                format!("CREATE TABLE u (x INT) WITH ('{expected}' = '{value}', '{key}' = '{value}')"),
+                format!("ALTER TABLE t SET ('{key}' = '{value}')"),
+                format!("ALTER TABLE t RESET ('{key}')"),
+            ] {
+                let error = fails(&catalog, &sql);
+                assert_eq!(error.code(), code, "{sql}: {error}");
+                let message = error.to_string();
+                assert!(
+                    message.contains(&format!("option '{key}' must be written '{expected}'")),
+                    "{message}"
+                );
+            }
+        }
+    }
+    assert!(catalog.snapshot().table("fluss", "u").is_none());
+    assert_eq!(
+        **catalog.snapshot().table("fluss", "t").unwrap(),
+        *before,
+        "unchanged"
+    );
+    // Keys kafluss does not read are still stored as given, in any case.
+    run(
+        &catalog,
+        "CREATE TABLE v (x INT) WITH ('Owner.Team' = 'a', 'table.log.tiered.local-segments' = '2')",
+    );
+    assert_eq!(
+        catalog.snapshot().table("fluss", "v").unwrap().options["Owner.Team"],
+        "a"
+    );
+    run(&catalog, "ALTER TABLE v RESET ('OWNER.TEAM', 'nonexistent')");
+}
+
 #[test]
 fn alter_revalidates_the_whole_table() {
     let dir = tempfile::tempdir().unwrap();

@@ -11,8 +11,10 @@
 //! - the value columns match the value type and layout (see `ValueType`).
 //!
 //! Option keys and enum values are checked whenever `table.kafka.*` keys are present (a typo
-//! must not silently leave a table unmapped); the schema is checked only when the mapping is
-//! enabled ("Disabled tables are not subject to Kafka schema validation").
+//! must not silently leave a table unmapped; keys are matched ignoring ASCII case and
+//! surrounding whitespace, so `'TABLE.KAFKA.ENABLED'` is refused as [`MisspelledOption`]);
+//! the schema is checked only when the mapping is enabled ("Disabled tables are not subject
+//! to Kafka schema validation").
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -86,6 +88,36 @@ pub const KAFKA_OPTIONS: [&str; 4] = [
 ];
 const KAFKA_OPTION_PREFIX: &str = "table.kafka.";
 
+/// A table option key that differs from a key kafluss reads only in ASCII case or in
+/// surrounding whitespace (`'TABLE.KAFKA.ENABLED'`, `' bucket.num'`). Such a key is refused:
+/// stored as given it would be an unknown option, and the one meant would silently not apply.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "option '{key}' must be written '{expected}': option keys are case-sensitive and take no \
+     surrounding spaces"
+)]
+pub struct MisspelledOption {
+    /// The key as given.
+    pub key: String,
+    /// The key it stands for, as it must be written.
+    pub expected: &'static str,
+}
+
+impl MisspelledOption {
+    /// `Err` when `key` is one of `known` but for ASCII case or surrounding whitespace; `Ok`
+    /// when it is spelled exactly as one of them or is none of them.
+    pub fn check(key: &str, known: &[&'static str]) -> Result<(), MisspelledOption> {
+        let trimmed = key.trim();
+        match known.iter().find(|option| option.eq_ignore_ascii_case(trimmed)) {
+            Some(expected) if *expected != key => Err(MisspelledOption {
+                key: key.to_string(),
+                expected,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Deepest allowed business nesting: a top-level business field (or a field of the nested
 /// `_kafka_value` ROW) is depth 0; ROW fields, ARRAY elements and MAP values each add one.
 pub const MAX_NESTING_DEPTH: usize = 64;
@@ -114,6 +146,8 @@ pub enum MappingError {
     LogFormat(String),
     #[error("unknown table option '{0}': the Kafka options are {list}", list = KAFKA_OPTIONS.join(", "))]
     UnknownOption(String),
+    #[error(transparent)]
+    MisspelledOption(#[from] MisspelledOption),
     #[error("invalid value '{value}' for '{key}': expected one of {expected}")]
     InvalidOptionValue {
         key: String,
@@ -182,7 +216,9 @@ pub struct KafkaOptions {
 }
 
 /// Parses the `table.kafka.*` options: unknown keys and bad enum values are refused, enum
-/// values are case-insensitive. Other options are ignored here.
+/// values are case-insensitive. A key is one of them when it starts with `table.kafka.` but
+/// for ASCII case and surrounding whitespace: a Kafka key so spelled is refused as
+/// [`MisspelledOption`], another as unknown. Other options are ignored here.
 pub fn parse_kafka_options(options: &BTreeMap<String, String>) -> Result<KafkaOptions, MappingError> {
     let mut parsed = KafkaOptions {
         enabled: false,
@@ -191,7 +227,8 @@ pub fn parse_kafka_options(options: &BTreeMap<String, String>) -> Result<KafkaOp
         key_binary: false,
     };
     for (key, value) in options {
-        if !key.starts_with(KAFKA_OPTION_PREFIX) {
+        let prefix = key.trim_start().get(..KAFKA_OPTION_PREFIX.len());
+        if !prefix.is_some_and(|prefix| prefix.eq_ignore_ascii_case(KAFKA_OPTION_PREFIX)) {
             continue;
         }
         let normalized = value.trim().to_ascii_lowercase();
@@ -229,7 +266,10 @@ pub fn parse_kafka_options(options: &BTreeMap<String, String>) -> Result<KafkaOp
                     _ => return Err(invalid("'binary'")),
                 }
             }
-            _ => return Err(MappingError::UnknownOption(key.clone())),
+            _ => {
+                MisspelledOption::check(key, &KAFKA_OPTIONS)?;
+                return Err(MappingError::UnknownOption(key.clone()));
+            }
         }
     }
     Ok(parsed)
@@ -628,6 +668,57 @@ mod tests {
         options.clear();
         options.insert("bucket.num".to_string(), "4".to_string());
         assert_eq!(validate_kafka_mapping(&schema, &options, LOG), Ok(None));
+    }
+
+    /// A Kafka key differing only in case or surrounding spaces was stored as an unknown
+    /// option, leaving the table silently unmapped: it is refused naming the key as given and
+    /// as it must be written, enabled or not.
+    #[test]
+    fn kafka_keys_in_another_case_or_with_spaces_are_refused() {
+        let schema = Schema::new(seed_orders());
+        for (key, expected) in [
+            ("TABLE.KAFKA.ENABLED", ENABLED_OPTION),
+            ("Table.Kafka.Enabled", ENABLED_OPTION),
+            (" table.kafka.enabled", ENABLED_OPTION),
+            ("table.kafka.enabled\t", ENABLED_OPTION),
+            ("table.kafka.CONVERT.value.type", VALUE_TYPE_OPTION),
+        ] {
+            for value in ["true", "false"] {
+                let options = BTreeMap::from([(key.to_string(), value.to_string())]);
+                let err = validate_kafka_mapping(&schema, &options, LOG).unwrap_err();
+                assert_eq!(
+                    err,
+                    MappingError::MisspelledOption(MisspelledOption {
+                        key: key.to_string(),
+                        expected
+                    })
+                );
+                let text = err.to_string();
+                assert!(text.contains(&format!("'{key}'")), "{text}");
+                assert!(text.contains(&format!("must be written '{expected}'")), "{text}");
+            }
+        }
+        // Beside the right spelling, whichever sorts first.
+        let options = BTreeMap::from([
+            (ENABLED_OPTION.to_string(), "false".to_string()),
+            ("TABLE.KAFKA.ENABLED".to_string(), "true".to_string()),
+        ]);
+        assert!(matches!(
+            validate_kafka_mapping(&schema, &options, LOG),
+            Err(MappingError::MisspelledOption(_))
+        ));
+        // The prefix in another case with an unknown rest is an unknown Kafka option.
+        let options = BTreeMap::from([("Table.Kafka.Enable".to_string(), "true".to_string())]);
+        assert_eq!(
+            validate_kafka_mapping(&schema, &options, LOG),
+            Err(MappingError::UnknownOption("Table.Kafka.Enable".to_string()))
+        );
+        assert_eq!(
+            MisspelledOption::check("bucket.num", &["bucket.num"]),
+            Ok(()),
+            "spelled right"
+        );
+        assert_eq!(MisspelledOption::check("other", &["bucket.num"]), Ok(()));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::sql::{CreateTable, ObjectName};
 use super::store::StoredTable;
 use super::validate::{
     check_kafka, check_key_columns, check_log_compression, check_log_format, check_log_ttl, check_name,
-    check_unique_fields, collect_options, parse_bucket_count, FIXED_OPTIONS, MAX_COLUMNS,
+    check_reset_key, check_unique_fields, collect_options, parse_bucket_count, FIXED_OPTIONS, MAX_COLUMNS,
 };
 
 /// What ALTER TABLE does to the options.
@@ -141,6 +141,7 @@ impl Catalog {
                 }
                 AlterOptions::Reset(keys) => {
                     for key in keys {
+                        check_reset_key(&path, &key, &options)?;
                         if FIXED_OPTIONS.contains(&key.as_str()) {
                             return Err(invalid(format!("option '{key}' cannot be reset")));
                         }

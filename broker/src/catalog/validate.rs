@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kafluss_convert::mapping::{validate_kafka_mapping, TableShape};
+use kafluss_convert::mapping::{
+    validate_kafka_mapping, MappingError, MisspelledOption, TableShape, KAFKA_OPTIONS,
+};
 use kafluss_convert::types::{DataType, Field, FieldType, Schema};
 
 use super::error::SqlError;
@@ -22,6 +24,17 @@ pub const MAX_BUCKETS: u32 = 1024;
 pub const LOG_TTL_OPTION: &str = "table.log.ttl";
 /// Log formats Fluss knows; only `arrow` can be mapped to Kafka.
 pub const LOG_FORMATS: [&str; 3] = ["arrow", "indexed", "compacted"];
+
+/// The table options the catalog and the storage read (the `table.kafka.*` ones are the Kafka
+/// mapping's, [`KAFKA_OPTIONS`]): a key differing from one only in ASCII case or surrounding
+/// whitespace is refused ([`MisspelledOption`]).
+pub(crate) const TABLE_OPTIONS: [&str; 5] = [
+    BUCKET_NUM_OPTION,
+    LOG_FORMAT_OPTION,
+    LOG_TTL_OPTION,
+    crate::log::compression::COMPRESSION_TYPE_OPTION,
+    crate::log::compression::ZSTD_LEVEL_OPTION,
+];
 
 /// Options fixed at CREATE: changing them would reinterpret stored data.
 pub(crate) const FIXED_OPTIONS: [&str; 2] = [BUCKET_NUM_OPTION, LOG_FORMAT_OPTION];
@@ -86,17 +99,42 @@ pub(crate) fn check_key_columns(columns: &[Field], keys: &[String], clause: &str
     Ok(())
 }
 
+/// The options of a CREATE or ALTER ... SET, each key once. A key written like one of
+/// [`TABLE_OPTIONS`] but for case or surrounding spaces is refused here; the Kafka keys are
+/// checked alike by [`check_kafka`] (which answers INVALID_KAFKA_MAPPING).
 pub(crate) fn collect_options(pairs: Vec<(String, String)>) -> Result<BTreeMap<String, String>, String> {
     let mut options = BTreeMap::new();
     for (key, value) in pairs {
         if key.trim().is_empty() {
             return Err("option keys cannot be empty".to_string());
         }
+        MisspelledOption::check(&key, &TABLE_OPTIONS).map_err(|error| error.to_string())?;
         if options.insert(key.clone(), value).is_some() {
             return Err(format!("option '{key}' is given twice"));
         }
     }
     Ok(options)
+}
+
+/// A key of ALTER ... RESET that the table does not hold as written must not be a misspelling
+/// of an option kafluss reads: resetting it would change nothing while seeming to reset that
+/// option. (A misspelled key a table holds, stored by an earlier version, may be reset.)
+pub(crate) fn check_reset_key(
+    path: &str,
+    key: &str,
+    options: &BTreeMap<String, String>,
+) -> Result<(), SqlError> {
+    if options.contains_key(key) {
+        return Ok(());
+    }
+    MisspelledOption::check(key, &KAFKA_OPTIONS).map_err(|error| SqlError::KafkaMapping {
+        table: path.to_string(),
+        source: MappingError::MisspelledOption(error),
+    })?;
+    MisspelledOption::check(key, &TABLE_OPTIONS).map_err(|error| SqlError::InvalidTable {
+        table: path.to_string(),
+        reason: error.to_string(),
+    })
 }
 
 pub(crate) fn parse_bucket_count(text: &str) -> Result<u32, String> {
@@ -177,4 +215,27 @@ pub(crate) fn check_kafka(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A misspelled key a table holds (stored before such keys were refused) may be reset; one
+    /// it does not hold is refused, with the error kind of the option it resembles.
+    #[test]
+    fn reset_refuses_a_misspelled_key_unless_the_table_holds_it() {
+        let held = BTreeMap::from([("TABLE.KAFKA.ENABLED".to_string(), "true".to_string())]);
+        assert!(check_reset_key("fluss.t", "TABLE.KAFKA.ENABLED", &held).is_ok());
+        let error = check_reset_key("fluss.t", "Table.Kafka.Enabled", &held).unwrap_err();
+        assert_eq!(error.code(), "INVALID_KAFKA_MAPPING");
+        let error = check_reset_key("fluss.t", "Bucket.Num", &held).unwrap_err();
+        assert_eq!(error.code(), "INVALID_TABLE");
+        assert!(
+            error.to_string().contains("must be written 'bucket.num'"),
+            "{error}"
+        );
+        assert!(check_reset_key("fluss.t", "table.log.ttl", &held).is_ok());
+        assert!(check_reset_key("fluss.t", "anything", &held).is_ok());
+    }
 }
