@@ -193,6 +193,91 @@ fn bucket_count_comes_from_bucket_num_then_default() {
     run(&catalog, "ALTER TABLE a SET ('bucket.num' = '5')");
 }
 
+/// `ALTER ... SET` of an option fixed at CREATE compares the value in effect, not the text:
+/// `'bucket.num' = '01'` on a 1-bucket table and `'table.log.format' = 'arrow'` on a table
+/// without the option (or created with `'ARROW'`) were refused as alterations. They change
+/// nothing (the stored text stays, so SHOW CREATE TABLE shows what CREATE stored); another
+/// value is still refused, naming the one in effect.
+#[test]
+fn setting_a_fixed_option_to_its_value_in_effect_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = open(dir.path());
+    run(
+        &catalog,
+        "CREATE TABLE a (x INT); CREATE TABLE b (x INT) WITH ('table.log.format' = 'ARROW'); \
+         CREATE TABLE c (x INT) WITH ('table.log.format' = 'indexed', 'bucket.num' = '12')",
+    );
+    let before = catalog.snapshot();
+    for sql in [
+        "ALTER TABLE a SET ('bucket.num' = '01')",
+        "ALTER TABLE a SET ('bucket.num' = ' 1 ')",
+        "ALTER TABLE a SET ('bucket.num' = '1')",
+        "ALTER TABLE a SET ('table.log.format' = 'arrow')",
+        "ALTER TABLE a SET ('table.log.format' = ' Arrow ')",
+        "ALTER TABLE b SET ('table.log.format' = 'arrow')",
+        "ALTER TABLE c SET ('table.log.format' = 'INDEXED', 'bucket.num' = '012')",
+    ] {
+        run(&catalog, sql);
+    }
+    let snapshot = catalog.snapshot();
+    for table in ["a", "b", "c"] {
+        assert_eq!(
+            snapshot.table("fluss", table).unwrap().options,
+            before.table("fluss", table).unwrap().options,
+            "{table}: the stored options stay"
+        );
+    }
+    let shown = run(&catalog, "SHOW CREATE TABLE b");
+    let StatementResult::Rows { rows, .. } = &shown[0] else {
+        panic!("{shown:?}")
+    };
+    let text = rows[0][0].clone();
+    assert!(text.contains("'table.log.format' = 'ARROW'"), "{text}");
+    assert!(text.contains("'bucket.num' = '1'"), "{text}");
+
+    // With another option, that one changes.
+    run(
+        &catalog,
+        "ALTER TABLE a SET ('bucket.num' = '01', 'table.log.ttl' = '1d')",
+    );
+    let snapshot = catalog.snapshot();
+    let options = &snapshot.table("fluss", "a").unwrap().options;
+    assert_eq!(options["bucket.num"], "1");
+    assert_eq!(options["table.log.ttl"], "1d");
+    assert!(!options.contains_key("table.log.format"));
+
+    for (sql, says) in [
+        (
+            "ALTER TABLE a SET ('bucket.num' = '2')",
+            "option 'bucket.num' cannot be altered: it is fixed at CREATE ('1' for this table)",
+        ),
+        (
+            "ALTER TABLE a SET ('table.log.format' = 'indexed')",
+            "option 'table.log.format' cannot be altered: it is fixed at CREATE ('arrow' for this table)",
+        ),
+        (
+            "ALTER TABLE c SET ('table.log.format' = 'arrow')",
+            "option 'table.log.format' cannot be altered: it is fixed at CREATE ('indexed' for this table)",
+        ),
+        (
+            "ALTER TABLE a SET ('bucket.num' = '0')",
+            "'bucket.num' must be an integer between 1 and 1024",
+        ),
+        (
+            "ALTER TABLE a SET ('table.log.format' = 'parquet')",
+            "'table.log.format' must be one of",
+        ),
+        (
+            "ALTER TABLE a RESET ('table.log.format')",
+            "option 'table.log.format' cannot be reset",
+        ),
+    ] {
+        let error = fails(&catalog, sql);
+        assert_eq!(error.code(), "INVALID_TABLE", "{sql}: {error}");
+        assert!(error.to_string().contains(says), "{sql}: {error}");
+    }
+}
+
 #[test]
 fn create_refuses_invalid_kafka_tables_with_the_column_path() {
     let dir = tempfile::tempdir().unwrap();

@@ -10,8 +10,9 @@ use super::output::StatementResult;
 use super::sql::{CreateTable, ObjectName};
 use super::store::StoredTable;
 use super::validate::{
-    check_kafka, check_key_columns, check_log_compression, check_log_format, check_log_ttl, check_name,
-    check_reset_key, check_unique_fields, collect_options, parse_bucket_count, FIXED_OPTIONS, MAX_COLUMNS,
+    check_fixed_unchanged, check_kafka, check_key_columns, check_log_compression, check_log_format,
+    check_log_ttl, check_name, check_reset_key, check_unique_fields, collect_options, parse_bucket_count,
+    FIXED_OPTIONS, MAX_COLUMNS,
 };
 
 /// What ALTER TABLE does to the options.
@@ -133,8 +134,17 @@ impl Catalog {
             match alter {
                 AlterOptions::Set(pairs) => {
                     for (key, value) in collect_options(pairs).map_err(invalid)? {
-                        if FIXED_OPTIONS.contains(&key.as_str()) && options.get(&key) != Some(&value) {
-                            return Err(invalid(format!("option '{key}' cannot be altered")));
+                        if FIXED_OPTIONS.contains(&key.as_str()) {
+                            // The value in effect, perhaps written otherwise: the stored text
+                            // stays (SHOW CREATE TABLE shows what CREATE stored).
+                            check_fixed_unchanged(
+                                &options,
+                                &key,
+                                &value,
+                                self.config().default_bucket_number,
+                            )
+                            .map_err(invalid)?;
+                            continue;
                         }
                         options.insert(key, value);
                     }

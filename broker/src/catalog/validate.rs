@@ -146,6 +146,46 @@ pub(crate) fn parse_bucket_count(text: &str) -> Result<u32, String> {
     }
 }
 
+/// `ALTER ... SET` of an option fixed at CREATE ([`FIXED_OPTIONS`]): `Ok` (the caller changes
+/// nothing) when `value` means the value in effect, compared as parsed, so `'01'` or `' 1 '`
+/// for one bucket and `'ARROW'` for a table whose format is `arrow` (set or by default); else
+/// why not, an invalid value saying what is valid. `default_buckets` is
+/// `default.bucket.number`, in effect for a table stored without `bucket.num` (as
+/// `publish::table_info` reads it).
+pub(crate) fn check_fixed_unchanged(
+    options: &BTreeMap<String, String>,
+    key: &str,
+    value: &str,
+    default_buckets: u32,
+) -> Result<(), String> {
+    let (unchanged, current) = match key {
+        BUCKET_NUM_OPTION => {
+            let current = options
+                .get(key)
+                .and_then(|text| parse_bucket_count(text).ok())
+                .unwrap_or(default_buckets);
+            (parse_bucket_count(value)? == current, current.to_string())
+        }
+        LOG_FORMAT_OPTION => {
+            let new = check_log_format(&BTreeMap::from([(key.to_string(), value.to_string())]))?;
+            let current =
+                check_log_format(options).unwrap_or_else(|_| options.get(key).cloned().unwrap_or_default());
+            (new == current, current)
+        }
+        _ => {
+            let current = options.get(key).cloned().unwrap_or_default();
+            (current == value, current)
+        }
+    };
+    if unchanged {
+        Ok(())
+    } else {
+        Err(format!(
+            "option '{key}' cannot be altered: it is fixed at CREATE ('{current}' for this table)"
+        ))
+    }
+}
+
 /// `table.log.ttl`, when set, must be a duration the retention task understands; one too
 /// large for it says so, with the largest.
 pub(crate) fn check_log_ttl(options: &BTreeMap<String, String>) -> Result<(), String> {
