@@ -199,6 +199,41 @@ fn a_script_stops_at_its_first_failure_and_says_what_took_effect() {
     assert!(!stdout(&kafluss_sql(&server, &["-e", "SHOW DATABASES"])).contains("never_db"));
 }
 
+/// A script saved as "UTF-8 with BOM" (audit: `SYNTAX_ERROR: ... line 1, column 1: expected a
+/// statement (...), found '\u{feff}'`) runs, through `-f` and through the HTTP body; a BOM
+/// elsewhere is an error naming U+FEFF, at the column after the BOM's own.
+#[test]
+fn a_script_file_with_a_byte_order_mark_runs() {
+    let server = Server::start(1, &[]);
+    let script = server.data_dir.with_extension("bom.sql");
+    std::fs::write(&script, "\u{FEFF}CREATE DATABASE bom;\nSHOW DATABASES;\n").unwrap();
+    let output = kafluss_sql(&server, &["-f", script.to_str().unwrap()]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with("Database bom created\n"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(stdout(&output).contains("| bom "), "{}", stdout(&output));
+    server.sql_ok("\u{FEFF}SHOW TABLES");
+
+    // A USE alone is still recognised behind a BOM (exit 2, nothing sent).
+    std::fs::write(&script, "\u{FEFF}USE bom\n").unwrap();
+    let output = kafluss_sql(&server, &["-f", script.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "stderr: {}", stderr(&output));
+
+    std::fs::write(&script, "\u{FEFF}SHOW DATABASES;\n\u{FEFF}SHOW TABLES\n").unwrap();
+    let output = kafluss_sql(&server, &["-f", script.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(
+        err.contains("SYNTAX_ERROR: syntax error at line 2, column 1: expected a statement")
+            && err.contains("found U+FEFF (a byte order mark"),
+        "{err}"
+    );
+    assert!(!err.contains('\u{FEFF}'), "{err:?}");
+}
+
 #[test]
 fn statements_from_stdin_use_select_and_the_statement_limit() {
     let server = Server::start(1, &["admin.max-sql-statements=4"]);

@@ -16,8 +16,8 @@ use kafluss_convert::types::Field;
 use thiserror::Error;
 
 use super::sql_lexer::{
-    expected, fail, identifier, keyword, optional_keywords, parenthesized, scanned, string_literal, symbol,
-    syntax_error, word, ws, PResult, RawError,
+    expected, fail, identifier, is_invisible, keyword, optional_keywords, parenthesized, scanned,
+    string_literal, symbol, syntax_error, word, ws, PResult, RawError,
 };
 pub use super::sql_lexer::{SyntaxError, MAX_TOKEN_LEN};
 use super::sql_types::field_type;
@@ -434,9 +434,13 @@ pub fn parse_script(script: &str) -> Result<Vec<ParsedStatement>, SyntaxError> {
 
 /// [`parse_script`] that stops, refusing the script, at statement `limit + 1`.
 ///
+/// One leading byte order mark (U+FEFF, as editors that save "UTF-8 with BOM" write) is
+/// skipped, and lines and columns count from after it.
+///
 /// Linear in the script's length: each token is read once (alternatives re-read at most a
 /// word), and statement lines are counted from the previous statement, not from the start.
 pub fn parse_script_limited(script: &str, limit: usize) -> Result<Vec<ParsedStatement>, ScriptError> {
+    let script = script.strip_prefix(BYTE_ORDER_MARK).unwrap_or(script);
     let mut statements = Vec::new();
     let mut input = script;
     // Line of `script[counted..]`'s first byte: advanced, never recounted from the start.
@@ -488,6 +492,9 @@ pub fn parse_script_limited(script: &str, limit: usize) -> Result<Vec<ParsedStat
     }
 }
 
+/// U+FEFF: skipped at the start of a script, elsewhere an invisible character (`found`).
+const BYTE_ORDER_MARK: char = '\u{FEFF}';
+
 fn count_newlines(text: &str) -> usize {
     scanned(text.len());
     text.bytes().filter(|&b| b == b'\n').count()
@@ -503,7 +510,8 @@ fn statement_error(script: &str, error: nom::Err<RawError<'_>>, index: usize) ->
 
 /// How a statement starts, to name it in messages: at most six words, cut before the first
 /// string literal, quoted name, parenthesis, comment or `;` (literals may be secrets, such as
-/// the passwords of `CALL sys.set_cluster_configs`).
+/// the passwords of `CALL sys.set_cluster_configs`). Invisible characters separate words, as
+/// spaces do, so that none is printed raw (a stray byte order mark, say).
 pub fn leading_words(statement: &str) -> String {
     const MAX_WORDS: usize = 6;
     const MAX_CHARS: usize = 80;
@@ -516,7 +524,10 @@ pub fn leading_words(statement: &str) -> String {
         .unwrap_or(statement.len());
     let mut text = String::new();
     let mut cut = false;
-    for (index, word) in statement[..end].split_whitespace().enumerate() {
+    let words = statement[..end]
+        .split(is_invisible)
+        .filter(|word| !word.is_empty());
+    for (index, word) in words.enumerate() {
         if index == MAX_WORDS || text.chars().count() + word.chars().count() > MAX_CHARS {
             cut = true;
             break;

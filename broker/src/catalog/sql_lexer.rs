@@ -283,17 +283,54 @@ fn position(script: &str, at: &str) -> (usize, usize) {
     (line, column)
 }
 
-/// What the input holds at `at`, for "expected X, found Y".
+/// What the input holds at `at`, for "expected X, found Y": a word, or one character; one
+/// that prints as nothing or moves the cursor ([`is_invisible`]) is named by its code point
+/// (`U+FEFF`), which a quoted raw character would hide.
 pub(crate) fn found(at: &str) -> String {
-    if at.is_empty() {
+    let Some(first) = at.chars().next() else {
         return "end of input".to_string();
+    };
+    if first == '\u{FEFF}' {
+        return "U+FEFF (a byte order mark: one is skipped only at the very start of a script)".to_string();
     }
-    let token: String = if at.starts_with(is_word_char) {
+    if is_invisible(first) {
+        return format!("U+{:04X} (an invisible character)", u32::from(first));
+    }
+    let token: String = if is_word_char(first) {
         at.chars().take_while(|c| is_word_char(*c)).take(40).collect()
     } else {
-        at.chars().take(1).collect()
+        first.to_string()
     };
     format!("'{token}'")
+}
+
+/// Control and whitespace characters and the usual invisible ones of Unicode (format
+/// characters such as zero-width spaces, joiners, direction marks and the byte order mark,
+/// variation selectors, fillers, tags).
+pub(crate) fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || c.is_whitespace()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF0}'..='\u{FFFB}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
 }
 
 pub(crate) fn syntax_error(script: &str, error: nom::Err<RawError<'_>>) -> SyntaxError {

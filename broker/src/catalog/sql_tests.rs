@@ -462,6 +462,55 @@ fn errors_carry_line_and_column() {
     assert_eq!((error.line, error.column), (2, 16), "{error}");
 }
 
+/// A file saved as "UTF-8 with BOM" failed at line 1, column 1, found '\u{feff}' (printed
+/// raw, so the message showed an empty pair of quotes). One leading BOM is skipped, columns
+/// count from after it; one elsewhere, like any invisible character, is named by code point.
+#[test]
+fn a_leading_byte_order_mark_is_skipped_and_invisible_characters_are_named() {
+    assert_eq!(
+        parse_script("\u{FEFF}SHOW TABLES;\nSHOW DATABASES").unwrap(),
+        parse_script("SHOW TABLES;\nSHOW DATABASES").unwrap()
+    );
+    assert_eq!(parse_script("\u{FEFF}").unwrap(), vec![]);
+    let error = parse_error("\u{FEFF}SHOW TABLEZ");
+    assert_eq!((error.line, error.column), (1, 6), "{error}");
+    let error = parse_error("\u{FEFF}CREATE TABLE t (\n  a INTT)");
+    assert_eq!((error.line, error.column), (2, 5), "{error}");
+
+    // Only one, and only at the start.
+    for (script, column) in [
+        ("\u{FEFF}\u{FEFF}SHOW TABLES", 1),
+        ("SHOW TABLES;\u{FEFF}SHOW DATABASES", 13),
+    ] {
+        let error = parse_error(script);
+        assert_eq!((error.line, error.column), (1, column), "{error}");
+        assert!(
+            error.message.contains("found U+FEFF (a byte order mark"),
+            "{error}"
+        );
+        assert!(!error.to_string().contains('\u{FEFF}'), "{error}");
+    }
+    for (invisible, named) in [
+        ('\u{200B}', "U+200B"),
+        ('\u{0007}', "U+0007"),
+        ('\u{202E}', "U+202E"),
+    ] {
+        let error = parse_error(&format!("SHOW {invisible}TABLES"));
+        assert!(
+            error
+                .message
+                .contains(&format!("found {named} (an invisible character)")),
+            "{error}"
+        );
+        assert!(!error.to_string().contains(invisible), "{error}");
+    }
+    // Nor does the failed statement's name print one.
+    assert_eq!(leading_words("\u{FEFF}SHOW\u{200B}TABLES"), "SHOW TABLES");
+    // Visible characters are still shown as they are.
+    let error = parse_error("SHOW é");
+    assert!(error.message.ends_with("found 'é'"), "{error}");
+}
+
 #[test]
 fn a_syntax_error_anywhere_rejects_the_whole_script() {
     assert!(parse_script("CREATE DATABASE a; CREATE DATABSE b").is_err());
