@@ -493,7 +493,12 @@ pub fn python() -> PathBuf {
 /// configuration error ends it at once); returns (exit code, stdout, stderr).
 pub fn serve_with(defines: &[&str]) -> (Option<i32>, String, String) {
     let temp = tempfile::tempdir().expect("temp dir");
-    let data_dir = format!("data.dir={}", temp.path().join("data").display());
+    serve_in(&temp.path().join("data"), defines)
+}
+
+/// [`serve_with`] on `data_dir`, which may hold (or be in use by) another server's data.
+pub fn serve_in(data_dir: &Path, defines: &[&str]) -> (Option<i32>, String, String) {
+    let data_dir = format!("data.dir={}", data_dir.display());
     let mut command = Command::new(binary());
     command.args(["serve", "-D", &data_dir, "-D", "server.cores=1"]);
     for define in defines {

@@ -7,6 +7,7 @@
 //! these types without importing back up into the runtime's logic.
 
 pub mod core;
+pub mod data_dir_lock;
 pub mod handoff;
 pub mod mesh;
 pub mod routing;

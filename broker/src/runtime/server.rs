@@ -1,9 +1,10 @@
 //! Start-up and shutdown of `kafluss serve`.
 //!
-//! The main thread validates the configuration, opens the catalog, resolves each Kafka
-//! listener's concrete port (a probe socket bound with SO_REUSEPORT but never listening, so it
-//! receives no connections), starts one glommio executor pinned per core (each binds the same
-//! address with SO_REUSEPORT and the kernel spreads connections), starts the admin HTTP server
+//! The main thread validates the configuration, locks `data.dir` (`data_dir_lock`: one server
+//! per data directory), opens the catalog, resolves each Kafka listener's concrete port (a
+//! probe socket bound with SO_REUSEPORT but never listening, so it receives no connections),
+//! starts one glommio executor pinned per core (each binds the same address with SO_REUSEPORT
+//! and the kernel spreads connections), starts the admin HTTP server
 //! on the Fluss listener's own thread, prints the ready line, and then sleeps until SIGTERM or
 //! SIGINT (or a core's unexpected exit). Shutdown: cores stop accepting, finish queued requests, flush their bucket logs;
 //! then the admin server stops and the process exits 0. A second signal exits at once.
@@ -18,6 +19,7 @@ use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{CpuSet, LocalExecutorBuilder, Placement};
 
 use super::core::{run_core, CoreError, CoreStart};
+use super::data_dir_lock::{lock_data_dir, DataDirLockError};
 use super::routing::BucketOwners;
 use super::{control_channel, ControlMessage, ControlSender, KafkaListener, Runtime, Shared, MESH_CAPACITY};
 use crate::admin::{start_admin_server_on, storage, AdminContext, AdminError, AdminHandle};
@@ -39,6 +41,8 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    DataDirLock(#[from] DataDirLockError),
     #[error("security configuration: {0}")]
     Security(#[from] kafluss_auth::SecurityConfigError),
     #[error("security configuration: super.users: {0}")]
@@ -368,6 +372,9 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         path: config.data_dir.display().to_string(),
         source,
     })?;
+    // Before anything in data.dir is read or written, and held until the process exits: a
+    // second server on the same directory refuses to start.
+    let data_dir_lock = lock_data_dir(&config.data_dir)?;
     let security = kafluss_auth::SecurityConfig::parse(
         Some(&config.security_protocol_map),
         Some(&config.sasl_enabled_mechanisms),
@@ -548,6 +555,7 @@ pub fn run(mut config: ServerConfig) -> Result<(), ServerError> {
         admin.stop();
     }
     tracing::info!("shutdown complete");
+    drop(data_dir_lock);
     Ok(())
 }
 
