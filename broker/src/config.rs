@@ -31,6 +31,7 @@ pub const KEYS: &[(&str, Option<&str>)] = &[
     ),
     ("advertised.listeners", None),
     ("data.dir", Some("./data")),
+    ("catalog.max-size", Some("512mb")),
     ("kafka.enabled", Some("true")),
     ("kafka.listener.names", Some("KAFKA")),
     ("kafka.default.database", Some("fluss")),
@@ -146,6 +147,8 @@ pub struct ServerConfig {
     pub bind_listeners: Vec<Listener>,
     pub advertised_listeners: Vec<Listener>,
     pub data_dir: PathBuf,
+    /// `catalog.max-size`: the largest `catalog.json` a change may write and start-up reads.
+    pub catalog_max_size: u64,
     pub kafka_enabled: bool,
     pub kafka_listener_names: Vec<String>,
     pub kafka_default_database: String,
@@ -481,6 +484,7 @@ impl ServerConfig {
             bind_listeners,
             advertised_listeners,
             data_dir: PathBuf::from(req("data.dir")),
+            catalog_max_size: positive_size(crate::catalog::MAX_SIZE_KEY)?,
             kafka_enabled,
             kafka_listener_names,
             kafka_default_database: default_db,
@@ -1007,6 +1011,31 @@ mod tests {
         for bad in ["log.unsynced.size=-1", "log.unsynced.size=lots"] {
             let error = load(&[bad]).unwrap_err();
             assert!(error.to_string().contains("log.unsynced.size"), "{error}");
+        }
+    }
+
+    #[test]
+    fn catalog_max_size_defaults_to_512mb_and_refuses_nonsense() {
+        assert_eq!(load(&[]).unwrap().catalog_max_size, 512 << 20);
+        assert_eq!(
+            load(&[]).unwrap().catalog_max_size,
+            crate::catalog::DEFAULT_MAX_SIZE
+        );
+        assert_eq!(
+            load(&["catalog.max-size=64KB"]).unwrap().catalog_max_size,
+            64 << 10
+        );
+        assert_eq!(
+            load(&["catalog.max-size=1 gb"]).unwrap().catalog_max_size,
+            1 << 30
+        );
+        for bad in [
+            "catalog.max-size=0",
+            "catalog.max-size=-1",
+            "catalog.max-size=big",
+        ] {
+            let error = load(&[bad]).unwrap_err();
+            assert!(error.to_string().contains("catalog.max-size"), "{error}");
         }
     }
 

@@ -1,6 +1,6 @@
 //! What `kafluss serve` accepts as its data dir (real binary): one server per directory (a
 //! second server on a directory in use refuses to start, naming it, and the first keeps
-//! serving).
+//! serving), and a catalog bounded by `catalog.max-size`.
 
 #[path = "broker_support.rs"]
 mod support;
@@ -49,4 +49,39 @@ fn a_second_server_on_a_data_dir_in_use_refuses_to_start() {
     second.kill();
     let third = Server::start_in(&data, 1, &[]);
     assert!(third.sql_ok("SHOW TABLES").contains("after"));
+}
+
+/// `catalog.max-size` through the real binary: a CREATE whose catalog would be larger is
+/// answered 413 `CATALOG_TOO_LARGE` and changes nothing; a start on a catalog.json over the
+/// limit exits 1 saying the file's size and the key (before: no such key, and a file over the
+/// fixed 512 MiB read limit was cut and reported "corrupt: EOF while parsing a string").
+#[test]
+fn catalog_max_size_bounds_what_ddl_stores_and_what_a_start_reads() {
+    let mut server = Server::start(1, &["catalog.max-size=4kb"]);
+    let data = server.data_dir.clone();
+    let path = data.join("catalog.json");
+    server.sql_ok("CREATE TABLE fluss.small (x INT)");
+    let stored = std::fs::read(&path).unwrap();
+    let fields: Vec<String> = (0..300).map(|i| format!("f{i} DEC")).collect();
+    let (status, body) = server.sql(&format!("CREATE TABLE fluss.wide (c ROW<{}>)", fields.join(", ")));
+    assert_eq!(status, 413, "{body}");
+    assert!(body.contains("\"code\":\"CATALOG_TOO_LARGE\""), "{body}");
+    assert!(body.contains("more than catalog.max-size (4096 bytes)"), "{body}");
+    assert_eq!(std::fs::read(&path).unwrap(), stored, "nothing written");
+    assert!(!server.sql_ok("SHOW TABLES").contains("wide"));
+    assert!(server.terminate().expect("exits").success());
+
+    let limit = stored.len() - 1;
+    let (code, stdout, stderr) = serve_in(&data, &[FREE_PORTS, &format!("catalog.max-size={limit}")]);
+    assert_eq!(code, Some(1), "stdout: {stdout}\nstderr: {stderr}");
+    let expected = format!(
+        "catalog file {} is {} bytes, more than catalog.max-size ({limit} bytes)",
+        path.display(),
+        stored.len()
+    );
+    assert!(stderr.contains(&expected), "{expected}\n{stderr}");
+    assert!(!stderr.contains("corrupt"), "{stderr}");
+
+    let server = Server::start_in(&data, 1, &[]);
+    assert!(server.sql_ok("SHOW TABLES").contains("small"));
 }

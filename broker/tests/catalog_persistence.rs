@@ -89,6 +89,67 @@ fn a_corrupt_catalog_refuses_to_start() {
     assert!(error.to_string().contains("catalog.json is corrupt"), "{error}");
 }
 
+/// `catalog.max-size` bounds the catalog: a CREATE whose catalog would be larger is refused
+/// (413 `CATALOG_TOO_LARGE`, naming the key, the size and the limit) before anything is
+/// written or published, and a file over the limit refuses to open, saying so rather than
+/// "corrupt". Before, nothing bounded a save, and the next start cut the file at a fixed 512 MiB
+/// and called it corrupt.
+#[test]
+fn the_catalog_is_bounded_by_catalog_max_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("catalog.json");
+    let mut config = CatalogConfig::new(dir.path());
+    config.max_size = 4096;
+    let catalog = Catalog::open(config.clone()).unwrap();
+    run(&catalog, "CREATE TABLE small (x INT)");
+    let stored = std::fs::read(&path).unwrap();
+    let revision = catalog.snapshot().revision;
+
+    // 300 fields of `fN DEC`, each stored as "`fN` DECIMAL(10, 0)": about 6.6 KB.
+    let fields: Vec<String> = (0..300).map(|i| format!("f{i} DEC")).collect();
+    let wide = format!("CREATE TABLE wide (c ROW<{}>)", fields.join(", "));
+    let mut session = session(&catalog, Principal::anonymous());
+    let error = catalog.execute(&wide, &mut session).unwrap_err();
+    assert_eq!(
+        (error.code(), error.http_status()),
+        ("CATALOG_TOO_LARGE", 413),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("more than catalog.max-size (4096 bytes)") && message.contains("nothing changed"),
+        "{message}"
+    );
+    let size: u64 = message
+        .split("would be ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or_else(|| panic!("the size: {message}"));
+    assert!(size > 4096, "{message}");
+    assert_eq!(std::fs::read(&path).unwrap(), stored, "nothing written");
+    assert!(!dir.path().join("catalog.json.tmp").exists());
+    assert_eq!(catalog.snapshot().revision, revision, "nothing published");
+    assert!(catalog.snapshot().table("fluss", "wide").is_none());
+    drop(catalog);
+
+    config.max_size = stored.len() as u64 - 1;
+    let error = Catalog::open(config.clone()).unwrap_err().to_string();
+    let expected = format!(
+        "catalog file {} is {} bytes, more than catalog.max-size ({} bytes)",
+        path.display(),
+        stored.len(),
+        stored.len() - 1
+    );
+    assert!(error.contains(&expected), "{expected}\n{error}");
+    assert!(!error.contains("corrupt"), "{error}");
+
+    config.max_size = stored.len() as u64;
+    let catalog = Catalog::open(config).unwrap();
+    assert!(catalog.snapshot().table("fluss", "small").is_some());
+    assert!(catalog.snapshot().table("fluss", "wide").is_none());
+}
+
 fn secured(dir: &std::path::Path) -> CatalogConfig {
     let mut config = CatalogConfig::new(dir);
     config.authorizer_enabled = true;

@@ -7,6 +7,12 @@ use kafluss_auth::Principal;
 /// Default of `admin.max-sql-statements`: statements one request may hold.
 pub const DEFAULT_MAX_SQL_STATEMENTS: usize = 1000;
 
+/// `catalog.max-size`: the largest `catalog.json` a change may write and start-up reads.
+pub const MAX_SIZE_KEY: &str = "catalog.max-size";
+
+/// Default of `catalog.max-size` (512 MiB).
+pub const DEFAULT_MAX_SIZE: u64 = 512 << 20;
+
 /// The database created when the catalog has none.
 pub const DEFAULT_DATABASE: &str = "fluss";
 
@@ -34,6 +40,10 @@ pub struct CatalogConfig {
     /// credentials decide whether a super user can administer, and a change of them that would
     /// leave none able to log in is refused.
     pub admin_login_required: bool,
+    /// `catalog.max-size`: the largest encoded catalog a change may save, and the largest
+    /// `catalog.json` loaded at start-up (the whole catalog is held in memory and rewritten by
+    /// every change).
+    pub max_size: u64,
 }
 
 impl CatalogConfig {
@@ -49,6 +59,7 @@ impl CatalogConfig {
             plain_credentials: None,
             max_sql_statements: DEFAULT_MAX_SQL_STATEMENTS,
             admin_login_required: false,
+            max_size: DEFAULT_MAX_SIZE,
         }
     }
 }

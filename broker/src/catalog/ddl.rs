@@ -84,7 +84,7 @@ impl Catalog {
                 reason: format!("must be between 1 and {MAX_BUCKETS}"),
             });
         }
-        let store = CatalogStore::open(&config.data_dir)?;
+        let store = CatalogStore::open(&config.data_dir, config.max_size)?;
         let loaded = store.load()?;
         let first_start = loaded.is_none();
         let mut stored = match loaded {

@@ -46,8 +46,12 @@ pub enum SqlError {
     },
     #[error("{0}")]
     Procedure(String),
+    /// The change would make the catalog larger than `catalog.max-size`
+    /// ([`StoreError::ChangeTooLarge`]); nothing was written.
+    #[error(transparent)]
+    CatalogTooLarge(StoreError),
     #[error("catalog storage failed: {0}")]
-    Storage(#[from] StoreError),
+    Storage(#[source] StoreError),
     #[error(
         "the script has more than {limit} statements, the most one request may hold \
          (admin.max-sql-statements): split it or raise the limit"
@@ -60,6 +64,17 @@ pub enum SqlError {
         #[source]
         source: Box<SqlError>,
     },
+}
+
+impl From<StoreError> for SqlError {
+    /// A change refused for the catalog's size is the statement's doing (it is answered as
+    /// such, [`SqlError::code`]); any other storage error is the server's.
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::ChangeTooLarge { .. } => SqlError::CatalogTooLarge(error),
+            other => SqlError::Storage(other),
+        }
+    }
 }
 
 impl SqlError {
@@ -88,6 +103,7 @@ impl SqlError {
             SqlError::KafkaMapping { .. } => "INVALID_KAFKA_MAPPING",
             SqlError::Unauthorized { .. } => "AUTHORIZATION_FAILED",
             SqlError::Procedure(_) => "INVALID_PROCEDURE_CALL",
+            SqlError::CatalogTooLarge(_) => "CATALOG_TOO_LARGE",
             SqlError::Storage(_) => "STORAGE_ERROR",
             SqlError::InStatement { .. } => unreachable!("root() unwraps statements"),
         }
@@ -102,6 +118,7 @@ impl SqlError {
             | SqlError::DatabaseNotEmpty(_)
             | SqlError::DatabaseInUse(_) => 409,
             SqlError::Unauthorized { .. } => 403,
+            SqlError::CatalogTooLarge(_) => 413,
             SqlError::Storage(_) => 500,
             _ => 400,
         }

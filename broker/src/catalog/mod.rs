@@ -20,7 +20,9 @@ pub mod store;
 mod tables;
 pub mod validate;
 
-pub use config::{CatalogConfig, DEFAULT_DATABASE, DEFAULT_MAX_SQL_STATEMENTS};
+pub use config::{
+    CatalogConfig, DEFAULT_DATABASE, DEFAULT_MAX_SIZE, DEFAULT_MAX_SQL_STATEMENTS, MAX_SIZE_KEY,
+};
 pub use ddl::{Catalog, Session, TableDroppedHook};
 pub use error::{CatalogError, SqlError};
 pub use model::{topic_id, CatalogSnapshot, DatabaseInfo, KafkaTopic, TableInfo};

@@ -3,6 +3,8 @@
 //! A change is written to `catalog.json.tmp`, fsync'd, renamed over `catalog.json`, and the
 //! directory is fsync'd, so after a crash the file holds either the old or the new catalog,
 //! never a mix. A leftover `.tmp` (crash before the rename) is ignored and removed on load.
+//! `catalog.max-size` bounds the file both ways: a change whose encoding would be larger is
+//! refused before anything is written, and a larger file is refused at load, unread.
 //! Database names cannot contain `.`, so the file never collides with a database directory.
 //!
 //! The document (serde types in the private `file` module) holds the cluster id, the next
@@ -21,14 +23,12 @@ use kafluss_convert::types::{Field, Schema};
 use serde::Deserialize;
 use thiserror::Error;
 
+use super::config::MAX_SIZE_KEY;
 use super::sql::parse_type;
 
 pub const CATALOG_FILE: &str = "catalog.json";
 const TEMP_SUFFIX: &str = ".tmp";
 const FORMAT_VERSION: u64 = 1;
-/// The catalog file is ours, but a corrupt or foreign file must not make us allocate
-/// without bound.
-const MAX_CATALOG_FILE_LEN: u64 = 512 * 1024 * 1024;
 
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -47,6 +47,22 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// The file is larger than `catalog.max-size`: it is not read (a foreign or runaway file
+    /// must not make the server allocate without bound).
+    #[error(
+        "catalog file {path} is {size} bytes, more than {key} ({limit} bytes), so it was not \
+         read: set {key} to at least {size} bytes to start with it",
+        key = MAX_SIZE_KEY
+    )]
+    TooLarge { path: PathBuf, size: u64, limit: u64 },
+    /// A change whose encoded catalog would be larger than `catalog.max-size`: nothing was
+    /// written.
+    #[error(
+        "refused, nothing changed: after this change the catalog would be {size} bytes, more \
+         than {key} ({limit} bytes); drop tables that are no longer needed, or raise {key}",
+        key = MAX_SIZE_KEY
+    )]
+    ChangeTooLarge { size: u64, limit: u64 },
 }
 
 /// One table as persisted.
@@ -84,13 +100,16 @@ pub enum WriteStage {
 #[derive(Debug)]
 pub struct CatalogStore {
     dir: PathBuf,
+    /// `catalog.max-size`.
+    max_size: u64,
     /// Test seam: stop a save at this stage as if the process died there.
     crash_at: Option<WriteStage>,
 }
 
 impl CatalogStore {
-    /// Uses `dir` (created if missing).
-    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+    /// Uses `dir` (created if missing), for a catalog of at most `max_size` bytes
+    /// (`catalog.max-size`).
+    pub fn open(dir: &Path, max_size: u64) -> Result<Self, StoreError> {
         fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             action: "create the data directory",
             path: dir.to_path_buf(),
@@ -98,6 +117,7 @@ impl CatalogStore {
         })?;
         Ok(Self {
             dir: dir.to_path_buf(),
+            max_size,
             crash_at: None,
         })
     }
@@ -121,7 +141,7 @@ impl CatalogStore {
             tracing::warn!(path = %temp.display(), "removing an unfinished catalog write");
             let _ = fs::remove_file(&temp);
         }
-        let file = match File::open(&path) {
+        let mut file = match File::open(&path) {
             Ok(file) => file,
             Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
@@ -132,25 +152,47 @@ impl CatalogStore {
                 })
             }
         };
-        let mut text = String::new();
-        file.take(MAX_CATALOG_FILE_LEN)
+        let io_error = |action, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::Io { action, path, source }
+        };
+        let size = file.metadata().map_err(io_error("stat", &path))?.len();
+        let too_large = |size| StoreError::TooLarge {
+            path: path.clone(),
+            size,
+            limit: self.max_size,
+        };
+        if size > self.max_size {
+            return Err(too_large(size));
+        }
+        let mut text = String::with_capacity(usize::try_from(size).unwrap_or_default());
+        // One byte more than the limit: a file that grew since it was measured is refused too.
+        (&mut file)
+            .take(self.max_size.saturating_add(1))
             .read_to_string(&mut text)
-            .map_err(|source| StoreError::Io {
-                action: "read",
-                path: path.clone(),
-                source,
-            })?;
+            .map_err(io_error("read", &path))?;
+        if text.len() as u64 > self.max_size {
+            return Err(too_large(text.len() as u64));
+        }
         decode(&text)
             .map(Some)
             .map_err(|reason| StoreError::Corrupt { path, reason })
     }
 
-    /// Replaces the stored catalog crash-safely.
+    /// Replaces the stored catalog crash-safely; refuses, writing nothing, a catalog whose
+    /// encoding is larger than `catalog.max-size`.
     pub fn save(&self, catalog: &StoredCatalog) -> Result<(), StoreError> {
         let bytes = serde_json::to_vec_pretty(&encode(catalog)).map_err(|source| StoreError::Encode {
             path: self.path(),
             source,
         })?;
+        let size = bytes.len() as u64;
+        if size > self.max_size {
+            return Err(StoreError::ChangeTooLarge {
+                size,
+                limit: self.max_size,
+            });
+        }
         write_atomically(&self.path(), &bytes, self.crash_at)
     }
 }
@@ -366,6 +408,7 @@ fn decode_table(table: file::TableFile) -> StoredTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::config::DEFAULT_MAX_SIZE;
     use kafluss_convert::types::{DataType, FieldType};
 
     fn sample() -> StoredCatalog {
@@ -407,7 +450,7 @@ mod tests {
     #[test]
     fn save_then_load_round_trips() {
         let dir = tempfile::tempdir().unwrap();
-        let store = CatalogStore::open(dir.path()).unwrap();
+        let store = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
         assert_eq!(store.load().unwrap(), None);
         store.save(&sample()).unwrap();
         assert_eq!(store.load().unwrap(), Some(sample()));
@@ -416,7 +459,7 @@ mod tests {
     #[test]
     fn crash_before_rename_keeps_the_old_catalog() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = CatalogStore::open(dir.path()).unwrap();
+        let mut store = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
         let old = sample();
         store.save(&old).unwrap();
         let mut new = old.clone();
@@ -425,7 +468,7 @@ mod tests {
         store.crash_at(Some(WriteStage::BeforeRename));
         assert!(store.save(&new).is_err());
         assert!(temp_path(&store.path()).exists(), "the crash left the temp file");
-        let reopened = CatalogStore::open(dir.path()).unwrap();
+        let reopened = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
         assert_eq!(reopened.load().unwrap(), Some(old));
         assert!(!temp_path(&store.path()).exists(), "load removes the leftover");
     }
@@ -433,11 +476,68 @@ mod tests {
     #[test]
     fn corrupt_file_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
-        let store = CatalogStore::open(dir.path()).unwrap();
+        let store = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
         fs::write(store.path(), b"{\"format_version\": 1, \"cluster_id\": 3}").unwrap();
         let error = store.load().unwrap_err().to_string();
         assert!(error.contains("catalog.json is corrupt"), "{error}");
         assert!(error.contains("cluster_id"), "{error}");
+    }
+
+    /// `catalog.max-size` bounds what a save writes: the limit itself is allowed, one byte
+    /// more is refused before anything is written (no temp file either).
+    #[test]
+    fn a_save_over_the_size_limit_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        store.save(&sample()).unwrap();
+        let stored = fs::read(store.path()).unwrap();
+        let limit = stored.len() as u64;
+        let bounded = CatalogStore::open(dir.path(), limit).unwrap();
+        bounded.save(&sample()).expect("a catalog of exactly the limit");
+        let mut bigger = sample();
+        bigger.cluster_configs.insert("k2".to_string(), "v".to_string());
+        let error = bounded.save(&bigger).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(error, StoreError::ChangeTooLarge { size, limit: l } if size > limit && l == limit),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!("more than catalog.max-size ({limit} bytes)")),
+            "{message}"
+        );
+        assert!(message.contains("nothing changed"), "{message}");
+        assert_eq!(fs::read(store.path()).unwrap(), stored, "the file is unchanged");
+        assert!(!temp_path(&store.path()).exists(), "no temp file was written");
+    }
+
+    /// A file over `catalog.max-size` is refused unread, saying so: before, a file over the
+    /// fixed 512 MiB read limit was cut there and reported "corrupt: EOF while parsing".
+    #[test]
+    fn a_file_over_the_size_limit_is_refused_by_size_not_as_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        store.save(&sample()).unwrap();
+        let size = fs::metadata(store.path()).unwrap().len();
+        let bounded = CatalogStore::open(dir.path(), size - 1).unwrap();
+        let error = bounded.load().unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(error, StoreError::TooLarge { size: s, limit, .. } if s == size && limit == size - 1),
+            "{message}"
+        );
+        assert!(
+            message.contains(&format!(
+                "catalog file {} is {size} bytes, more than catalog.max-size ({} bytes)",
+                store.path().display(),
+                size - 1
+            )),
+            "{message}"
+        );
+        assert!(message.contains(&format!("at least {size} bytes")), "{message}");
+        assert!(!message.contains("corrupt"), "{message}");
+        let exact = CatalogStore::open(dir.path(), size).unwrap();
+        assert_eq!(exact.load().unwrap(), Some(sample()));
     }
 
     /// A catalog.json written by the hand-built encoder this module had before its serde
@@ -452,7 +552,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let written = fs::read(FIXTURE).unwrap();
         fs::write(dir.path().join(CATALOG_FILE), &written).unwrap();
-        let store = CatalogStore::open(dir.path()).unwrap();
+        let store = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
         let catalog = store.load().unwrap().expect("a catalog");
         assert_eq!(catalog.cluster_id, "7Oy1_rDtY13Nni5VnLuVag");
         assert_eq!((catalog.next_table_id, catalog.revision), (3, 6));
@@ -495,7 +595,7 @@ mod tests {
     #[test]
     fn errors_name_the_field_and_other_versions_are_named() {
         let dir = tempfile::tempdir().unwrap();
-        let store = CatalogStore::open(dir.path()).unwrap();
+        let store = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
         let fixture = fs::read_to_string(FIXTURE).unwrap();
         for (from, to, expected) in [
             (
@@ -530,7 +630,7 @@ mod tests {
     fn catalog_file_is_private() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let store = CatalogStore::open(dir.path()).unwrap();
+        let store = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
         store.save(&sample()).unwrap();
         let mode = fs::metadata(store.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);

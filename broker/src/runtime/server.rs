@@ -97,6 +97,7 @@ fn open_catalog(
         admin_login_required: config.fluss_bind_listener().is_some_and(|listener| {
             security.listener_security(&listener.name) == kafluss_auth::ListenerSecurity::Sasl
         }),
+        max_size: config.catalog_max_size,
     };
     Catalog::open(catalog_config).map_err(ServerError::Catalog)
 }
