@@ -85,3 +85,86 @@ fn catalog_max_size_bounds_what_ddl_stores_and_what_a_start_reads() {
     let server = Server::start_in(&data, 1, &[]);
     assert!(server.sql_ok("SHOW TABLES").contains("small"));
 }
+
+/// A catalog.json that parses but cannot be served stops the start (exit 1) naming the file and
+/// what is wrong, and so does a missing one next to table directories; the data is left as it
+/// is. Before (audit F4), the server started on each: a lowered `next_table_id` gave a new
+/// table an existing table's id (its rows went into the old table's directory), two tables
+/// with one id made the start delete the other's directory as "dropped", a table named
+/// `../../victim` made DROP TABLE delete a directory outside data.dir, and a deleted
+/// catalog.json started a new cluster whose first table took over the old directory.
+#[test]
+fn a_start_refuses_a_catalog_that_would_mix_or_delete_data() {
+    let mut server = Server::start(1, &[]);
+    let data = server.data_dir.clone();
+    server.sql_ok("CREATE TABLE fluss.t (x INT); CREATE TABLE fluss.u (x INT)");
+    assert!(server.terminate().expect("exits").success());
+    let path = data.join("catalog.json");
+    let original = std::fs::read(&path).unwrap();
+    let catalog: serde_json::Value = serde_json::from_slice(&original).unwrap();
+    let id = |table: &str| {
+        catalog["databases"]["fluss"]["tables"][table]["id"]
+            .as_u64()
+            .unwrap()
+    };
+    let (t, u) = (id("t"), id("u"));
+    // The directories a first append leaves.
+    let dirs = [
+        data.join("fluss").join(format!("t-{t}")),
+        data.join("fluss").join(format!("u-{u}")),
+    ];
+    for dir in &dirs {
+        std::fs::create_dir_all(dir.join("bucket-0")).unwrap();
+    }
+    let victim = data.parent().unwrap().join(format!("victim-{u}"));
+    std::fs::create_dir_all(&victim).unwrap();
+
+    let refused = |edit: &dyn Fn(&mut serde_json::Value), expected: &str| {
+        let mut edited = catalog.clone();
+        edit(&mut edited);
+        std::fs::write(&path, serde_json::to_vec_pretty(&edited).unwrap()).unwrap();
+        let (code, stdout, stderr) = serve_in(&data, &[FREE_PORTS]);
+        assert_eq!(code, Some(1), "{expected}\nstdout: {stdout}\nstderr: {stderr}");
+        let expected = format!("catalog file {} is inconsistent: {expected}", path.display());
+        assert!(stderr.contains(&expected), "{expected}\n{stderr}");
+        for dir in &dirs {
+            assert!(dir.join("bucket-0").is_dir(), "{} kept", dir.display());
+        }
+        assert!(victim.is_dir());
+    };
+    refused(
+        &|c| c["next_table_id"] = t.into(),
+        &format!("next_table_id is {t}, not above the id {t} of table fluss.t"),
+    );
+    refused(
+        &|c| c["databases"]["fluss"]["tables"]["u"]["id"] = t.into(),
+        &format!("tables fluss.t and fluss.u have the same id {t}"),
+    );
+    refused(
+        &|c| {
+            let tables = c["databases"]["fluss"]["tables"].as_object_mut().unwrap();
+            let u = tables.remove("u").unwrap();
+            tables.insert("../../victim".to_string(), u);
+        },
+        "table \"../../victim\" of database fluss has a name SQL refuses",
+    );
+
+    std::fs::remove_file(&path).unwrap();
+    let (code, stdout, stderr) = serve_in(&data, &[FREE_PORTS]);
+    assert_eq!(code, Some(1), "stdout: {stdout}\nstderr: {stderr}");
+    let expected = format!(
+        "catalog file {} is missing, but the data dir holds table directory {}/fluss/",
+        path.display(),
+        data.display()
+    );
+    assert!(stderr.contains(&expected), "{expected}\n{stderr}");
+    assert!(!path.exists(), "no new catalog was written");
+
+    std::fs::write(&path, &original).unwrap();
+    let server = Server::start_in(&data, 1, &[]);
+    let tables = server.sql_ok("SHOW TABLES");
+    assert!(tables.contains("\"t\"") && tables.contains("\"u\""), "{tables}");
+    for dir in &dirs {
+        assert!(dir.is_dir(), "{} kept", dir.display());
+    }
+}

@@ -494,7 +494,7 @@ fn drop_table_calls_the_hook_and_ids_are_never_reused() {
     assert_eq!(dropped.lock().unwrap().len(), 1);
     assert_eq!(dropped.lock().unwrap()[0].id, first.id);
     assert_eq!(
-        dropped.lock().unwrap()[0].relative_dir(),
+        dropped.lock().unwrap()[0].relative_dir().unwrap(),
         std::path::Path::new("fluss").join(format!("t-{}", first.id))
     );
     assert!(matches!(

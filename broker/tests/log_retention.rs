@@ -126,7 +126,7 @@ fn the_periodic_task_deletes_expired_segments_and_stops_with_the_log() {
 #[test]
 fn dropping_a_table_removes_its_directory_and_stats() {
     let tmp = tempfile::tempdir().unwrap();
-    let table = table_dir(tmp.path(), "sales", "orders", 9);
+    let table = table_dir(tmp.path(), "sales", "orders", 9).unwrap();
     let registry = Arc::new(LogRegistry::new());
     let (t, r) = (table.clone(), registry.clone());
     run_local(async move {

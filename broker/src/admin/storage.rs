@@ -12,13 +12,14 @@ use crate::log::{table_dir, LogRegistry};
 use crate::scan::{row_counts, PreparedScan, ScanError, ScanTarget};
 
 /// What the scan module needs to read `table` under `data_dir`.
-pub fn scan_target(data_dir: &std::path::Path, table: &TableInfo) -> ScanTarget {
-    ScanTarget {
+pub fn scan_target(data_dir: &std::path::Path, table: &TableInfo) -> Result<ScanTarget, ScanError> {
+    Ok(ScanTarget {
         table_id: table.id,
-        table_dir: table_dir(data_dir, &table.database, &table.name, table.id),
+        table_dir: table_dir(data_dir, &table.database, &table.name, table.id)
+            .map_err(ScanError::TableDir)?,
         bucket_count: table.bucket_count,
         schema: arrow_schema(&table.schema),
-    }
+    })
 }
 
 fn hook_error(error: &ScanError) -> HookError {
@@ -27,13 +28,18 @@ fn hook_error(error: &ScanError) -> HookError {
 
 /// Row counts per bucket: published stats of open buckets, segment files of the others.
 pub fn row_counts_hook(data_dir: PathBuf, registry: Arc<LogRegistry>) -> RowCountsHook {
-    Arc::new(move |table: &TableInfo| row_counts(&scan_target(&data_dir, table), &registry))
+    Arc::new(move |table: &TableInfo| {
+        scan_target(&data_dir, table)
+            .map(|target| row_counts(&target, &registry))
+            .unwrap_or_default()
+    })
 }
 
 /// Scans: parameters are checked before the response starts (4xx), rows then stream.
 pub fn scan_hook(data_dir: PathBuf, registry: Arc<LogRegistry>) -> ScanHook {
     Arc::new(move |table: &TableInfo, query: &str| {
-        let prepared = PreparedScan::new(scan_target(&data_dir, table), query, Arc::clone(&registry))
+        let prepared = scan_target(&data_dir, table)
+            .and_then(|target| PreparedScan::new(target, query, Arc::clone(&registry)))
             .map_err(|error| hook_error(&error))?;
         Ok(ScanResponse {
             content_type: prepared.content_type().to_string(),

@@ -80,7 +80,13 @@ impl<R: Reply> Buckets<R> {
     /// has data on disk, and starts its actor: scans then see every durable row at once.
     pub async fn open_existing(self: &Rc<Self>, snapshot: &CatalogSnapshot, owns: impl Fn(u64, u32) -> bool) {
         for table in snapshot.tables() {
-            let table_dir = self.appender.config().data_dir.join(table.relative_dir());
+            let table_dir = match table.relative_dir() {
+                Ok(dir) => self.appender.config().data_dir.join(dir),
+                Err(e) => {
+                    tracing::error!("cannot recover the buckets of {}: {e}", table.path());
+                    continue;
+                }
+            };
             for bucket in 0..table.bucket_count {
                 if !owns(table.id, bucket) || !crate::log::bucket_dir(&table_dir, bucket).exists() {
                     continue;

@@ -299,7 +299,7 @@ impl Appender {
     /// the tags of the batches recovery keeps.
     pub async fn open_bucket(&self, table: &TableInfo, bucket: u32) -> Result<BucketState, LogError> {
         let config = &self.config;
-        let table_dir = config.data_dir.join(table.relative_dir());
+        let table_dir = config.data_dir.join(table.relative_dir()?);
         let dir = crate::log::bucket_dir(&table_dir, bucket);
         if let Some(earlier) = self.sync_failed.borrow().get(&(table.id, bucket)) {
             return Err(LogError::SyncFailedEarlier {

@@ -104,7 +104,7 @@ async fn outcome_of(result: OwnerResult) -> AppendOutcome {
 fn the_pipeline_appends_rows_and_refuses_without_appending() {
     let (dir, config, table) = fixture();
     let registry = Arc::new(LogRegistry::new());
-    let bucket_dir = crate::log::bucket_dir(&dir.path().join(table.relative_dir()), 1);
+    let bucket_dir = crate::log::bucket_dir(&dir.path().join(table.relative_dir().unwrap()), 1);
     run_local(async move {
         let appender = appender(&config, &registry);
         let mut state = None;
@@ -190,7 +190,7 @@ fn the_pipeline_appends_rows_and_refuses_without_appending() {
 fn bucket_actors_answer_in_order_and_a_dropped_table_stays_closed() {
     let (dir, config, table) = fixture();
     let registry = Arc::new(LogRegistry::new());
-    let table_dir = dir.path().join(table.relative_dir());
+    let table_dir = dir.path().join(table.relative_dir().unwrap());
     run_local(async move {
         let buckets: Rc<Buckets<LocalSender<AppendOutcome>>> = Buckets::new(appender(&config, &registry));
         let mut receivers = Vec::new();
@@ -436,7 +436,7 @@ fn stored_ids(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<i64>
 /// Each stored IPC record-batch message of the bucket, in log order (pyarrow-free: the
 /// segments read with arrow-ipc's stream reader).
 fn stored_batches(config: &ServerConfig, table: &TableInfo, bucket: u32) -> Vec<arrow_array::RecordBatch> {
-    let dir = crate::log::bucket_dir(&config.data_dir.join(table.relative_dir()), bucket);
+    let dir = crate::log::bucket_dir(&config.data_dir.join(table.relative_dir().unwrap()), bucket);
     let mut names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())

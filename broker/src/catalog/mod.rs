@@ -8,6 +8,7 @@ pub mod config;
 pub mod ddl;
 pub mod error;
 pub mod model;
+pub mod names;
 pub mod output;
 pub mod procedures;
 mod publish;

@@ -69,8 +69,9 @@ impl TableInfo {
     }
 
     /// Storage directory relative to `data.dir`: [`crate::log::table_dir`] (the one layout,
-    /// `<db>/<table>-<table_id>`) below an empty root.
-    pub fn relative_dir(&self) -> std::path::PathBuf {
+    /// `<db>/<table>-<table_id>`) below an empty root; refused for a name that is not a name
+    /// (which the catalog never holds: CREATE and the load of catalog.json check them).
+    pub fn relative_dir(&self) -> Result<std::path::PathBuf, crate::log::LogError> {
         crate::log::table_dir(std::path::Path::new(""), &self.database, &self.name, self.id)
     }
 

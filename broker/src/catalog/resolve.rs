@@ -6,11 +6,10 @@ use std::sync::Arc;
 use thiserror::Error;
 
 use super::model::{CatalogSnapshot, TableInfo};
+pub use super::names::{check_fluss_name, MAX_FLUSS_NAME_LEN};
 
 /// Kafka's limit on a topic name.
 pub const MAX_TOPIC_NAME_LEN: usize = 249;
-/// Fluss's limit on a database or table name.
-pub const MAX_FLUSS_NAME_LEN: usize = 200;
 
 /// Why a topic does not resolve. The broker maps these to Kafka codes: `InvalidName`,
 /// `MappingDisabled` and `Ineligible` → INVALID_TOPIC_EXCEPTION; `UnknownDatabase` and
@@ -71,26 +70,6 @@ pub fn split_topic<'a>(topic: &'a str, default_db: &'a str) -> Result<(&'a str, 
     check_fluss_name(database).map_err(TopicError::InvalidName)?;
     check_fluss_name(table).map_err(TopicError::InvalidName)?;
     Ok((database, table))
-}
-
-/// Fluss's rule for database and table names: 1–200 of `[a-zA-Z0-9_-]`, no `__` prefix.
-pub fn check_fluss_name(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() {
-        return Err("database and table names cannot be empty");
-    }
-    if name.len() > MAX_FLUSS_NAME_LEN {
-        return Err("database and table names are at most 200 characters");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        return Err("database and table names use only ASCII letters, digits, '_' and '-'");
-    }
-    if name.starts_with("__") {
-        return Err("names starting with '__' are reserved");
-    }
-    Ok(())
 }
 
 /// [`check_fluss_name`] for a database: its name is also not the ACL resource name of the

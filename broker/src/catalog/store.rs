@@ -5,6 +5,11 @@
 //! never a mix. A leftover `.tmp` (crash before the rename) is ignored and removed on load.
 //! `catalog.max-size` bounds the file both ways: a change whose encoding would be larger is
 //! refused before anything is written, and a larger file is refused at load, unread.
+//!
+//! A file that parses is also checked before it is used ([`check_consistency`]): table ids
+//! unique and below `next_table_id`, and every database and table name one SQL accepts, since
+//! the storage names each table's directory after them. A missing file is a first start only
+//! when the directory holds no table directories ([`StoreError::MissingWithTables`]).
 //! Database names cannot contain `.`, so the file never collides with a database directory.
 //!
 //! The document (serde types in the private `file` module) holds the cluster id, the next
@@ -24,6 +29,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use super::config::MAX_SIZE_KEY;
+use super::names::check_fluss_name;
 use super::sql::parse_type;
 
 pub const CATALOG_FILE: &str = "catalog.json";
@@ -63,6 +69,54 @@ pub enum StoreError {
         key = MAX_SIZE_KEY
     )]
     ChangeTooLarge { size: u64, limit: u64 },
+    /// The file parses but describes a catalog the server must not serve.
+    #[error(
+        "catalog file {path} is inconsistent: {problem}. The server does not start on it rather \
+         than mix or delete tables' data: correct the file, or restore it from a backup"
+    )]
+    Inconsistent {
+        path: PathBuf,
+        #[source]
+        problem: Inconsistency,
+    },
+    /// `catalog.json` is missing but the directory holds table directories: a new catalog
+    /// would give their ids, and so their data, to new tables.
+    #[error(
+        "catalog file {path} is missing, but the data dir holds table directory {table_dir}, \
+         written with a catalog that is gone: a new catalog would give its table id, and its \
+         rows, to the next CREATE TABLE. Restore catalog.json from a backup; or, to start an \
+         empty cluster without the old tables, move the database directories out of the data \
+         dir (docs/storage.md, \"The catalog file\")"
+    )]
+    MissingWithTables { path: PathBuf, table_dir: PathBuf },
+}
+
+/// What makes a catalog that parses one the server must not serve ([`check_consistency`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Inconsistency {
+    /// A database name SQL refuses: the storage joins it to `data.dir`.
+    #[error("database {name:?} has a name SQL refuses: {reason}")]
+    DatabaseName { name: String, reason: &'static str },
+    /// A table name SQL refuses (`../../victim`): the storage joins it to `data.dir`.
+    #[error("table {name:?} of database {database} has a name SQL refuses: {reason}")]
+    TableName {
+        database: String,
+        name: String,
+        reason: &'static str,
+    },
+    /// Two tables with one id would share a directory, a topic id and their rows.
+    #[error("tables {first} and {second} have the same id {id} (one directory and one topic id for both)")]
+    DuplicateTableId { id: u64, first: String, second: String },
+    /// The next CREATE TABLE would be given the id of an existing table.
+    #[error(
+        "next_table_id is {next_table_id}, not above the id {id} of table {table}: a new table \
+         would get an id in use"
+    )]
+    NextTableIdTooLow {
+        next_table_id: u64,
+        id: u64,
+        table: String,
+    },
 }
 
 /// One table as persisted.
@@ -143,7 +197,12 @@ impl CatalogStore {
         }
         let mut file = match File::open(&path) {
             Ok(file) => file,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                return match find_table_dir(&self.dir) {
+                    Some(table_dir) => Err(StoreError::MissingWithTables { path, table_dir }),
+                    None => Ok(None),
+                };
+            }
             Err(source) => {
                 return Err(StoreError::Io {
                     action: "open",
@@ -174,9 +233,12 @@ impl CatalogStore {
         if text.len() as u64 > self.max_size {
             return Err(too_large(text.len() as u64));
         }
-        decode(&text)
-            .map(Some)
-            .map_err(|reason| StoreError::Corrupt { path, reason })
+        let catalog = decode(&text).map_err(|reason| StoreError::Corrupt {
+            path: path.clone(),
+            reason,
+        })?;
+        check_consistency(&catalog).map_err(|problem| StoreError::Inconsistent { path, problem })?;
+        Ok(Some(catalog))
     }
 
     /// Replaces the stored catalog crash-safely; refuses, writing nothing, a catalog whose
@@ -195,6 +257,74 @@ impl CatalogStore {
         }
         write_atomically(&self.path(), &bytes, self.crash_at)
     }
+}
+
+/// Checks what the decoder cannot: every database and table name is one SQL accepts (the
+/// rule of `CREATE`, [`check_fluss_name`]; a database named `cluster` by an earlier version
+/// is still served, with a warning), no two tables share an id, and `next_table_id` is above
+/// every table's id. The first problem found is returned.
+pub fn check_consistency(catalog: &StoredCatalog) -> Result<(), Inconsistency> {
+    let mut ids: BTreeMap<u64, String> = BTreeMap::new();
+    for (database, tables) in &catalog.databases {
+        check_fluss_name(database).map_err(|reason| Inconsistency::DatabaseName {
+            name: database.clone(),
+            reason,
+        })?;
+        for (name, table) in tables {
+            check_fluss_name(name).map_err(|reason| Inconsistency::TableName {
+                database: database.clone(),
+                name: name.clone(),
+                reason,
+            })?;
+            let path = format!("{database}.{name}");
+            if table.id >= catalog.next_table_id {
+                return Err(Inconsistency::NextTableIdTooLow {
+                    next_table_id: catalog.next_table_id,
+                    id: table.id,
+                    table: path,
+                });
+            }
+            if let Some(first) = ids.insert(table.id, path.clone()) {
+                return Err(Inconsistency::DuplicateTableId {
+                    id: table.id,
+                    first,
+                    second: path,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A table directory in `data_dir`: `<db>/<table>-<id>`, a directory whose database and table
+/// names are names and whose id is digits (the storage layout, `log::table_dir`).
+fn find_table_dir(data_dir: &Path) -> Option<PathBuf> {
+    let is_dir = |entry: &fs::DirEntry| entry.file_type().is_ok_and(|kind| kind.is_dir());
+    for database in fs::read_dir(data_dir).ok()?.filter_map(Result::ok) {
+        let named = database
+            .file_name()
+            .to_str()
+            .is_some_and(|name| check_fluss_name(name).is_ok());
+        if !named || !is_dir(&database) {
+            continue;
+        }
+        let Ok(tables) = fs::read_dir(database.path()) else {
+            continue;
+        };
+        for table in tables.filter_map(Result::ok) {
+            let named = table
+                .file_name()
+                .to_str()
+                .and_then(|name| name.rsplit_once('-'))
+                .is_some_and(|(name, id)| {
+                    check_fluss_name(name).is_ok() && crate::units::digits(id).is_some()
+                });
+            if named && is_dir(&table) {
+                return Some(table.path());
+            }
+        }
+    }
+    None
 }
 
 fn temp_path(path: &Path) -> PathBuf {
@@ -538,6 +668,135 @@ mod tests {
         assert!(!message.contains("corrupt"), "{message}");
         let exact = CatalogStore::open(dir.path(), size).unwrap();
         assert_eq!(exact.load().unwrap(), Some(sample()));
+    }
+
+    /// Damage that still parses, each as the audit made it by editing catalog.json: each is
+    /// refused naming what is wrong (before, the server started on it and mixed or deleted
+    /// tables' data, or deleted a directory outside data.dir at DROP TABLE).
+    #[test]
+    fn ids_and_names_are_checked_after_decoding() {
+        assert_eq!(check_consistency(&sample()), Ok(()));
+        let with = |change: &dyn Fn(&mut StoredCatalog)| {
+            let mut catalog = sample();
+            change(&mut catalog);
+            check_consistency(&catalog).unwrap_err()
+        };
+        let too_low = |next_table_id| Inconsistency::NextTableIdTooLow {
+            next_table_id,
+            id: 7,
+            table: "sales.orders".to_string(),
+        };
+        assert_eq!(with(&|c| c.next_table_id = 7), too_low(7));
+        assert_eq!(with(&|c| c.next_table_id = 1), too_low(1));
+        let twin = |c: &mut StoredCatalog| {
+            let orders = c.databases["sales"]["orders"].clone();
+            c.databases
+                .get_mut("fluss")
+                .unwrap()
+                .insert("twin".to_string(), orders);
+        };
+        let duplicate = with(&twin);
+        assert_eq!(
+            duplicate,
+            Inconsistency::DuplicateTableId {
+                id: 7,
+                first: "fluss.twin".to_string(),
+                second: "sales.orders".to_string()
+            }
+        );
+        assert_eq!(
+            duplicate.to_string(),
+            "tables fluss.twin and sales.orders have the same id 7 (one directory and one topic id for both)"
+        );
+        for bad in ["../../victim", "..", "a/b", "", "__internal"] {
+            let rename = |c: &mut StoredCatalog| {
+                let tables = c.databases.get_mut("sales").unwrap();
+                let orders = tables.remove("orders").unwrap();
+                tables.insert(bad.to_string(), orders);
+            };
+            let error = with(&rename);
+            assert!(
+                matches!(&error, Inconsistency::TableName { database, name, .. } if database == "sales" && name == bad),
+                "{bad}: {error}"
+            );
+            let rename = |c: &mut StoredCatalog| {
+                let tables = c.databases.remove("sales").unwrap();
+                c.databases.insert(bad.to_string(), tables);
+            };
+            let error = with(&rename);
+            assert!(
+                matches!(&error, Inconsistency::DatabaseName { name, .. } if name == bad),
+                "{bad}: {error}"
+            );
+        }
+        // An earlier version's database named like the cluster's ACL resource is still served
+        // (with a warning at start-up): the rule is SQL's name rule, not CREATE DATABASE's.
+        let mut cluster = sample();
+        cluster.databases.insert("cluster".to_string(), BTreeMap::new());
+        assert_eq!(check_consistency(&cluster), Ok(()));
+    }
+
+    #[test]
+    fn an_inconsistent_file_refuses_to_load_naming_the_file_and_the_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        let fixture = fs::read_to_string(FIXTURE).unwrap();
+        let lowered = fixture.replace("\"next_table_id\": 3,", "\"next_table_id\": 2,");
+        assert_ne!(lowered, fixture);
+        fs::write(store.path(), lowered).unwrap();
+        let error = store.load().unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(
+                &error,
+                StoreError::Inconsistent { problem: Inconsistency::NextTableIdTooLow { next_table_id: 2, id: 2, table }, .. }
+                    if table == "fluss.plain"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.starts_with(&format!(
+                "catalog file {} is inconsistent: next_table_id is 2, not above the id 2 of table fluss.plain",
+                store.path().display()
+            )),
+            "{message}"
+        );
+        assert!(message.contains("restore it from a backup"), "{message}");
+    }
+
+    /// A missing catalog.json is a first start only when no table directory is left: before,
+    /// the server started a new catalog (ids from 1 again) whose first table took over the old
+    /// directory and its rows.
+    #[test]
+    fn a_missing_catalog_next_to_table_directories_is_not_a_first_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CatalogStore::open(dir.path(), DEFAULT_MAX_SIZE).unwrap();
+        // Nothing that is a table directory: a first start.
+        fs::create_dir_all(dir.path().join("notes")).unwrap();
+        fs::create_dir_all(dir.path().join("fluss").join("no-id")).unwrap();
+        fs::create_dir_all(dir.path().join("fluss").join("..-1")).unwrap();
+        fs::create_dir_all(dir.path().join("bad name").join("t-1")).unwrap();
+        fs::write(dir.path().join("fluss").join("f-1"), b"a file").unwrap();
+        fs::write(dir.path().join("producer-ids.next"), b"1000").unwrap();
+        assert_eq!(store.load().unwrap(), None);
+
+        let table = dir.path().join("fluss").join("t-1");
+        fs::create_dir_all(table.join("bucket-0")).unwrap();
+        let error = store.load().unwrap_err();
+        let message = error.to_string();
+        assert!(
+            matches!(&error, StoreError::MissingWithTables { table_dir, .. } if *table_dir == table),
+            "{message}"
+        );
+        assert!(
+            message.starts_with(&format!(
+                "catalog file {} is missing, but the data dir holds table directory {}",
+                store.path().display(),
+                table.display()
+            )),
+            "{message}"
+        );
+        assert!(!store.path().exists(), "nothing written");
     }
 
     /// A catalog.json written by the hand-built encoder this module had before its serde

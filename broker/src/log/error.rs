@@ -44,6 +44,15 @@ pub enum LogError {
     /// Offsets are u64 row counts; a batch that would overflow them is refused.
     #[error("offset overflow in bucket log {dir}")]
     OffsetOverflow { dir: PathBuf },
+    /// A database or table name that is not one (`catalog::names::check_fluss_name`: a path
+    /// separator, `..`, ...) names no storage directory: joined to `data.dir` it could name
+    /// one outside it.
+    #[error("table {database}.{table} has no storage directory: {reason}")]
+    InvalidTableName {
+        database: String,
+        table: String,
+        reason: &'static str,
+    },
 }
 
 impl LogError {
@@ -80,6 +89,15 @@ impl LogError {
             LogError::UnexpectedFile { path } => LogError::UnexpectedFile { path: path.clone() },
             LogError::Encode(e) => LogError::Encode(ArrowError::ExternalError(e.to_string().into())),
             LogError::Seal(e) => LogError::Seal(e.clone()),
+            LogError::InvalidTableName {
+                database,
+                table,
+                reason,
+            } => LogError::InvalidTableName {
+                database: database.clone(),
+                table: table.clone(),
+                reason,
+            },
         }
     }
 

@@ -169,9 +169,18 @@ impl BucketStats {
     }
 }
 
-/// `data.dir/<db>/<table>-<table_id>`.
-pub fn table_dir(data_dir: &Path, database: &str, table: &str, table_id: u64) -> PathBuf {
-    data_dir.join(database).join(format!("{table}-{table_id}"))
+/// `data.dir/<db>/<table>-<table_id>`, for a database and a table name that are names (the
+/// rule of SQL, `catalog::names::check_fluss_name`): anything else, such as `..` or a name
+/// holding a `/`, is refused, so the directory is always one inside `data_dir`.
+pub fn table_dir(data_dir: &Path, database: &str, table: &str, table_id: u64) -> Result<PathBuf, LogError> {
+    for name in [database, table] {
+        crate::catalog::names::check_fluss_name(name).map_err(|reason| LogError::InvalidTableName {
+            database: database.to_string(),
+            table: table.to_string(),
+            reason,
+        })?;
+    }
+    Ok(data_dir.join(database).join(format!("{table}-{table_id}")))
 }
 
 /// `<table_dir>/bucket-<n>`.
@@ -241,11 +250,37 @@ mod tests {
 
     #[test]
     fn paths_follow_the_storage_layout() {
-        let dir = table_dir(Path::new("/data"), "sales", "orders", 7);
+        let dir = table_dir(Path::new("/data"), "sales", "orders", 7).unwrap();
         assert_eq!(dir, PathBuf::from("/data/sales/orders-7"));
         assert_eq!(
             bucket_dir(&dir, 3),
             PathBuf::from("/data/sales/orders-7/bucket-3")
         );
+    }
+
+    /// A name that is not a database or table name never becomes a path: before, a table
+    /// named `../../victim` in catalog.json made DROP TABLE delete a directory outside data.dir.
+    #[test]
+    fn names_that_are_not_names_have_no_directory() {
+        for (database, table) in [
+            ("fluss", "../../victim"),
+            ("fluss", ".."),
+            ("..", "t"),
+            ("fluss", "a/b"),
+            ("/etc", "t"),
+            ("fluss", ""),
+        ] {
+            let error = table_dir(Path::new("/data"), database, table, 7).unwrap_err();
+            assert!(
+                matches!(&error, LogError::InvalidTableName { database: d, table: t, .. } if d == database && t == table),
+                "{database}.{table}: {error}"
+            );
+            assert!(
+                error
+                    .to_string()
+                    .starts_with(&format!("table {database}.{table} has no storage directory: ")),
+                "{error}"
+            );
+        }
     }
 }

@@ -166,7 +166,9 @@ fn holds_only_buckets(dir: &std::path::Path) -> bool {
 /// so each core knows which of them to open (and recover) at once.
 fn seed_recovered_buckets(config: &ServerConfig, catalog: &Catalog, owners: &BucketOwners) {
     for table in catalog.snapshot().tables() {
-        let table_dir = config.data_dir.join(table.relative_dir());
+        let Ok(table_dir) = table.relative_dir().map(|dir| config.data_dir.join(dir)) else {
+            continue;
+        };
         for bucket in 0..table.bucket_count {
             if crate::log::bucket_dir(&table_dir, bucket).exists() {
                 owners.seed(table.id, bucket);
@@ -192,8 +194,10 @@ fn table_dropped_hook(
         close_on_every_core(table, &cores);
         log_stats.remove_table(table.id);
         owners.forget_table(table.id);
-        let dir = data_dir.join(table.relative_dir());
-        if let Err(e) = crate::log::remove_table_dir(&dir) {
+        let removed = table
+            .relative_dir()
+            .and_then(|dir| crate::log::remove_table_dir(&data_dir.join(dir)));
+        if let Err(e) = removed {
             tracing::error!(
                 "cannot delete the directory of dropped table {}: {e}",
                 table.path()
@@ -779,7 +783,7 @@ mod tests {
         );
         catalog.execute("CREATE TABLE t (x INT)", &mut session).unwrap();
         let table = catalog.snapshot().table("fluss", "t").unwrap().clone();
-        let table_dir = dir.path().join(table.relative_dir());
+        let table_dir = dir.path().join(table.relative_dir().unwrap());
         std::fs::create_dir_all(crate::log::bucket_dir(&table_dir, 0)).unwrap();
 
         let (fast_tx, fast_rx) = control_channel(4);

@@ -79,6 +79,9 @@ pub enum ScanError {
     /// Writing to the client failed (it went away): stop quietly.
     #[error("cannot write scan output: {0}")]
     Output(#[source] std::io::Error),
+    /// The table's names name no storage directory ([`crate::log::table_dir`]).
+    #[error(transparent)]
+    TableDir(crate::log::LogError),
 }
 
 impl ScanError {
@@ -110,7 +113,10 @@ impl ScanError {
             ScanError::CorruptSegment { .. } => "CORRUPT_SEGMENT",
             ScanError::DeletedByRetention { .. } => "DELETED_BY_RETENTION",
             ScanError::TableDropped { .. } => "TABLE_DROPPED",
-            ScanError::Io { .. } | ScanError::Arrow(_) | ScanError::SchemaMismatch { .. } => "STORAGE_ERROR",
+            ScanError::Io { .. }
+            | ScanError::Arrow(_)
+            | ScanError::SchemaMismatch { .. }
+            | ScanError::TableDir(_) => "STORAGE_ERROR",
             ScanError::Output(_) => "OUTPUT_ERROR",
         }
     }
