@@ -8,8 +8,9 @@
 //! were suppressed. The limiter keeps no timer; its caller, `CoreTelemetry::log_limited`, asks
 //! once, an interval after each line (or at shutdown, if that comes first), for what was
 //! suppressed since ([`RepeatLimiter::take_suppressed`]) and logs that as the burst's tail, so
-//! a key that falls quiet is still counted in full. Keys sharing the overflow entry (below) get no tail: their
-//! count shows with the overflow's next line.
+//! a key that falls quiet is still counted in full. The overflow entry (below) has its tail
+//! too: [`RepeatLimiter::check_with`] says which entry decided ([`Slot`]), and the caller asks
+//! that entry.
 //!
 //! An occurrence may carry a magnitude (how long an answer waited): an entry keeps the largest
 //! among its suppressed occurrences, and the next line of the key reports it with the count
@@ -17,7 +18,8 @@
 //!
 //! The map holds at most `server.log-repeat-keys` keys. When it is full, keys whose interval
 //! has passed (and that have nothing suppressed) are dropped; if it is still full, a new key
-//! shares one overflow entry, so a client sending to ever new topic names is limited too.
+//! shares one overflow entry with every other key that finds the map full: one line per interval
+//! for all of them together, its `suppressed` counting what all of them left out.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -49,6 +51,16 @@ pub enum Verdict {
     Suppress,
 }
 
+/// The entry that decided an occurrence, and that its tail is taken from
+/// ([`RepeatLimiter::take_suppressed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slot {
+    /// The key's own entry.
+    Key,
+    /// The overflow entry, shared by the keys that found the map full.
+    Overflow,
+}
+
 #[derive(Debug)]
 pub struct RepeatLimiter {
     interval: Duration,
@@ -76,6 +88,11 @@ impl RepeatLimiter {
         self.interval
     }
 
+    /// `server.log-repeat-keys`: the most keys remembered.
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
+    }
+
     /// Keys remembered (bounded by `max_keys`).
     pub fn len(&self) -> usize {
         self.keys
@@ -95,12 +112,19 @@ impl RepeatLimiter {
 
     /// Decides about one occurrence of `key` at `now`, of magnitude `value`; with a `Log`
     /// verdict, also the largest magnitude among the occurrences it reports as suppressed (0 if
-    /// none).
-    pub fn check_with(&mut self, key: (&str, &'static str), now: Instant, value: u64) -> (Verdict, u64) {
+    /// none). The [`Slot`] says which entry decided: the key's own, or the overflow entry (when
+    /// the map is full and the key is not in it).
+    pub fn check_with(
+        &mut self,
+        key: (&str, &'static str),
+        now: Instant,
+        value: u64,
+    ) -> (Verdict, u64, Slot) {
         let interval = self.interval;
         let (table, reason) = key;
         if let Some(entry) = self.entries.get_mut(reason).and_then(|t| t.get_mut(table)) {
-            return Self::decide(entry, interval, now, value);
+            let (verdict, largest) = Self::decide(entry, interval, now, value);
+            return (verdict, largest, Slot::Key);
         }
         if self.keys >= self.max_keys {
             let mut keys = 0;
@@ -114,28 +138,34 @@ impl RepeatLimiter {
             self.keys = keys;
         }
         if self.keys >= self.max_keys {
-            return match self.overflow.as_mut() {
+            let (verdict, largest) = match self.overflow.as_mut() {
                 Some(entry) => Self::decide(entry, interval, now, value),
                 None => {
                     self.overflow = Some(Entry::new(now));
                     (Verdict::Log { suppressed: 0 }, 0)
                 }
             };
+            return (verdict, largest, Slot::Overflow);
         }
         self.entries
             .entry(reason)
             .or_default()
             .insert(table.to_string(), Entry::new(now));
         self.keys += 1;
-        (Verdict::Log { suppressed: 0 }, 0)
+        (Verdict::Log { suppressed: 0 }, 0, Slot::Key)
     }
 
-    /// The occurrences of `key` suppressed since its last line, and the largest magnitude among
-    /// them, counted as reported (the next line starts from none); `None` when there are none.
-    /// The key's interval is left as it is, so its next occurrence is decided as before.
-    pub fn take_suppressed(&mut self, key: (&str, &'static str)) -> Option<(u64, u64)> {
+    /// The occurrences suppressed since the last line of `key` (with [`Slot::Key`]) or of the
+    /// overflow entry (with [`Slot::Overflow`]; `key` is then not looked at), and the largest
+    /// magnitude among them, counted as reported (the next line starts from none); `None` when
+    /// there are none. The entry's interval is left as it is, so its next occurrence is decided
+    /// as before.
+    pub fn take_suppressed(&mut self, key: (&str, &'static str), slot: Slot) -> Option<(u64, u64)> {
         let (table, reason) = key;
-        let entry = self.entries.get_mut(reason)?.get_mut(table)?;
+        let entry = match slot {
+            Slot::Key => self.entries.get_mut(reason)?.get_mut(table)?,
+            Slot::Overflow => self.overflow.as_mut()?,
+        };
         if entry.suppressed == 0 {
             return None;
         }
@@ -197,21 +227,27 @@ mod tests {
         let at = |s: u64| start + Duration::from_secs(s);
         assert_eq!(
             limiter.check_with(key, at(0), 500),
-            (Verdict::Log { suppressed: 0 }, 0)
+            (Verdict::Log { suppressed: 0 }, 0, Slot::Key)
         );
         for (s, value) in [(1, 30), (2, 261), (3, 12)] {
-            assert_eq!(limiter.check_with(key, at(s), value), (Verdict::Suppress, 0));
+            assert_eq!(
+                limiter.check_with(key, at(s), value),
+                (Verdict::Suppress, 0, Slot::Key)
+            );
         }
         // The logged occurrence's own value is the caller's; the largest left out is 261.
         assert_eq!(
             limiter.check_with(key, at(10), 40),
-            (Verdict::Log { suppressed: 3 }, 261)
+            (Verdict::Log { suppressed: 3 }, 261, Slot::Key)
         );
         // A new interval starts from nothing.
-        assert_eq!(limiter.check_with(key, at(11), 7), (Verdict::Suppress, 0));
+        assert_eq!(
+            limiter.check_with(key, at(11), 7),
+            (Verdict::Suppress, 0, Slot::Key)
+        );
         assert_eq!(
             limiter.check_with(key, at(20), 1),
-            (Verdict::Log { suppressed: 1 }, 7)
+            (Verdict::Log { suppressed: 1 }, 7, Slot::Key)
         );
     }
 
@@ -221,21 +257,28 @@ mod tests {
         let mut limiter = RepeatLimiter::new(Duration::from_secs(10), 16);
         let key = ("fluss.t", "disk-paced");
         let at = |s: u64| start + Duration::from_secs(s);
-        assert_eq!(limiter.take_suppressed(key), None, "unknown key");
+        assert_eq!(limiter.take_suppressed(key, Slot::Key), None, "unknown key");
         assert_eq!(
             limiter.check_with(key, at(0), 5).0,
             Verdict::Log { suppressed: 0 }
         );
-        assert_eq!(limiter.take_suppressed(key), None, "nothing suppressed");
+        assert_eq!(
+            limiter.take_suppressed(key, Slot::Key),
+            None,
+            "nothing suppressed"
+        );
         limiter.check_with(key, at(1), 261);
         limiter.check_with(key, at(2), 30);
-        assert_eq!(limiter.take_suppressed(key), Some((2, 261)));
-        assert_eq!(limiter.take_suppressed(key), None, "taken once");
+        assert_eq!(limiter.take_suppressed(key, Slot::Key), Some((2, 261)));
+        assert_eq!(limiter.take_suppressed(key, Slot::Key), None, "taken once");
         // Still inside the interval: suppressed, and counted from none.
-        assert_eq!(limiter.check_with(key, at(3), 9), (Verdict::Suppress, 0));
+        assert_eq!(
+            limiter.check_with(key, at(3), 9),
+            (Verdict::Suppress, 0, Slot::Key)
+        );
         assert_eq!(
             limiter.check_with(key, at(10), 1),
-            (Verdict::Log { suppressed: 1 }, 9)
+            (Verdict::Log { suppressed: 1 }, 9, Slot::Key)
         );
     }
 
@@ -259,5 +302,48 @@ mod tests {
             Verdict::Log { suppressed: 0 }
         );
         assert!(limiter.len() <= 4);
+    }
+
+    /// The keys past the limit are counted on the overflow entry, and that entry's tail is taken
+    /// like a key's: 1000 new topics at once against 4 keys are 4 lines, one overflow line and
+    /// 995 counted in the overflow's tail (before: the overflow's count had no tail, so a burst
+    /// that ended was never counted).
+    #[test]
+    fn the_overflow_entry_has_a_tail_of_its_own() {
+        let start = Instant::now();
+        let mut limiter = RepeatLimiter::new(Duration::from_secs(10), 4);
+        let names: Vec<String> = (0..1000).map(|i| format!("topic-{i}")).collect();
+        let (mut logged, mut overflow_lines) = (0, 0);
+        for name in &names {
+            let key = (name.as_str(), "UNKNOWN_TOPIC_OR_PARTITION");
+            match limiter.check_with(key, start, 0) {
+                (Verdict::Log { suppressed: 0 }, 0, Slot::Key) => logged += 1,
+                (Verdict::Log { suppressed: 0 }, 0, Slot::Overflow) => overflow_lines += 1,
+                (Verdict::Suppress, 0, Slot::Overflow) => {}
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        assert_eq!((logged, overflow_lines), (4, 1));
+        // A key's own entry knows nothing of them; the overflow's tail counts them, once.
+        assert_eq!(
+            limiter.take_suppressed(("topic-999", "UNKNOWN_TOPIC_OR_PARTITION"), Slot::Key),
+            None
+        );
+        assert_eq!(
+            limiter.take_suppressed(("topic-999", "UNKNOWN_TOPIC_OR_PARTITION"), Slot::Overflow),
+            Some((995, 0))
+        );
+        assert_eq!(
+            limiter.take_suppressed(("", ""), Slot::Overflow),
+            None,
+            "taken once"
+        );
+        // Still inside the interval: suppressed, and counted from none.
+        let at = |s: u64| start + Duration::from_secs(s);
+        assert_eq!(
+            limiter.check_with(("other", "INVALID_RECORD"), at(1), 0),
+            (Verdict::Suppress, 0, Slot::Overflow)
+        );
+        assert_eq!(limiter.take_suppressed(("", ""), Slot::Overflow), Some((1, 0)));
     }
 }

@@ -12,7 +12,7 @@ use glommio::sync::Gate;
 
 use crate::catalog::model::TableInfo;
 use crate::metrics::{CoreMetrics, Metrics, TableSeries, TableSeriesCache};
-use crate::repeat_log::{RepeatLimiter, Verdict};
+use crate::repeat_log::{RepeatLimiter, Slot, Verdict};
 use crate::sched::StopSignal;
 
 /// One core's metrics and log limiter; `!Sync`, owned by its core.
@@ -74,8 +74,11 @@ impl CoreTelemetry {
     /// left out since its last line; one interval later `tail` logs what that interval left out,
     /// if anything, so the end of a burst is reported even when the key logs nothing more (it is
     /// given the key, copied only for a logged line). At most one waiting tail per logged line,
-    /// itself at most one per key and interval. At shutdown the tails waiting log at once
-    /// ([`CoreTelemetry::flush_tails`]); after it a line gets no tail.
+    /// itself at most one per key and interval. A line let through by the overflow entry (all
+    /// `server.log-repeat-keys` keys in use) gets `overflow_tail`'s line instead of `tail`: what
+    /// its interval left out belongs to every key sharing that entry, not to this one. At
+    /// shutdown the tails waiting log at once ([`CoreTelemetry::flush_tails`]); after it a line
+    /// gets no tail.
     pub fn log_limited(
         self: &Rc<Self>,
         key: &str,
@@ -88,9 +91,10 @@ impl CoreTelemetry {
             .repeat_log
             .borrow_mut()
             .check_with((key, reason), Instant::now(), value);
-        let (Verdict::Log { suppressed }, largest) = verdict else {
+        let (Verdict::Log { suppressed }, largest, slot) = verdict else {
             return;
         };
+        let max_keys = self.repeat_log.borrow().max_keys();
         let interval = self.repeat_interval();
         line(Repeats {
             suppressed,
@@ -101,16 +105,20 @@ impl CoreTelemetry {
         let key = key.to_string();
         let waiting = self.tails.spawn(async move {
             futures_lite::future::or(glommio::timer::sleep(interval), telemetry.flush.stopping()).await;
-            let taken = telemetry.repeat_log.borrow_mut().take_suppressed((&key, reason));
+            let taken = telemetry
+                .repeat_log
+                .borrow_mut()
+                .take_suppressed((&key, reason), slot);
             if let Some((suppressed, largest)) = taken {
-                tail(
-                    &key,
-                    Repeats {
-                        suppressed,
-                        largest,
-                        interval,
-                    },
-                );
+                let repeats = Repeats {
+                    suppressed,
+                    largest,
+                    interval,
+                };
+                match slot {
+                    Slot::Key => tail(&key, repeats),
+                    Slot::Overflow => overflow_tail(repeats, max_keys),
+                }
             }
         });
         if let Ok(task) = waiting {
@@ -130,6 +138,22 @@ impl CoreTelemetry {
     pub fn repeat_interval(&self) -> Duration {
         self.repeat_log.borrow().interval()
     }
+}
+
+/// The tail of a line let through by the overflow entry: how many occurrences of the keys that
+/// share it (of any kind: refusals, storage errors, connection closes ...) the interval after
+/// that line left out. At WARN: the entry is shared only while `server.log-repeat-keys` keys are
+/// in use at once.
+fn overflow_tail(
+    Repeats {
+        suppressed, interval, ..
+    }: Repeats,
+    max_keys: usize,
+) {
+    tracing::warn!(
+        suppressed,
+        "repeat-limited log lines: {suppressed} more left out in the {interval:?} after the last such line, of keys that found all server.log-repeat-keys ({max_keys}) in use and share one limit"
+    )
 }
 
 /// What a repeat-limited line says of the occurrences it stands for
@@ -262,5 +286,75 @@ mod tests {
             .expect("executor")
             .join()
             .expect("test task");
+    }
+
+    /// A `tracing` writer into a shared buffer (what the overflow's tail logs).
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Ten new keys against `server.log-repeat-keys=2`: two lines of their own, one let through
+    /// by the overflow entry, and the 7 it left out are counted in the overflow's own tail (here
+    /// at the flush), not in any key's (before: counted nowhere).
+    #[test]
+    fn the_keys_sharing_the_overflow_entry_are_counted_in_its_tail() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let subscriber = tracing_subscriber::fmt()
+                    .with_ansi(false)
+                    .with_writer(move || writer.clone())
+                    .finish();
+                let _logging = tracing::subscriber::set_default(subscriber);
+                let interval = Duration::from_secs(3600);
+                let telemetry = Rc::new(CoreTelemetry::new(0, Arc::new(Metrics::new(1)), interval, 2));
+                let lines: Rc<RefCell<Vec<(String, Repeats)>>> = Rc::default();
+                let tails: Rc<RefCell<Vec<(String, Repeats)>>> = Rc::default();
+                for i in 0..10 {
+                    let (lines, tails) = (lines.clone(), tails.clone());
+                    let key = format!("fluss.t{i}");
+                    telemetry.log_limited(
+                        &key.clone(),
+                        "INVALID_RECORD",
+                        0,
+                        move |r| lines.borrow_mut().push((key, r)),
+                        move |key, r| tails.borrow_mut().push((key.to_string(), r)),
+                    );
+                }
+                let logged: Vec<String> = lines.borrow().iter().map(|(key, _)| key.clone()).collect();
+                assert_eq!(logged, ["fluss.t0", "fluss.t1", "fluss.t2"]);
+                telemetry.flush_tails().await;
+                assert!(
+                    tails.borrow().is_empty(),
+                    "no key's own tail: {:?}",
+                    tails.borrow()
+                );
+            })
+            .expect("executor")
+            .join()
+            .expect("test task");
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let tail: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("repeat-limited log lines"))
+            .collect();
+        assert_eq!(tail.len(), 1, "{log}");
+        assert!(
+            tail[0].contains(
+                "7 more left out in the 3600s after the last such line, of keys that found all server.log-repeat-keys (2) in use"
+            ) && tail[0].contains("WARN") && tail[0].contains("suppressed=7"),
+            "{log}"
+        );
     }
 }
