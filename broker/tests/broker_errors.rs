@@ -961,6 +961,79 @@ fn a_burst_of_refusals_is_counted_at_shutdown_inside_its_interval() {
     assert!(tail < complete, "the tail comes before the end:\n{logs}");
 }
 
+/// Refusals of topics that name no table are limited per code, not per name: the name is the
+/// client's to choose, without end. One Produce naming 300 new unknown topics and 100 invalid
+/// names, with `server.log-repeat-interval=1h`, logs one line per code (naming its topic) and at
+/// shutdown one line per code counting the rest; a disabled table's refusal, with the same
+/// code as the invalid names, keeps a line of its own (its key is the table). Before: one line
+/// per name (401 lines).
+#[test]
+fn refusals_of_ever_new_topic_names_are_logged_once_per_code_with_their_count() {
+    let mut server = Server::start(1, &["server.log-repeat-interval=1h"]);
+    setup(&server);
+    let mut topics: Vec<String> = (0..300).map(|i| format!("nosuch_{i}")).collect();
+    topics.extend((0..100).map(|i| format!("bad name {i}")));
+    topics.push("fluss.disabled".to_string());
+    let record = batch(&[r#"{"id":1}"#]);
+    let produce = request(
+        1,
+        topics
+            .iter()
+            .map(|topic| (topic.as_str(), vec![(0, Some(record.clone()))]))
+            .collect(),
+    );
+    let mut raw = Raw::connect(server.kafka);
+    let got = outcomes(&raw.produce(9, &produce));
+    let count = |code: ErrorCode| got.iter().filter(|o| o.2 == code).count();
+    assert_eq!(count(ErrorCode::UnknownTopicOrPartition), 300, "{got:?}");
+    assert_eq!(count(ErrorCode::InvalidTopicException), 101, "{got:?}");
+    drop(raw);
+    let refusals = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains("produce refused"))
+            .map(str::to_string)
+            .collect()
+    };
+    let lines = refusals(&server.logs());
+    assert_eq!(
+        lines.len(),
+        3,
+        "one line per code and one for the table:\n{}",
+        lines.join("\n")
+    );
+    for (line, parts) in lines.iter().zip([
+        ["table=nosuch_0 ", "code=UNKNOWN_TOPIC_OR_PARTITION"],
+        ["table=bad name 0 ", "code=INVALID_TOPIC_EXCEPTION"],
+        ["table=fluss.disabled ", "code=INVALID_TOPIC_EXCEPTION"],
+    ]) {
+        for part in parts {
+            assert!(line.contains(part), "{part:?} missing from {line}");
+        }
+        assert_eq!(suppressed(line), 0, "{line}");
+    }
+    assert!(server.terminate().is_some_and(|status| status.success()));
+    let lines = refusals(&server.logs());
+    assert_eq!(
+        lines.len(),
+        5,
+        "and at shutdown one count per code:\n{}",
+        lines.join("\n")
+    );
+    for tail in [
+        "produce refused: 299 more partitions of topics naming no table with UNKNOWN_TOPIC_OR_PARTITION in the 3600s",
+        "produce refused: 99 more partitions of topics naming no table with INVALID_TOPIC_EXCEPTION in the 3600s",
+    ] {
+        assert!(lines.iter().any(|l| l.contains(tail)), "{tail:?} missing:\n{}", lines.join("\n"));
+    }
+    let accounted: u64 = lines.iter().map(|l| accounts_for(l)).sum();
+    assert_eq!(
+        accounted,
+        401,
+        "every refusal is a line or counted in one:\n{}",
+        lines.join("\n")
+    );
+}
+
 #[test]
 fn a_refused_record_logs_one_warn_line_and_a_retry_flood_stays_under_the_rate_limit() {
     let server = Server::start(1, &["server.log-repeat-interval=1s"]);

@@ -341,9 +341,17 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
     }
 }
 
+/// The repeat-limit key of the refusals whose topic names no table (unknown or invalid): its
+/// name is the client's to choose, without end, so those refusals are limited per code alone.
+/// (No table's path: a path has a `.`.)
+const NO_TABLE: &str = "topics naming no table";
+
 /// Counts a refused partition (by code, and by table when the topic resolves to one) and logs
-/// it at WARN, rate-limited per (table, code) by `server.log-repeat-interval`. The topic is
-/// resolved again here, on the error path, so the append path carries no extra reference.
+/// it at WARN, rate-limited by `server.log-repeat-interval` per (table, code) when the topic
+/// names a table (Kafka enabled or not: bounded by the catalog), else per code alone
+/// ([`NO_TABLE`]): a client sending to ever new names gets one line per code and interval on
+/// each core, naming the topic of that line. The topic is resolved again here, on the error
+/// path, so the append path carries no extra reference.
 fn refused(context: &ConnectionContext, topic: &str, partition: i32, answer: &PartitionAnswer) {
     let core = &context.core;
     let telemetry = &core.telemetry;
@@ -352,16 +360,17 @@ fn refused(context: &ConnectionContext, topic: &str, partition: i32, answer: &Pa
     let snapshot = core.runtime().catalog.snapshot();
     let table =
         crate::catalog::resolve::resolve_topic(&snapshot, topic, &core.config().kafka_default_database);
-    let label = match table {
+    // The line's `table`, and the repeat-limit key: the table's path, or for a topic naming no
+    // table the name as sent, cut to the longest valid name, and the one key of such topics.
+    let (label, names_table) = match table {
         Ok(table) => {
             telemetry.with_table(&table, |series| series.record_refused(telemetry.core(), code));
-            table.path()
+            (table.path(), true)
         }
-        Err(TopicError::MappingDisabled(path) | TopicError::Ineligible { table: path, .. }) => path,
-        // Unknown or invalid topics: the name as sent, cut to the longest valid name (the
-        // limiter's key map is bounded in keys, and so each key is in bytes).
-        Err(_) => shown_topic(topic),
+        Err(TopicError::MappingDisabled(path) | TopicError::Ineligible { table: path, .. }) => (path, true),
+        Err(_) => (shown_topic(topic), false),
     };
+    let key = if names_table { label.as_str() } else { NO_TABLE };
     let line = |Repeats { suppressed, .. }: Repeats| {
         let principal = context.principal();
         let message = answer.error_message.as_deref().unwrap_or("");
@@ -391,19 +400,28 @@ fn refused(context: &ConnectionContext, topic: &str, partition: i32, answer: &Pa
             ),
         }
     };
-    let tail = move |table: &str,
+    let tail = move |key: &str,
                      Repeats {
                          suppressed, interval, ..
                      }: Repeats| {
-        tracing::warn!(
-            table = %table,
-            code = %code.name(),
-            suppressed,
-            "produce refused: {suppressed} more partitions of {table} with {} in the {interval:?} after the last such line",
-            code.name()
-        )
+        if key == NO_TABLE {
+            tracing::warn!(
+                code = %code.name(),
+                suppressed,
+                "produce refused: {suppressed} more partitions of {NO_TABLE} with {} in the {interval:?} after the last such line",
+                code.name()
+            )
+        } else {
+            tracing::warn!(
+                table = %key,
+                code = %code.name(),
+                suppressed,
+                "produce refused: {suppressed} more partitions of {key} with {} in the {interval:?} after the last such line",
+                code.name()
+            )
+        }
     };
-    telemetry.log_limited(&label, code.name(), 0, line, tail);
+    telemetry.log_limited(key, code.name(), 0, line, tail);
 }
 
 /// A converter path (`a.b[2]`, or `[0]` for an array value) as JSONPath from `$`.
@@ -415,7 +433,7 @@ fn json_path(path: &str) -> String {
     }
 }
 
-/// A topic name as logged and keyed: at most [`MAX_TOPIC_NAME_LEN`] bytes (cut on a character
+/// A topic name as logged: at most [`MAX_TOPIC_NAME_LEN`] bytes (cut on a character
 /// boundary, `...` appended), so a client's 100 MB "name" is neither stored nor written whole,
 /// and escaped.
 fn shown_topic(topic: &str) -> String {
