@@ -10,7 +10,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use support::Server;
+use bytes::Bytes;
+use kafluss_protocol::{Compression, RecordBatchBuilder, SaslAuthenticateRequest, SaslHandshakeRequest};
+use support::{Raw, Server};
 
 /// An ApiVersions v0 request frame.
 const API_VERSIONS_V0: [u8; 18] = [0, 0, 0, 14, 0, 18, 0, 0, 0, 0, 0, 9, 0, 4, b't', b'e', b's', b't'];
@@ -250,5 +252,123 @@ fn connections_closed_for_bad_frames_are_logged_a_bounded_number_of_times_with_t
     assert!(
         log.contains(" more closed for request larger than kafka.max-request-size in the 3600s"),
         "{log}"
+    );
+}
+
+/// Sends one request with `send` on a new connection to `address` and waits for the server's
+/// verdict (bounded by the connection's read timeout): the answer, which the server sends once
+/// it has logged (or counted) the close and after which it waits for the client to close first
+/// (a refused SASL step), or, with `answered` false, the close itself (a failed acks=0 request).
+fn closed_after(address: std::net::SocketAddr, answered: bool, send: impl FnOnce(&mut Raw)) {
+    let mut raw = Raw::connect(address);
+    send(&mut raw);
+    if answered {
+        assert!(raw.read_frame().is_some(), "an answer before the close");
+    } else {
+        let mut rest = Vec::new();
+        raw.stream
+            .read_to_end(&mut rest)
+            .expect("the server closes the connection");
+        assert!(rest.is_empty(), "closed unanswered");
+    }
+}
+
+/// Counts, in the log of a server stopped by SIGTERM, the lines of one close kind: `line` is
+/// what its first lines say, `kind` what its count lines name; at most one line and one count per
+/// core (2), standing for `sent` closes together, all at INFO.
+fn assert_counted_per_kind(log: &str, line: &str, kind: &str, sent: u64) {
+    let about = format!("closed for {kind} in the 3600s after the last such line");
+    let (lines, tails, occurrences) = repeat_limited(log, line, "closing Kafka connections: ", &about);
+    assert!(
+        (1..=2).contains(&lines) && tails <= 2,
+        "{kind}: {lines} lines and {tails} counts:\n{log}"
+    );
+    assert_eq!(occurrences, sent, "{kind}: the lines count every close:\n{log}");
+    for text in log.lines().filter(|l| l.contains(line) || l.contains(&about)) {
+        assert!(
+            text.contains(" INFO "),
+            "{kind}: a client's mistake is INFO: {text}"
+        );
+    }
+}
+
+/// Connections that a request handler closes for its client's mistake are logged per kind
+/// like the bad frames above: a failed acks=0 Produce request (to an unknown topic), SaslHandshake
+/// and SaslAuthenticate on a plaintext listener (one kind), and on a SASL listener a mechanism
+/// other than PLAIN and a SaslAuthenticate before any handshake. Before, each close was a line
+/// of its own (three of the kinds at WARN): 200 lines here.
+#[test]
+fn connections_closed_by_handlers_for_client_mistakes_are_logged_a_bounded_number_of_times() {
+    const CONNECTIONS: u64 = 40;
+    let mut plaintext = Server::start(2, &["server.log-repeat-interval=1h"]);
+    let mut builder = RecordBatchBuilder::new(Compression::None);
+    builder.append(1_700_000_000_000, None, Some(b"{}"), &[]);
+    let records = builder.build().expect("batch");
+    let produce = support::produce_request(0, "nosuch", 0, records);
+    let login = SaslAuthenticateRequest {
+        auth_bytes: Bytes::from_static(b"\0writer\0wrong"),
+    };
+    let handshake = |mechanism: &str| SaslHandshakeRequest {
+        mechanism: mechanism.to_string(),
+    };
+    for _ in 0..CONNECTIONS {
+        closed_after(plaintext.kafka, false, |raw| {
+            raw.send(9, &produce);
+        });
+        closed_after(plaintext.kafka, true, |raw| {
+            raw.send(1, &handshake("PLAIN"));
+        });
+        closed_after(plaintext.kafka, true, |raw| {
+            raw.send(2, &login);
+        });
+    }
+    assert!(plaintext.terminate().is_some_and(|status| status.success()));
+    let log = plaintext.plain_logs();
+    assert_counted_per_kind(
+        &log,
+        "closing Kafka connection: an acks=0 Produce request failed",
+        "failed acks=0 Produce request",
+        CONNECTIONS,
+    );
+    assert_counted_per_kind(
+        &log,
+        "closing Kafka connection: SASL ",
+        "SASL request on a plaintext listener",
+        2 * CONNECTIONS,
+    );
+
+    let mut sasl = Server::start(
+        2,
+        &[
+            "server.log-repeat-interval=1h",
+            "security.protocol.map=FLUSS:plaintext,KAFKA:sasl",
+            "security.sasl.plain.credentials=writer:secret",
+        ],
+    );
+    for _ in 0..CONNECTIONS {
+        closed_after(sasl.kafka, true, |raw| {
+            raw.send(1, &handshake("SCRAM-SHA-512"));
+        });
+        closed_after(sasl.kafka, true, |raw| {
+            raw.send(2, &login);
+        });
+    }
+    assert!(sasl.terminate().is_some_and(|status| status.success()));
+    let log = sasl.plain_logs();
+    assert_counted_per_kind(
+        &log,
+        "closing Kafka connection: SASL handshake refused",
+        "SASL mechanism other than PLAIN",
+        CONNECTIONS,
+    );
+    assert_counted_per_kind(
+        &log,
+        "closing Kafka connection: SASL authentication refused",
+        "SASL request out of order",
+        CONNECTIONS,
+    );
+    assert!(
+        !log.contains("SASL authentication failed"),
+        "no password was checked, so no failed login:\n{log}"
     );
 }

@@ -656,8 +656,10 @@ const CLOSING: &str = "Kafka connections";
 /// caused: at most one line per kind and `server.log-repeat-interval` on each core (given the
 /// occurrences left out since the kind's last line), and one interval later one line counting
 /// those that interval left out, so one client opening connection after connection does not
-/// grow the log at its own pace. The first of a burst names its client.
-fn log_close(core: &KafkaCore, kind: &'static str, line: impl FnOnce(u64)) {
+/// grow the log at its own pace. The first of a burst names its client. Every close a client
+/// causes is logged through here, also by the handlers that decide it (a failed acks=0
+/// Produce request, a refused SASL step).
+pub(super) fn log_close(core: &KafkaCore, kind: &'static str, line: impl FnOnce(u64)) {
     core.telemetry.log_limited(
         CLOSING,
         kind,

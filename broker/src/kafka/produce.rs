@@ -309,7 +309,12 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, header: &RequestHeader, b
             // Nothing is sent back; a failure closes the connection, as Kafka does, so the
             // client notices (it reconnects and its next sends report the error).
             if failed {
-                tracing::info!(peer = %context.peer, "closing Kafka connection: an acks=0 Produce request failed");
+                let peer = context.peer;
+                super::connection::log_close(
+                    &context.core,
+                    "failed acks=0 Produce request",
+                    |suppressed| tracing::info!(%peer, suppressed, "closing Kafka connection: an acks=0 Produce request failed"),
+                );
             }
             return Response {
                 frame: None,

@@ -16,6 +16,7 @@ use kafluss_auth::plain::PlainToken;
 use kafluss_auth::sasl_state::{FailureReason, SaslFailure};
 use kafluss_auth::{CredentialStore, HeldTurn, Principal, SaslSession};
 
+use super::connection::log_close;
 use super::context::ConnectionContext;
 use super::errors::KafkaCode;
 use super::{Dispatch, HandlerError, PendingResponse, Response};
@@ -34,7 +35,13 @@ pub fn handshake(
         .borrow_mut()
         .on_handshake(version, &request.mechanism);
     if let Err(failure) = outcome.result {
-        tracing::info!(peer = %context.peer, "SASL handshake refused: {failure}");
+        // Every refused SASL step closes the connection (`kafluss_auth::sasl_state`).
+        let peer = context.peer;
+        log_close(
+            &context.core,
+            close_kind(&failure.reason),
+            |suppressed| tracing::info!(%peer, suppressed, "closing Kafka connection: SASL handshake refused: {failure}"),
+        );
     }
     let response = SaslHandshakeResponse {
         error_code: outcome
@@ -209,7 +216,10 @@ impl Drop for StopsOnDrop {
 
 /// Runs one authentication step of the session and books its outcome on the attempt's turn (a
 /// failure that checked no password, such as a request in the wrong state, gives the turn
-/// back); a failure is logged with the user and address (never the password).
+/// back). A failed login (wrong password, malformed PLAIN message) is logged at WARN with the
+/// user and address (never the password), each one: the login throttle paces them. Any other
+/// refusal is a client's protocol mistake, logged as the connection close it is, repeat-limited
+/// per kind ([`close_kind`]).
 fn checked(
     context: &ConnectionContext,
     turn: HeldTurn,
@@ -225,16 +235,36 @@ fn checked(
             tracing::debug!(peer = %context.peer, %principal, "SASL/PLAIN authenticated");
         }
         Err(failure) => {
+            let peer = context.peer;
             if matches!(
                 failure.reason,
                 FailureReason::InvalidCredentials | FailureReason::MalformedToken(_)
             ) {
                 turn.failed(Instant::now());
+                tracing::warn!(%peer, user = ?user, "SASL authentication failed: {failure}");
+            } else {
+                log_close(
+                    &context.core,
+                    close_kind(&failure.reason),
+                    |suppressed| tracing::info!(%peer, user = ?user, suppressed, "closing Kafka connection: SASL authentication refused: {failure}"),
+                );
             }
-            tracing::warn!(peer = %context.peer, user = ?user, "SASL authentication failed: {failure}");
         }
     }
     result
+}
+
+/// The kind of a refused SASL step, as the key of its repeat-limited close line
+/// (`server.log-repeat-interval`): what the client did wrong, without its details.
+fn close_kind(reason: &FailureReason) -> &'static str {
+    match reason {
+        FailureReason::PlaintextListener => "SASL request on a plaintext listener",
+        FailureReason::UnsupportedMechanism => "SASL mechanism other than PLAIN",
+        FailureReason::UnsupportedHandshakeVersion(_) => "unsupported SaslHandshake version",
+        FailureReason::OutOfOrder { .. } => "SASL request out of order",
+        FailureReason::MalformedToken(_) => "malformed PLAIN message",
+        FailureReason::InvalidCredentials => "invalid user name or password",
+    }
 }
 
 /// The user name a PLAIN message claims (empty when it does not parse).
