@@ -157,12 +157,14 @@ impl CoreMetrics {
         self.fsync.record(&FSYNC_BUCKETS_SECONDS, latency);
     }
 
-    /// A partition batch was handed to a bucket owned by the connection's own core.
+    /// A partition batch was handed to a bucket owned by the connection's own core (counted
+    /// when routed: the owner may still refuse it).
     pub fn record_local_append(&self) {
         add(&self.local_appends, 1);
     }
 
-    /// A partition batch crossed the mesh to the core owning its bucket.
+    /// A partition batch crossed the mesh to the core owning its bucket (counted when routed:
+    /// the owner may still refuse it).
     pub fn record_cross_core_append(&self) {
         add(&self.cross_core_appends, 1);
     }
@@ -533,13 +535,13 @@ impl Metrics {
             (
                 "kafluss_local_appends_total",
                 "counter",
-                "Partition batches appended on the core that read them.",
+                "Partition batches routed to a bucket of the core that read them, whatever its answer.",
                 self.sum(|c| &c.local_appends),
             ),
             (
                 "kafluss_cross_core_appends_total",
                 "counter",
-                "Partition batches sent over the mesh to the core owning their bucket.",
+                "Partition batches routed over the mesh to the core owning their bucket, whatever its answer.",
                 self.sum(|c| &c.cross_core_appends),
             ),
             (

@@ -1270,6 +1270,21 @@ fn labelled_metrics_move_by_exactly_what_was_appended_and_refused() {
         1.0,
         "partition 7 of a 2-bucket table"
     );
+    // Batches routed to a bucket, on this core or across the mesh: the 3 appended and the 5
+    // the owner refused (records that do not convert, a CRC that does not match); not the 3
+    // refused before routing (no such partition, unknown topic, disabled table). The HELP text
+    // says routed, not appended.
+    assert_eq!(
+        delta("kafluss_local_appends_total") + delta("kafluss_cross_core_appends_total"),
+        8.0
+    );
+    for series in ["kafluss_local_appends_total", "kafluss_cross_core_appends_total"] {
+        let help = after
+            .lines()
+            .find(|l| l.starts_with(&format!("# HELP {series} ")))
+            .unwrap_or_else(|| panic!("no HELP for {series}"));
+        assert!(help.contains(" routed ") && !help.contains("appended"), "{help}");
+    }
     // One acks=-1 request, one group fsync; acks=0/1 do not fsync under log.flush.policy=ack.
     assert_eq!(delta("kafluss_fsync_seconds_count"), 1.0);
     assert_eq!(delta(r#"kafluss_fsync_seconds_bucket{le="+Inf"}"#), 1.0);
