@@ -12,6 +12,8 @@
 //!
 //! Before SASL authentication completes the request is refused like any other (`dispatch`).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use kafluss_protocol::{
     encode_response_frame, ErrorCode, InitProducerIdRequest, InitProducerIdResponse, RequestHeader,
@@ -29,8 +31,8 @@ const MAX_EPOCH: i16 = i16::MAX - 1;
 
 /// The producer id and epoch for `request`, or why none is given. Authorization is checked
 /// by the caller.
-pub fn grant(
-    ids: &ProducerIds,
+pub async fn grant(
+    ids: &Arc<ProducerIds>,
     request: &InitProducerIdRequest,
 ) -> Result<(i64, i16), InitProducerIdRejection> {
     if request.transactional_id.is_some() {
@@ -40,11 +42,13 @@ pub fn grant(
     if id >= 0 && (0..MAX_EPOCH).contains(&epoch) && ids.may_have_issued(id) {
         return Ok((id, epoch + 1));
     }
-    let id = ids.allocate().map_err(InitProducerIdRejection::Ids)?;
+    let id = ids.allocate().await.map_err(InitProducerIdRejection::Ids)?;
     Ok((id, 0))
 }
 
-pub fn handle(
+/// Waits only when every reserved producer id is handed out and the next reservation is not
+/// yet durable ([`ProducerIds::allocate`]); the core serves other connections meanwhile.
+pub async fn handle(
     context: &ConnectionContext,
     header: &RequestHeader,
     body: Bytes,
@@ -59,7 +63,7 @@ pub fn handle(
             .authorizer()
             .authorize_any(&principal, context.peer.ip(), kafluss_auth::Operation::Write)
         {
-            grant(&runtime.producer_ids, &request)
+            grant(&runtime.producer_ids, &request).await
         } else {
             Err(InitProducerIdRejection::NotAuthorized {
                 principal: principal.to_string(),
@@ -125,22 +129,26 @@ mod tests {
 
     #[test]
     fn new_ids_epoch_bumps_and_transactions_refused() {
+        crate::append::tests::run_local(new_ids_epoch_bumps_and_transactions_refused_on_a_core());
+    }
+
+    async fn new_ids_epoch_bumps_and_transactions_refused_on_a_core() {
         let dir = tempfile::tempdir().unwrap();
-        let ids = ProducerIds::open(dir.path()).unwrap();
-        assert_eq!(grant(&ids, &request(None, -1, -1)).unwrap(), (0, 0));
-        assert_eq!(grant(&ids, &request(None, -1, -1)).unwrap(), (1, 0));
+        let ids = Arc::new(ProducerIds::open(dir.path()).unwrap());
+        assert_eq!(grant(&ids, &request(None, -1, -1)).await.unwrap(), (0, 0));
+        assert_eq!(grant(&ids, &request(None, -1, -1)).await.unwrap(), (1, 0));
         // KIP-360: the same id, the next epoch.
-        assert_eq!(grant(&ids, &request(None, 1, 0)).unwrap(), (1, 1));
-        assert_eq!(grant(&ids, &request(None, 0, 41)).unwrap(), (0, 42));
+        assert_eq!(grant(&ids, &request(None, 1, 0)).await.unwrap(), (1, 1));
+        assert_eq!(grant(&ids, &request(None, 0, 41)).await.unwrap(), (0, 42));
         // The epoch would reach i16::MAX: a new id.
-        assert_eq!(grant(&ids, &request(None, 1, MAX_EPOCH)).unwrap(), (2, 0));
+        assert_eq!(grant(&ids, &request(None, 1, MAX_EPOCH)).await.unwrap(), (2, 0));
         assert_eq!(
-            grant(&ids, &request(None, 1, MAX_EPOCH - 1)).unwrap(),
+            grant(&ids, &request(None, 1, MAX_EPOCH - 1)).await.unwrap(),
             (1, MAX_EPOCH)
         );
         // An id this node never handed out is not taken over.
-        assert_eq!(grant(&ids, &request(None, 500, 3)).unwrap(), (3, 0));
-        let refused = grant(&ids, &request(Some("tx-1"), -1, -1)).unwrap_err();
+        assert_eq!(grant(&ids, &request(None, 500, 3)).await.unwrap(), (3, 0));
+        let refused = grant(&ids, &request(Some("tx-1"), -1, -1)).await.unwrap_err();
         assert!(matches!(refused, InitProducerIdRejection::Transactional));
         assert!(
             refused.to_string().contains("transactions are not supported"),

@@ -257,7 +257,7 @@ pub async fn dispatch(context: &Rc<ConnectionContext>, frame: Bytes) -> Dispatch
         Handler::ApiVersions => api_versions::handle(&header, body),
         Handler::Metadata => metadata::handle(context, &header, body),
         Handler::SaslHandshake => sasl::handshake(context, &header, body),
-        Handler::InitProducerId => init_producer_id::handle(context, &header, body),
+        Handler::InitProducerId => init_producer_id::handle(context, &header, body).await,
         Handler::Unsupported => unsupported::handle(&header, body),
     };
     match result {
