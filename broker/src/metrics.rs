@@ -64,6 +64,69 @@ fn refusal_label(index: usize) -> &'static str {
     REFUSAL_CODES.get(index).map_or("OTHER", |code| code.name())
 }
 
+/// Why the server closed a connection on a request without answering it: the `reason` label of
+/// `kafluss_connections_closed_unanswered_total`. A fixed set named by the code, never by a
+/// client, so the label has at most [`Unanswered::ALL`]'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unanswered {
+    /// An API advertised for librdkafka's feature detection but not served (Fetch,
+    /// FindCoordinator, ...).
+    NotServed,
+    /// A request other than SASL's before SASL authentication completed.
+    BeforeAuthentication,
+    /// A frame over `kafka.max-request-size`, closed on its size prefix.
+    TooLarge,
+    /// A frame over the bound before SASL authentication, closed on its size prefix.
+    TooLargeBeforeAuthentication,
+    /// A request other than Produce over `kafka.max-other-request-size`.
+    OtherTooLarge,
+    /// A frame whose request header cannot be decoded.
+    UndecodableHeader,
+    /// A request whose body cannot be decoded.
+    Undecodable,
+    /// An unsupported API or version with no error response to give.
+    NoErrorResponse,
+    /// A response that could not be encoded.
+    UnencodableResponse,
+    /// `kafka.max-answer-memory` not given in time (or the server stopping).
+    AnswerMemory,
+}
+
+impl Unanswered {
+    pub const ALL: [Unanswered; 10] = [
+        Unanswered::NotServed,
+        Unanswered::BeforeAuthentication,
+        Unanswered::TooLarge,
+        Unanswered::TooLargeBeforeAuthentication,
+        Unanswered::OtherTooLarge,
+        Unanswered::UndecodableHeader,
+        Unanswered::Undecodable,
+        Unanswered::NoErrorResponse,
+        Unanswered::UnencodableResponse,
+        Unanswered::AnswerMemory,
+    ];
+
+    /// The `reason` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unanswered::NotServed => "not_served",
+            Unanswered::BeforeAuthentication => "before_authentication",
+            Unanswered::TooLarge => "too_large",
+            Unanswered::TooLargeBeforeAuthentication => "too_large_before_authentication",
+            Unanswered::OtherTooLarge => "other_too_large",
+            Unanswered::UndecodableHeader => "undecodable_header",
+            Unanswered::Undecodable => "undecodable",
+            Unanswered::NoErrorResponse => "no_error_response",
+            Unanswered::UnencodableResponse => "unencodable_response",
+            Unanswered::AnswerMemory => "answer_memory",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
 /// A fixed-bucket histogram; `N` = bounds + 1 (the +Inf bucket).
 struct Histogram<const N: usize> {
     sum_micros: AtomicU64,
@@ -119,6 +182,8 @@ pub struct CoreMetrics {
     connections_rejected: AtomicU64,
     connections_handed_over: AtomicU64,
     connections_moved: AtomicU64,
+    /// Connections closed on a request without an answer, by [`Unanswered`] reason.
+    unanswered: [AtomicU64; Unanswered::ALL.len()],
     /// The core's executor thread (Linux thread id), 0 until the core has started.
     thread_id: AtomicU64,
 }
@@ -203,6 +268,12 @@ impl CoreMetrics {
     /// A connection this core served moved to the core its requests append on.
     pub fn connection_moved(&self) {
         add(&self.connections_moved, 1);
+    }
+
+    /// A connection was closed on a request without answering it, for `reason` (the request
+    /// counts in no per-API series: those count answered requests).
+    pub fn connection_closed_unanswered(&self, reason: Unanswered) {
+        add(&self.unanswered[reason.index()], 1);
     }
 
     /// The core's executor thread, whose context switches are its wake-ups.
@@ -577,6 +648,15 @@ impl Metrics {
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
         }
+        let name = "kafluss_connections_closed_unanswered_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Kafka connections closed on a request without answering it, by reason (such requests count in no per-API series).\n# TYPE {name} counter"
+        );
+        for reason in Unanswered::ALL {
+            let value = self.sum(|c| &c.unanswered[reason.index()]);
+            let _ = writeln!(out, "{name}{{reason=\"{}\"}} {value}", reason.label());
+        }
         let _ = writeln!(
             out,
             "# HELP kafluss_cores Executor cores serving Kafka.\n# TYPE kafluss_cores gauge\nkafluss_cores {}",
@@ -658,6 +738,47 @@ mod tests {
         assert!(text.contains("kafluss_request_latency_seconds_count{api=\"produce\"} 2"));
         assert!(text.contains("kafluss_records_appended_total 7"));
         assert!(text.contains("kafluss_requests_total{api=\"metadata\"} 0"));
+    }
+
+    #[test]
+    fn unanswered_closes_count_by_a_fixed_set_of_reasons() {
+        let metrics = Metrics::new(2);
+        metrics
+            .core(0)
+            .connection_closed_unanswered(Unanswered::NotServed);
+        metrics
+            .core(1)
+            .connection_closed_unanswered(Unanswered::NotServed);
+        metrics.core(1).connection_closed_unanswered(Unanswered::TooLarge);
+        let text = metrics.render();
+        let name = "kafluss_connections_closed_unanswered_total";
+        assert!(
+            text.contains(&format!("{name}{{reason=\"not_served\"}} 2\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{name}{{reason=\"too_large\"}} 1\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{name}{{reason=\"answer_memory\"}} 0\n")),
+            "{text}"
+        );
+        // Every reason is a series, each once, and there are no others.
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .count();
+        assert_eq!(series, Unanswered::ALL.len());
+        let labels: std::collections::BTreeSet<_> = Unanswered::ALL.iter().map(|r| r.label()).collect();
+        assert_eq!(labels.len(), Unanswered::ALL.len());
+        for (index, reason) in Unanswered::ALL.iter().enumerate() {
+            assert_eq!(reason.index(), index);
+        }
+        // The closes count in no per-API series.
+        assert!(!text
+            .lines()
+            .any(|l| l.starts_with("kafluss_requests_total{") && !l.ends_with(" 0")));
     }
 
     #[test]

@@ -1163,6 +1163,67 @@ fn scrape(server: &Server) -> String {
     body
 }
 
+/// Requests the server closes the connection on without answering them count, by a fixed
+/// reason, in `kafluss_connections_closed_unanswered_total`, and in no per-API series (before,
+/// they appeared in no metric at all).
+#[test]
+fn connections_closed_without_an_answer_count_by_reason() {
+    let server = Server::start(2, &[]);
+    let name = "kafluss_connections_closed_unanswered_total";
+    let before = scrape(&server);
+    let per_api = |text: &str, series: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{series}{{api=")))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    // Fetch v4 (advertised) and FindCoordinator v3: not served.
+    for (api_key, version, flexible) in [(1, 4, false), (10, 3, true)] {
+        let mut raw = Raw::connect(server.kafka);
+        send_raw(&mut raw, api_key, version, flexible, &[0, 0, 0, 0]);
+        assert!(raw.is_closed(), "api key {api_key} v{version}");
+    }
+    // A size prefix over kafka.max-request-size (closed on it); a Metadata frame over
+    // kafka.max-other-request-size (closed on its first six bytes); a frame too short for a
+    // request header.
+    let frames: [&[u8]; 3] = [
+        &[0x7f, 0xff, 0xff, 0xff, 0, 0],
+        &[0, 0x20, 0, 0, 0, 3],
+        &[0, 0, 0, 3, 0, 3, 0],
+    ];
+    for frame in frames {
+        let mut raw = Raw::connect(server.kafka);
+        raw.stream.write_all(frame).unwrap();
+        assert!(raw.is_closed(), "{frame:?}");
+    }
+    let after = scrape(&server);
+    for (reason, count) in [
+        ("not_served", 2.0),
+        ("too_large", 1.0),
+        ("other_too_large", 1.0),
+        ("undecodable_header", 1.0),
+        ("before_authentication", 0.0),
+    ] {
+        let series = format!("{name}{{reason=\"{reason}\"}}");
+        assert_eq!(
+            sample(&after, &series) - sample(&before, &series),
+            count,
+            "{series}:\n{after}"
+        );
+    }
+    // A fixed set of reasons, each a series from the start.
+    let reasons = |text: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .count()
+    };
+    assert_eq!(reasons(&before), 10, "{before}");
+    assert_eq!(reasons(&after), 10, "{after}");
+    for series in ["kafluss_requests_total", "kafluss_request_bytes_total"] {
+        assert_eq!(per_api(&before, series), per_api(&after, series), "{series}");
+    }
+}
+
 #[test]
 fn labelled_metrics_move_by_exactly_what_was_appended_and_refused() {
     let server = Server::start(2, &[]);

@@ -24,6 +24,7 @@ use kafluss_protocol::{frame_len, FrameError, FrameSplitter, FRAME_PREFIX_LEN};
 
 use super::context::{ConnectionContext, KafkaCore};
 use super::{Dispatch, HandlerError, PendingResponse, Response};
+use crate::metrics::Unanswered;
 use crate::runtime::KafkaListener;
 use crate::sched::{AddressAllowance, StopSignal};
 use crate::telemetry::Repeats;
@@ -520,6 +521,7 @@ pub async fn serve(
                     match core.hold_answer_memory(frame.len()).await {
                         Ok(permit) => held = Some(permit),
                         Err(why) => {
+                            core.metrics().connection_closed_unanswered(why.unanswered());
                             log_close(
                                 &core,
                                 why.kind(),
@@ -553,6 +555,7 @@ pub async fn serve(
                 }
             }
             Dispatch::Close { why } => {
+                core.metrics().connection_closed_unanswered(why.unanswered());
                 log_close(
                     &core,
                     why.kind(),
@@ -572,6 +575,8 @@ pub async fn serve(
                 FrameError::Negative(size) => (i64::from(size), reader.splitter.max_frame_len()),
             };
             if context.sasl.borrow().max_frame_len().is_some() {
+                core.metrics()
+                    .connection_closed_unanswered(Unanswered::TooLargeBeforeAuthentication);
                 let why = "request larger than allowed before SASL authentication";
                 log_close(
                     &core,
@@ -579,6 +584,7 @@ pub async fn serve(
                     |suppressed| tracing::info!(%peer, size, max, suppressed, "closing Kafka connection: {why}"),
                 )
             } else {
+                core.metrics().connection_closed_unanswered(Unanswered::TooLarge);
                 let why = "request larger than kafka.max-request-size";
                 log_close(
                     &core,
@@ -587,11 +593,14 @@ pub async fn serve(
                 )
             }
         }
-        CloseReason::OtherTooLarge(why) => log_close(
-            &core,
-            why.kind(),
-            |suppressed| tracing::info!(%peer, suppressed, "closing Kafka connection: {why}"),
-        ),
+        CloseReason::OtherTooLarge(why) => {
+            core.metrics().connection_closed_unanswered(why.unanswered());
+            log_close(
+                &core,
+                why.kind(),
+                |suppressed| tracing::info!(%peer, suppressed, "closing Kafka connection: {why}"),
+            )
+        }
         CloseReason::Idle => log_close(
             &core,
             "no complete request within kafka.connection.max-idle-time",

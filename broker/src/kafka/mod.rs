@@ -26,6 +26,8 @@ use kafluss_protocol::{DecodeError, EncodeError, Message, RequestHeader};
 use apis::Handler;
 use context::ConnectionContext;
 
+use crate::metrics::Unanswered;
+
 /// A finished response.
 #[derive(Debug)]
 pub struct Response {
@@ -137,6 +139,20 @@ impl HandlerError {
             Self::NoErrorResponse { .. } => "unsupported request without an error response",
             Self::NotServed(_) => "API not served",
             Self::AnswerMemory { .. } => "kafka.max-answer-memory not given in time",
+        }
+    }
+
+    /// The `reason` label the close counts under (`kafluss_connections_closed_unanswered_total`).
+    pub fn unanswered(&self) -> Unanswered {
+        match self {
+            Self::Header(_) => Unanswered::UndecodableHeader,
+            Self::BeforeAuthentication(_) => Unanswered::BeforeAuthentication,
+            Self::OtherTooLarge { .. } => Unanswered::OtherTooLarge,
+            Self::Undecodable { .. } => Unanswered::Undecodable,
+            Self::Encode { .. } => Unanswered::UnencodableResponse,
+            Self::NoErrorResponse { .. } => Unanswered::NoErrorResponse,
+            Self::NotServed(_) => Unanswered::NotServed,
+            Self::AnswerMemory { .. } => Unanswered::AnswerMemory,
         }
     }
 }
