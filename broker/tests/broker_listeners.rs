@@ -2,7 +2,8 @@
 //! use" naming the listener, instead of a second server silently sharing the port through
 //! SO_REUSEPORT (which splits the connections between two servers). The first server keeps
 //! serving. A restart on the same ports binds while the stopped server's connections linger.
-//! So does a restart at once after SIGKILL. Listeners that nothing would serve are a
+//! So does a restart at once after SIGKILL, and the first start beside the lingering
+//! connections of an earlier version, which lack SO_REUSEADDR. Listeners that nothing would serve are a
 //! configuration error. A stdout that cannot take the ready line does not stop the server.
 
 #[path = "broker_support.rs"]
@@ -107,6 +108,108 @@ fn a_restart_on_the_same_port_binds_while_old_connections_linger() {
     drop(clients);
 }
 
+/// The server-side sockets on `port` in TIME_WAIT, as this network namespace's
+/// /proc/net/tcp lists them (state 06).
+fn time_wait_sockets_on(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.len() > 3
+                && fields[3] == "06"
+                && fields[1]
+                    .rsplit_once(':')
+                    .and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok())
+                    == Some(port)
+        })
+        .count()
+}
+
+/// A listener on 127.0.0.1:`port` as servers before SO_REUSEADDR on accepted sockets made
+/// theirs (the kafluss of before 2026-12-07, whose glommio listener sets SO_REUSEPORT only).
+fn listener_without_reuse_address(port: u16) -> socket2::Socket {
+    let listener = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    listener.set_reuse_port(true).expect("SO_REUSEPORT");
+    let address: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    listener.bind(&address.into()).expect("bind");
+    listener.listen(8).expect("listen");
+    listener
+}
+
+/// A server of an earlier version (before accepted sockets got SO_REUSEADDR), stopped with
+/// clients connected, leaves its side of their connections in TIME_WAIT for a minute, and
+/// those sockets lack SO_REUSEADDR. The first start of this version on the same port right
+/// away binds beside them (it was refused "Address already in use" for that minute: the
+/// start-up's check that no other server listens there is a bind that such sockets fail). A
+/// live listener on the port, even one sharing it through SO_REUSEPORT, is still refused.
+#[test]
+fn a_start_binds_beside_lingering_connections_of_an_earlier_version() {
+    use std::io::Read;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port();
+    let address: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let old = listener_without_reuse_address(port);
+    for _ in 0..3 {
+        let mut client = std::net::TcpStream::connect(address).expect("connect");
+        let (accepted, _) = old.accept().expect("accept");
+        // The server closes first (as at its shutdown), then the client: the server's side
+        // ends in TIME_WAIT.
+        drop(accepted);
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).expect("the server's close");
+        drop(client);
+    }
+    drop(old);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while time_wait_sockets_on(port) < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        time_wait_sockets_on(port) >= 3,
+        "the server's sockets are in TIME_WAIT"
+    );
+    // The exclusive bind (SO_REUSEADDR only) fails beside them: the case this test is about.
+    let exclusive = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("socket");
+    exclusive.set_reuse_address(true).expect("SO_REUSEADDR");
+    let refused = exclusive
+        .bind(&address.into())
+        .expect_err("TIME_WAIT sockets without SO_REUSEADDR block it");
+    assert_eq!(refused.kind(), std::io::ErrorKind::AddrInUse, "{refused}");
+    drop(exclusive);
+
+    let listeners = format!("bind.listeners=FLUSS://127.0.0.1:0,KAFKA://127.0.0.1:{port}");
+    let mut server = Server::start(1, &[&listeners]);
+    assert_eq!(server.kafka.port(), port);
+    assert!(
+        time_wait_sockets_on(port) >= 3,
+        "it started beside the TIME_WAIT sockets"
+    );
+    let mut client = support::Raw::connect(server.kafka);
+    let correlation = client.send(3, &kafluss_protocol::ApiVersionsRequest::default());
+    let _: kafluss_protocol::ApiVersionsResponse = client.recv(3, correlation);
+    drop(client);
+    let status = server.terminate().expect("the server exits");
+    assert!(status.success(), "{status:?}");
+
+    // A live listener on the port (same user, SO_REUSEPORT, which the cores' binds would
+    // share) beside the same TIME_WAIT sockets: start-up is refused, naming the listener.
+    let live = listener_without_reuse_address(port);
+    let (code, stdout, stderr) = serve_with(&[&listeners]);
+    assert_eq!(code, Some(1), "stdout {stdout} stderr {stderr}");
+    assert!(!stdout.contains("kafluss ready"), "{stdout}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot bind listener KAFKA on 127.0.0.1:{port}: Address already in use"
+        )),
+        "{stderr}"
+    );
+    drop(live);
+}
+
 /// A server killed (SIGKILL, reaped) releases its listening sockets a moment after it is gone;
 /// a restart at once on the same ports binds (it failed "Address already in use" in most tries:
 /// start-up now retries such an address for up to 2 s).
@@ -122,8 +225,8 @@ fn a_restart_at_once_after_sigkill_binds_the_same_ports() {
     let listeners = format!("bind.listeners=FLUSS://127.0.0.1:{fluss},KAFKA://127.0.0.1:{kafka}");
     let mut server = Server::start(1, &[&listeners]);
     for round in 0..6 {
-        // A client of each listener, served (a Kafka connection accepted but not yet served
-        // when the server dies can hold the port for a minute: see docs/configuration.md),
+        // A client of each listener, served (so the Kafka connection's socket has
+        // SO_REUSEADDR; one without it is `a_start_binds_beside_lingering_connections_...`),
         // left connected, so each listener has I/O in flight when killed.
         let mut kafka_client = support::Raw::connect(server.kafka);
         let correlation = kafka_client.send(3, &kafluss_protocol::ApiVersionsRequest::default());

@@ -318,10 +318,24 @@ fn probe_bind_once(address: SocketAddr) -> std::io::Result<(socket2::Socket, Soc
     // The cores share the port through SO_REUSEPORT, which would equally let a second server
     // (ours or anyone's, same user) share it and take half of the connections. A plain bind
     // first fails with "address already in use" when any other socket holds the address.
+    // It fails as well beside connections that only linger (TIME_WAIT, FIN-WAIT-2) in sockets
+    // without SO_REUSEADDR: those a server of an earlier version accepted (before its accepted
+    // sockets got it) and closed at its stop, for about a minute. Only a listener is another
+    // server, so without one the binds below go ahead: they share the port with such sockets
+    // through SO_REUSEPORT, which those inherited from their listener (where they lack it,
+    // the binds below fail "address in use" as before).
     if address.port() != 0 {
         let exclusive = new_socket()?;
         exclusive.set_reuse_address(true)?;
-        exclusive.bind(&address.into())?;
+        if let Err(error) = exclusive.bind(&address.into()) {
+            if error.kind() != std::io::ErrorKind::AddrInUse || listening_on(address) {
+                return Err(error);
+            }
+            tracing::info!(
+                %address,
+                "address held only by connections that linger, no listener: binding beside them"
+            );
+        }
     }
     let socket = new_socket()?;
     socket.set_reuse_port(true)?;
@@ -332,6 +346,70 @@ fn probe_bind_once(address: SocketAddr) -> std::io::Result<(socket2::Socket, Soc
         .as_socket()
         .ok_or_else(|| std::io::Error::other("not an inet address"))?;
     Ok((socket, bound))
+}
+
+/// Whether a TCP socket of this network namespace listens on `address`'s port at an address
+/// that overlaps it (the same, or either a wildcard), as /proc/net/tcp and /proc/net/tcp6
+/// list them. A table that cannot be read (tcp6 may be absent: IPv6 off) and a listening
+/// entry that cannot be parsed count as a listener.
+fn listening_on(address: SocketAddr) -> bool {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .into_iter()
+        .any(|path| match std::fs::read_to_string(path) {
+            Ok(table) => table.lines().skip(1).any(|line| entry_listens_on(line, address)),
+            Err(error) => !(path.ends_with('6') && error.kind() == std::io::ErrorKind::NotFound),
+        })
+}
+
+/// Whether one line of /proc/net/tcp{,6} is a listener (state `0A`) on `address`.
+fn entry_listens_on(line: &str, address: SocketAddr) -> bool {
+    let mut fields = line.split_whitespace();
+    let (Some(local), Some(state)) = (fields.nth(1), fields.nth(1)) else {
+        return false;
+    };
+    if state != "0A" {
+        return false;
+    }
+    let Some((host, port)) = local.split_once(':') else {
+        return true;
+    };
+    match u16::from_str_radix(port, 16) {
+        Ok(port) if port != address.port() => false,
+        Ok(_) => proc_net_address(host).is_none_or(|listener| addresses_overlap(listener, address.ip())),
+        Err(_) => true,
+    }
+}
+
+/// An address as /proc/net/tcp{,6} prints it: the address bytes (network order) as 32-bit
+/// words in host byte order, each in 8 hex digits.
+fn proc_net_address(hex: &str) -> Option<std::net::IpAddr> {
+    let word = |index: usize| {
+        hex.get(index * 8..index * 8 + 8)
+            .and_then(|digits| u32::from_str_radix(digits, 16).ok())
+            .map(u32::to_ne_bytes)
+    };
+    match hex.len() {
+        8 => Some(std::net::Ipv4Addr::from(word(0)?).into()),
+        32 => {
+            let mut octets = [0u8; 16];
+            for (index, chunk) in octets.chunks_exact_mut(4).enumerate() {
+                chunk.copy_from_slice(&word(index)?);
+            }
+            Some(std::net::Ipv6Addr::from(octets).into())
+        }
+        _ => None,
+    }
+}
+
+/// Whether a listener on `listener` takes connections to `ours` (IPv4-mapped IPv6 addresses
+/// as IPv4); a wildcard on either side overlaps every address of either family.
+fn addresses_overlap(listener: std::net::IpAddr, ours: std::net::IpAddr) -> bool {
+    let canonical = |ip: std::net::IpAddr| match ip {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+        v4 => v4,
+    };
+    let (listener, ours) = (canonical(listener), canonical(ours));
+    listener.is_unspecified() || ours.is_unspecified() || listener == ours
 }
 
 /// CPU ids executors are pinned to, in order; core `i` runs on `cpus[i % cpus.len()]`: the
@@ -880,5 +958,79 @@ mod tests {
         ] {
             assert_eq!(warning_for(defines), None, "{defines:?}");
         }
+    }
+
+    /// A /proc/net/tcp{,6} line for a socket on `ip`:`port` in `state`, printed as the kernel
+    /// prints it (address words in host byte order).
+    fn proc_line(ip: std::net::IpAddr, port: u16, state: &str) -> String {
+        let octets = match ip {
+            std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
+            std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
+        };
+        let host: String = octets
+            .chunks_exact(4)
+            .map(|word| format!("{:08X}", u32::from_ne_bytes(word.try_into().unwrap())))
+            .collect();
+        let zeros = "0".repeat(host.len());
+        format!("   3: {host}:{port:04X} {zeros}:0000 {state} 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0 100 0 0 10 0")
+    }
+
+    #[test]
+    fn proc_net_entries_are_listeners_on_an_overlapping_address_only() {
+        let ip = |text: &str| text.parse::<std::net::IpAddr>().unwrap();
+        let at = |text: &str| text.parse::<SocketAddr>().unwrap();
+        // As the kernel prints 127.0.0.1:19921 on a little-endian machine.
+        #[cfg(target_endian = "little")]
+        assert!(entry_listens_on(
+            "   0: 0100007F:4DD1 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0 100 0 0 10 0",
+            at("127.0.0.1:19921")
+        ));
+        for (listener, ours, listens) in [
+            ("127.0.0.1", "127.0.0.1:9092", true),
+            ("0.0.0.0", "127.0.0.1:9092", true),
+            ("127.0.0.1", "0.0.0.0:9092", true),
+            ("::", "127.0.0.1:9092", true),
+            ("::ffff:127.0.0.1", "127.0.0.1:9092", true),
+            ("::1", "[::1]:9092", true),
+            ("fe80::1:2:3:4", "[fe80::1:2:3:4]:9092", true),
+            ("127.0.0.2", "127.0.0.1:9092", false),
+            ("::1", "127.0.0.1:9092", false),
+            ("fe80::1:2:3:5", "[fe80::1:2:3:4]:9092", false),
+        ] {
+            let ours = at(ours);
+            let line = proc_line(ip(listener), 9092, "0A");
+            assert_eq!(
+                entry_listens_on(&line, ours),
+                listens,
+                "{listener} {ours}: {line}"
+            );
+            // Another port, or a connection (TIME_WAIT 06, ESTABLISHED 01, FIN-WAIT-2 05).
+            assert!(!entry_listens_on(&proc_line(ip(listener), 9093, "0A"), ours));
+            for state in ["06", "01", "05"] {
+                assert!(!entry_listens_on(&proc_line(ip(listener), 9092, state), ours));
+            }
+        }
+        // The header, and a listening entry that cannot be read, which counts.
+        assert!(!entry_listens_on(
+            "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode",
+            at("127.0.0.1:9092")
+        ));
+        assert!(entry_listens_on(
+            "   0: 0100007F 00000000:0000 0A",
+            at("127.0.0.1:9092")
+        ));
+        assert!(entry_listens_on(
+            "   0: 01007F:2384 00000000:0000 0A",
+            at("127.0.0.1:9092")
+        ));
+    }
+
+    #[test]
+    fn a_live_listener_is_seen_in_proc_net_tcp() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let bound = listener.local_addr().unwrap();
+        assert!(listening_on(bound));
+        assert!(listening_on(SocketAddr::from(([0, 0, 0, 0], bound.port()))));
+        assert!(!listening_on(SocketAddr::from(([127, 0, 0, 2], bound.port()))));
     }
 }
