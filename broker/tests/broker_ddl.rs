@@ -203,6 +203,111 @@ fn a_start_warns_of_what_earlier_versions_let_in() {
     );
 }
 
+/// A Produce v8 of `value` (key `k`) to partition 0 of `topic`: (error code, base offset).
+fn produce_one(server: &Server, topic: &str, value: &str) -> (kafluss_protocol::ErrorCode, i64) {
+    let mut builder = kafluss_protocol::RecordBatchBuilder::new(kafluss_protocol::Compression::None);
+    builder.append(1_700_000_000_000, Some(b"k"), Some(value.as_bytes()), &[]);
+    let records = builder.build().expect("batch");
+    let mut raw = support::Raw::connect(server.kafka);
+    let response = raw.produce(8, &support::produce_request(-1, topic, 0, records));
+    let partition = &response.topics[0].partitions[0];
+    (partition.error_code, partition.base_offset)
+}
+
+/// A table an earlier version stored with an option key it did not read (before such keys
+/// were matched ignoring case and spaces, `'TABLE.KAFKA.KEY.TYPE'` was stored and ignored) has
+/// its Kafka mapping in error now: its topic is refused. Start-up says so at WARN, once per
+/// table and not per request, naming the table, the error and the statement that fixes it (the
+/// RESET of every such key, in one statement, as ALTER refuses any result still in error; or,
+/// for a mapping broken otherwise, turning it off as well); running that statement brings the topic
+/// back. Before, nothing was logged anywhere.
+#[test]
+fn a_start_warns_of_tables_whose_stored_kafka_mapping_is_in_error() {
+    let mut server = Server::start(1, &[]);
+    for table in ["typo", "two", "strict"] {
+        server.sql_ok(&format!(
+            "CREATE TABLE fluss.{table} (_kafka_value STRING, _kafka_key BYTES) WITH \
+             ('table.kafka.enabled' = 'true', 'table.kafka.convert.value.type' = 'string')"
+        ));
+    }
+    assert_eq!(
+        produce_one(&server, "typo", "one"),
+        (kafluss_protocol::ErrorCode::None, 0)
+    );
+    let data = server.data_dir.clone();
+    assert!(server.terminate().expect("exits").success());
+    let path = data.join("catalog.json");
+    let mut stored: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let tables = &mut stored["databases"]["fluss"]["tables"];
+    tables["typo"]["options"]["TABLE.KAFKA.KEY.TYPE"] = "binary".into();
+    tables["two"]["options"][" table.kafka.enabled"] = "true".into();
+    tables["two"]["options"]["Table.Kafka.Convert.Value.Layout"] = "nested".into();
+    // A mapping broken by a rule rather than a key: a column NOT NULL.
+    tables["strict"]["columns"][0]["type"] = "STRING NOT NULL".into();
+    std::fs::write(&path, serde_json::to_vec_pretty(&stored).unwrap()).unwrap();
+
+    let server = Server::start_in(&data, 1, &[]);
+    let fixes = [
+        ("typo", "ALTER TABLE fluss.typo RESET ('TABLE.KAFKA.KEY.TYPE')"),
+        (
+            "two",
+            "ALTER TABLE fluss.two RESET (' table.kafka.enabled', 'Table.Kafka.Convert.Value.Layout')",
+        ),
+        ("strict", "ALTER TABLE fluss.strict RESET ('table.kafka.enabled')"),
+    ];
+    let warnings = |table: &str| -> Vec<String> {
+        server
+            .plain_logs()
+            .lines()
+            .filter(|line| line.contains(&format!("table fluss.{table}: its Kafka mapping is in error")))
+            .map(str::to_string)
+            .collect()
+    };
+    for (table, fix) in fixes {
+        let lines = warnings(table);
+        assert_eq!(lines.len(), 1, "{table}: {}", server.plain_logs());
+        assert!(lines[0].contains(" WARN "), "{}", lines[0]);
+        assert!(lines[0].contains(&format!("Fix: {fix}")), "{}", lines[0]);
+        assert!(lines[0].contains("INVALID_TOPIC"), "{}", lines[0]);
+    }
+    assert!(
+        warnings("typo")[0].contains("Error: unknown table option 'TABLE.KAFKA.KEY.TYPE'"),
+        "{}",
+        warnings("typo")[0]
+    );
+    assert!(
+        warnings("strict")[0].contains("Error: column '_kafka_value' must be nullable"),
+        "{}",
+        warnings("strict")[0]
+    );
+
+    // The topic is refused, with no further log line for it.
+    for _ in 0..3 {
+        let (code, _) = produce_one(&server, "typo", "two");
+        assert_eq!(code, kafluss_protocol::ErrorCode::InvalidTopicException);
+    }
+    assert_eq!(warnings("typo").len(), 1);
+
+    // The statements named fix the tables: the topics take records again.
+    for (_, fix) in fixes {
+        server.sql_ok(fix);
+    }
+    assert_eq!(
+        produce_one(&server, "typo", "two"),
+        (kafluss_protocol::ErrorCode::None, 1)
+    );
+    assert_eq!(
+        produce_one(&server, "two", "one"),
+        (kafluss_protocol::ErrorCode::None, 0)
+    );
+    assert_eq!(server.scan("fluss.typo").len(), 2);
+    let (status, body) = server.get("/v1/tables/fluss.strict");
+    assert_eq!(status, 200, "{body}");
+    let info: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(info["kafka"]["enabled"], false, "{body}");
+    assert_eq!(info["kafka"]["error"], Value::Null, "{body}");
+}
+
 /// The SQL error of an answer: (code, message).
 fn sql_error(body: &str) -> (String, String) {
     let answer: Value = serde_json::from_str(body).expect("json");

@@ -227,8 +227,7 @@ pub fn parse_kafka_options(options: &BTreeMap<String, String>) -> Result<KafkaOp
         key_binary: false,
     };
     for (key, value) in options {
-        let prefix = key.trim_start().get(..KAFKA_OPTION_PREFIX.len());
-        if !prefix.is_some_and(|prefix| prefix.eq_ignore_ascii_case(KAFKA_OPTION_PREFIX)) {
+        if !is_kafka_key(key) {
             continue;
         }
         let normalized = value.trim().to_ascii_lowercase();
@@ -273,6 +272,25 @@ pub fn parse_kafka_options(options: &BTreeMap<String, String>) -> Result<KafkaOp
         }
     }
     Ok(parsed)
+}
+
+/// Whether `key` is in the `table.kafka.` options' space: it starts with that prefix but
+/// for ASCII case and leading whitespace.
+fn is_kafka_key(key: &str) -> bool {
+    let prefix = key.trim_start().get(..KAFKA_OPTION_PREFIX.len());
+    prefix.is_some_and(|prefix| prefix.eq_ignore_ascii_case(KAFKA_OPTION_PREFIX))
+}
+
+/// The keys of `options` that [`parse_kafka_options`] refuses as keys (whatever their values):
+/// in the `table.kafka.` space but not one of [`KAFKA_OPTIONS`] as written. CREATE and ALTER
+/// refuse them; a table an earlier version stored may hold some (before such keys were
+/// matched ignoring case and spaces, `'TABLE.KAFKA.ENABLED'` was stored and not read).
+pub fn unreadable_kafka_keys(options: &BTreeMap<String, String>) -> Vec<&str> {
+    options
+        .keys()
+        .map(String::as_str)
+        .filter(|key| is_kafka_key(key) && !KAFKA_OPTIONS.contains(key))
+        .collect()
 }
 
 /// Validates a table's Kafka mapping. `Ok(None)` when `table.kafka.enabled` is absent or
@@ -719,6 +737,45 @@ mod tests {
             "spelled right"
         );
         assert_eq!(MisspelledOption::check("other", &["bucket.num"]), Ok(()));
+    }
+
+    /// The keys a table stored by an earlier version may hold that fail the mapping as keys:
+    /// removed, the same options parse.
+    #[test]
+    fn unreadable_kafka_keys_are_the_ones_refused_as_keys() {
+        let options = BTreeMap::from(
+            [
+                (ENABLED_OPTION, "true"),
+                (VALUE_TYPE_OPTION, "bogus"),
+                ("TABLE.KAFKA.KEY.TYPE", "binary"),
+                (" table.kafka.enabled", "true"),
+                ("Table.Kafka.Convert.Value.Layout", "nested"),
+                ("table.kafka", "x"),
+                ("table.log.ttl", "1d"),
+                ("BUCKET.NUM", "3"),
+            ]
+            .map(|(key, value)| (key.to_string(), value.to_string())),
+        );
+        assert_eq!(
+            unreadable_kafka_keys(&options),
+            [
+                " table.kafka.enabled",
+                "TABLE.KAFKA.KEY.TYPE",
+                "Table.Kafka.Convert.Value.Layout"
+            ]
+        );
+        let mut rest = options.clone();
+        for key in unreadable_kafka_keys(&options) {
+            rest.remove(key);
+        }
+        // What is left fails on a value, not a key.
+        assert!(matches!(
+            parse_kafka_options(&rest),
+            Err(MappingError::InvalidOptionValue { .. })
+        ));
+        rest.remove(VALUE_TYPE_OPTION);
+        assert!(parse_kafka_options(&rest).unwrap().enabled);
+        assert!(unreadable_kafka_keys(&rest).is_empty());
     }
 
     #[test]

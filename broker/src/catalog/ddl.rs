@@ -18,7 +18,9 @@ use super::config::{CatalogConfig, DEFAULT_DATABASE};
 use super::error::{CatalogError, SqlError};
 use super::model::{CatalogSnapshot, DatabaseInfo, TableInfo};
 use super::output::StatementResult;
-use super::publish::{build_snapshot, effective_credentials, new_cluster_id, super_user_lockout};
+use super::publish::{
+    build_snapshot, effective_credentials, kafka_error_warning, new_cluster_id, super_user_lockout,
+};
 use super::resolve::check_database_name;
 use super::sql::ObjectName;
 use super::store::{CatalogStore, StoredCatalog};
@@ -153,6 +155,17 @@ impl Catalog {
             stored.acls.clone(),
         );
         let snapshot = build_snapshot(&config, &stored);
+        // Only here: CREATE and ALTER refuse a mapping in error, so no later snapshot has a
+        // table in error that this one did not.
+        for table in snapshot
+            .databases
+            .values()
+            .flat_map(|database| database.tables.values())
+        {
+            if let Some(warning) = kafka_error_warning(table) {
+                tracing::warn!(table = %table.path(), "{warning}");
+            }
+        }
         Ok(Self {
             snapshot: ArcSwap::from_pointee(snapshot),
             authorizer: ArcSwap::from_pointee(authorizer),
