@@ -299,32 +299,20 @@ pub fn check_consistency(catalog: &StoredCatalog) -> Result<(), Inconsistency> {
 /// A table directory in `data_dir`: `<db>/<table>-<id>`, a directory whose database and table
 /// names are names and whose id is digits (the storage layout, `log::table_dir`).
 fn find_table_dir(data_dir: &Path) -> Option<PathBuf> {
-    let is_dir = |entry: &fs::DirEntry| entry.file_type().is_ok_and(|kind| kind.is_dir());
-    for database in fs::read_dir(data_dir).ok()?.filter_map(Result::ok) {
-        let named = database
-            .file_name()
-            .to_str()
-            .is_some_and(|name| check_fluss_name(name).is_ok());
-        if !named || !is_dir(&database) {
-            continue;
-        }
-        let Ok(tables) = fs::read_dir(database.path()) else {
-            continue;
-        };
-        for table in tables.filter_map(Result::ok) {
-            let named = table
-                .file_name()
+    // Not following links, as the entries' own file types.
+    let is_dir = |path: &Path| fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir());
+    crate::log::table_dirs(data_dir)
+        .into_iter()
+        .find(|found| {
+            found
+                .database
                 .to_str()
-                .and_then(|name| name.rsplit_once('-'))
-                .is_some_and(|(name, id)| {
-                    check_fluss_name(name).is_ok() && crate::units::digits(id).is_some()
-                });
-            if named && is_dir(&table) {
-                return Some(table.path());
-            }
-        }
-    }
-    None
+                .is_some_and(|name| check_fluss_name(name).is_ok())
+                && check_fluss_name(&found.table).is_ok()
+                && found.path.parent().is_some_and(is_dir)
+                && is_dir(&found.path)
+        })
+        .map(|found| found.path)
 }
 
 fn temp_path(path: &Path) -> PathBuf {

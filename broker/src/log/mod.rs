@@ -183,6 +183,50 @@ pub fn table_dir(data_dir: &Path, database: &str, table: &str, table_id: u64) ->
     Ok(data_dir.join(database).join(format!("{table}-{table_id}")))
 }
 
+/// A directory named as [`table_dir`] names them, found in a data dir by [`table_dirs`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundTableDir {
+    /// `data.dir/<database>/<table>-<id>`.
+    pub path: PathBuf,
+    /// The database directory's name, as the file system gives it.
+    pub database: std::ffi::OsString,
+    pub table: String,
+    pub id: u64,
+}
+
+/// The entries `data.dir/<database>/<table>-<id>` (an id of digits) of `data_dir`, whatever
+/// their names and kinds otherwise: each caller judges what it found. Unreadable directories
+/// and table entries whose names are not UTF-8 are skipped.
+pub fn table_dirs(data_dir: &Path) -> Vec<FoundTableDir> {
+    let mut found = Vec::new();
+    let Ok(databases) = std::fs::read_dir(data_dir) else {
+        return found;
+    };
+    for database in databases.filter_map(Result::ok) {
+        let Ok(tables) = std::fs::read_dir(database.path()) else {
+            continue;
+        };
+        let database_name = database.file_name();
+        for table in tables.filter_map(Result::ok) {
+            let file_name = table.file_name();
+            let Some((name, id)) = file_name
+                .to_str()
+                .and_then(|name| name.rsplit_once('-'))
+                .and_then(|(name, id)| Some((name, crate::units::digits(id)?)))
+            else {
+                continue;
+            };
+            found.push(FoundTableDir {
+                path: table.path(),
+                database: database_name.clone(),
+                table: name.to_string(),
+                id,
+            });
+        }
+    }
+    found
+}
+
 /// `<table_dir>/bucket-<n>`.
 pub fn bucket_dir(table_dir: &Path, bucket: u32) -> PathBuf {
     table_dir.join(format!("bucket-{bucket}"))

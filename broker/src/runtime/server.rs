@@ -110,38 +110,21 @@ fn open_catalog(
 fn remove_dropped_table_dirs(config: &ServerConfig, catalog: &Catalog) {
     let snapshot = catalog.snapshot();
     let next_id = catalog.next_table_id();
-    let Ok(databases) = std::fs::read_dir(&config.data_dir) else {
-        return;
-    };
-    for database in databases.filter_map(Result::ok) {
-        let Ok(tables) = std::fs::read_dir(database.path()) else {
+    for crate::log::FoundTableDir { path, id, .. } in crate::log::table_dirs(&config.data_dir) {
+        if id >= next_id || snapshot.table_by_id(id).is_some() || !holds_only_buckets(&path) {
             continue;
-        };
-        for table in tables.filter_map(Result::ok) {
-            let path = table.path();
-            let name = table.file_name();
-            let Some(id) = name
-                .to_str()
-                .and_then(|name| name.rsplit_once('-'))
-                .and_then(|(_, id)| crate::units::digits(id))
-            else {
-                continue;
-            };
-            if id >= next_id || snapshot.table_by_id(id).is_some() || !holds_only_buckets(&path) {
-                continue;
-            }
-            match crate::log::remove_table_dir(&path) {
-                Ok(()) => tracing::warn!(
-                    dir = %path.display(),
-                    table_id = id,
-                    "removed the directory of a dropped table: its DROP did not finish before the server stopped"
-                ),
-                Err(error) => tracing::warn!(
-                    dir = %path.display(),
-                    %error,
-                    "cannot remove the directory of a dropped table"
-                ),
-            }
+        }
+        match crate::log::remove_table_dir(&path) {
+            Ok(()) => tracing::warn!(
+                dir = %path.display(),
+                table_id = id,
+                "removed the directory of a dropped table: its DROP did not finish before the server stopped"
+            ),
+            Err(error) => tracing::warn!(
+                dir = %path.display(),
+                %error,
+                "cannot remove the directory of a dropped table"
+            ),
         }
     }
 }
@@ -404,11 +387,7 @@ fn proc_net_address(hex: &str) -> Option<std::net::IpAddr> {
 /// Whether a listener on `listener` takes connections to `ours` (IPv4-mapped IPv6 addresses
 /// as IPv4); a wildcard on either side overlaps every address of either family.
 fn addresses_overlap(listener: std::net::IpAddr, ours: std::net::IpAddr) -> bool {
-    let canonical = |ip: std::net::IpAddr| match ip {
-        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
-        v4 => v4,
-    };
-    let (listener, ours) = (canonical(listener), canonical(ours));
+    let (listener, ours) = (listener.to_canonical(), ours.to_canonical());
     listener.is_unspecified() || ours.is_unspecified() || listener == ours
 }
 
